@@ -1,0 +1,192 @@
+package config
+
+import (
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Config is the whole configuration of an esjet node. The zero value is not useful:
+// start from [Default] (which [Load] does) and call [Config.Validate].
+type Config struct {
+	// Namespace is the bounded context this node serves. It becomes a subject token
+	// ("<ns>.evt.>") and, upper-cased, the stream name prefix ("<NS>_EVENTS"), so it
+	// must match ^[a-z0-9][a-z0-9_-]{0,31}$. Default "demo".
+	Namespace string  `yaml:"namespace"`
+	NATS      NATS    `yaml:"nats"`
+	Streams   Streams `yaml:"streams"`
+	HTTP      HTTP    `yaml:"http"`
+	Log       Log     `yaml:"log"`
+}
+
+// Values of [NATS.Mode].
+const (
+	ModeEmbedded = "embedded"
+	ModeExternal = "external"
+)
+
+// NATS says where the broker comes from: a nats-server started inside this process
+// or an existing NATS cluster.
+type NATS struct {
+	// Mode is "embedded" (default) or "external". Only the section it names is used.
+	Mode     string   `yaml:"mode"`
+	Embedded Embedded `yaml:"embedded"`
+	External External `yaml:"external"`
+}
+
+// Values of [Embedded.Sync].
+const (
+	SyncAlways   = "always"
+	SyncInterval = "interval"
+)
+
+// ListenNone as a listen address disables the listener.
+const ListenNone = "none"
+
+// Embedded configures the in-process nats-server.
+type Embedded struct {
+	// DataDir holds the JetStream file store, relative to the working directory.
+	// Created (0750) if missing. Default "data".
+	DataDir string `yaml:"data_dir"`
+	// Listen is the client host:port, or "none" for no TCP listener (in-process
+	// clients only). Port 0 picks a free port. A host that is not loopback requires
+	// Auth and TLS. Default "127.0.0.1:4222".
+	Listen string `yaml:"listen"`
+	// Sync is "always" (fsync every write; default) or "interval" (fsync every
+	// SyncInterval: faster, but an OS crash or power loss can lose acknowledged writes).
+	Sync string `yaml:"sync"`
+	// SyncInterval is the fsync period when Sync is "interval". Default 2m.
+	SyncInterval Duration `yaml:"sync_interval"`
+	// MaxMemory limits the JetStream memory store; 0 means the server default.
+	MaxMemory ByteSize `yaml:"max_memory"`
+	// MaxStore limits the JetStream file store; 0 means the server default.
+	MaxStore ByteSize `yaml:"max_store"`
+	// ServerName names the server in monitoring and JetStream metadata. Default "esjet".
+	ServerName string `yaml:"server_name"`
+	Auth       Auth   `yaml:"auth"`
+	TLS        TLS    `yaml:"tls"`
+}
+
+// External configures the connection to an existing NATS cluster.
+type External struct {
+	// URLs are the servers to try, e.g. "nats://a:4222" (schemes nats, tls, ws, wss).
+	// Required in external mode.
+	URLs []string `yaml:"urls"`
+	// CredentialsFile is a NATS .creds file (JWT + nkey seed); empty means none.
+	CredentialsFile string `yaml:"credentials_file"`
+	Auth            Auth   `yaml:"auth"`
+	TLS             TLS    `yaml:"tls"`
+	// ConnectTimeout bounds each connection attempt. Default 5s.
+	ConnectTimeout Duration `yaml:"connect_timeout"`
+}
+
+// Auth is user/password or token authentication; all empty means none.
+type Auth struct {
+	User     string `yaml:"user"`
+	Password string `yaml:"password"`
+	Token    string `yaml:"token"`
+}
+
+// TLS names PEM files. CertFile and KeyFile go together; CAFile alone is enough for a
+// client to verify a server with a private CA.
+type TLS struct {
+	CertFile string `yaml:"cert_file"`
+	KeyFile  string `yaml:"key_file"`
+	CAFile   string `yaml:"ca_file"`
+}
+
+// Streams tunes the JetStream streams the node provisions.
+type Streams struct {
+	// Replicas is 1, 3 or 5; embedded mode requires 1. Default 1.
+	Replicas int `yaml:"replicas"`
+	// DuplicateWindow is the Nats-Msg-Id dedup window of the streams: > 0 and
+	// ≤ OutboxMaxAge. Default 2m.
+	DuplicateWindow Duration `yaml:"duplicate_window"`
+	// OutboxMaxAge is how long OUTBOX keeps commands for audit. Default 168h (7 days).
+	OutboxMaxAge Duration `yaml:"outbox_max_age"`
+	// MaxMessageSize is the largest message (one decision) a stream accepts, between
+	// 1KiB and 8MiB; the embedded server's max_payload is raised to match. Default 1MiB.
+	MaxMessageSize ByteSize `yaml:"max_message_size"`
+}
+
+// HTTP configures the HTTP API.
+type HTTP struct {
+	// Listen is host:port or "none" to disable HTTP. Default "127.0.0.1:8080".
+	Listen string `yaml:"listen"`
+}
+
+// Log configures the node's slog output.
+type Log struct {
+	// Level is debug, info (default), warn or error.
+	Level string `yaml:"level"`
+	// Format is text (default) or json.
+	Format string `yaml:"format"`
+}
+
+// Default returns the defaults: an embedded server on 127.0.0.1:4222 with sync always,
+// a "demo" namespace, R1 streams.
+func Default() Config {
+	return Config{
+		Namespace: "demo",
+		NATS: NATS{
+			Mode: ModeEmbedded,
+			Embedded: Embedded{
+				DataDir:      "data",
+				Listen:       "127.0.0.1:4222",
+				Sync:         SyncAlways,
+				SyncInterval: Duration(2 * time.Minute),
+				ServerName:   "esjet",
+			},
+			External: External{
+				URLs:           []string{},
+				ConnectTimeout: Duration(5 * time.Second),
+			},
+		},
+		Streams: Streams{
+			Replicas:        1,
+			DuplicateWindow: Duration(2 * time.Minute),
+			OutboxMaxAge:    Duration(168 * time.Hour),
+			MaxMessageSize:  MiB,
+		},
+		HTTP: HTTP{Listen: "127.0.0.1:8080"},
+		Log:  Log{Level: "info", Format: "text"},
+	}
+}
+
+// StreamPrefix is the upper-cased namespace that prefixes stream names ("DEMO" for
+// DEMO_EVENTS).
+func (c Config) StreamPrefix() string { return strings.ToUpper(c.Namespace) }
+
+const redacted = "[redacted]"
+
+// Redacted returns a copy of c safe to print: passwords, tokens and passwords inside
+// URLs are replaced by "[redacted]" (empty ones stay empty, so the reader can see
+// which are set).
+func (c Config) Redacted() Config {
+	redactAuth := func(a *Auth) {
+		if a.Password != "" {
+			a.Password = redacted
+		}
+		if a.Token != "" {
+			a.Token = redacted
+		}
+	}
+	redactAuth(&c.NATS.Embedded.Auth)
+	redactAuth(&c.NATS.External.Auth)
+	if c.NATS.External.URLs != nil {
+		urls := make([]string, len(c.NATS.External.URLs))
+		for i, raw := range c.NATS.External.URLs {
+			urls[i] = raw
+			if u, err := url.Parse(raw); err == nil && u.User != nil {
+				if _, ok := u.User.Password(); ok {
+					u.User = url.UserPassword(u.User.Username(), redacted)
+				} else {
+					u.User = url.User(redacted) // a bare userinfo is a token
+				}
+				urls[i] = u.String()
+			}
+		}
+		c.NATS.External.URLs = urls
+	}
+	return c
+}

@@ -1,0 +1,191 @@
+package config
+
+import (
+	"bytes"
+	"encoding"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"reflect"
+	"sort"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// DefaultPath is the config file [Load] reads when given no path and ESJET_CONFIG is
+// unset, if the file exists.
+const DefaultPath = "config/esjet.yaml"
+
+// EnvConfigFile names the config file when [Load] is given no path. It is the only
+// ESJET_ variable that is not a field.
+const EnvConfigFile = "ESJET_CONFIG"
+
+// EnvPrefix starts every environment override.
+const EnvPrefix = "ESJET_"
+
+// Load returns the configuration: [Default], then the YAML file at path, then the
+// ESJET_ variables in environ (pass os.Environ()), then [Config.Validate].
+//
+// With path == "" it reads $ESJET_CONFIG if set, else [DefaultPath] if that exists,
+// else no file. A named file that does not exist is an error. Unknown YAML keys and
+// ESJET_ variables that name no field are errors. A validation error is returned
+// together with the loaded config, so a caller can still print it.
+func Load(path string, environ []string) (Config, error) {
+	cfg := Default()
+	if path == "" {
+		path = lookupEnv(environ, EnvConfigFile)
+		if path == "" {
+			if _, err := os.Stat(DefaultPath); err == nil {
+				path = DefaultPath
+			}
+		}
+	}
+	if path != "" {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return cfg, fmt.Errorf("config file %s does not exist", path)
+			}
+			return cfg, fmt.Errorf("read config: %w", err)
+		}
+		if err := decodeYAML(data, &cfg); err != nil {
+			return cfg, fmt.Errorf("config file %s: %w", path, err)
+		}
+	}
+	if err := applyEnv(&cfg, environ); err != nil {
+		return cfg, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// decodeYAML decodes data onto cfg strictly: unknown keys are errors with their line.
+func decodeYAML(data []byte, cfg *Config) error {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	// A second document would be silently ignored otherwise.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return errors.New("more than one YAML document; use one")
+	}
+	return nil
+}
+
+func lookupEnv(environ []string, name string) string {
+	val := ""
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == name {
+			val = v // the last one wins, as with os.Getenv on duplicates
+		}
+	}
+	return val
+}
+
+// envField is one overridable leaf of Config.
+type envField struct {
+	path  string // yaml path, e.g. "nats.embedded.data_dir"
+	index []int  // reflect field index from Config
+}
+
+var textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+
+// envFields maps every ESJET_ variable name to its field, by walking the yaml tags.
+func envFields() map[string]envField {
+	fields := map[string]envField{}
+	var walk func(t reflect.Type, path string, index []int)
+	walk = func(t reflect.Type, path string, index []int) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if tag == "" || tag == "-" || !f.IsExported() {
+				continue
+			}
+			p := tag
+			if path != "" {
+				p = path + "." + tag
+			}
+			idx := append(append([]int(nil), index...), i)
+			if f.Type.Kind() == reflect.Struct && !reflect.PointerTo(f.Type).Implements(textUnmarshalerType) {
+				walk(f.Type, p, idx)
+				continue
+			}
+			name := EnvPrefix + strings.ToUpper(strings.ReplaceAll(p, ".", "_"))
+			fields[name] = envField{path: p, index: idx}
+		}
+	}
+	walk(reflect.TypeFor[Config](), "", nil)
+	return fields
+}
+
+// EnvNames lists every environment variable [Load] understands, sorted, for help text.
+func EnvNames() []string {
+	fields := envFields()
+	names := make([]string, 0, len(fields)+1)
+	for name := range fields {
+		names = append(names, name)
+	}
+	names = append(names, EnvConfigFile)
+	sort.Strings(names)
+	return names
+}
+
+// applyEnv sets the fields named by ESJET_ variables. All bad variables are reported.
+func applyEnv(cfg *Config, environ []string) error {
+	fields := envFields()
+	root := reflect.ValueOf(cfg).Elem()
+	var errs []error
+	for _, kv := range environ {
+		name, val, ok := strings.Cut(kv, "=")
+		if !ok || !strings.HasPrefix(name, EnvPrefix) || name == EnvConfigFile {
+			continue
+		}
+		f, ok := fields[name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("environment variable %s matches no config field (see config/esjet.yaml for the names)", name))
+			continue
+		}
+		if err := setField(root.FieldByIndex(f.index), val); err != nil {
+			errs = append(errs, fmt.Errorf("environment variable %s=%q (%s): %w", name, val, f.path, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func setField(v reflect.Value, val string) error {
+	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
+		return u.UnmarshalText([]byte(val))
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(val)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, err := strconv.ParseInt(strings.TrimSpace(val), 10, v.Type().Bits())
+		if err != nil {
+			return errors.New("not a whole number")
+		}
+		v.SetInt(n)
+	case reflect.Slice:
+		if v.Type().Elem().Kind() != reflect.String {
+			return fmt.Errorf("unsupported field type %s", v.Type())
+		}
+		list := []string{}
+		for item := range strings.SplitSeq(val, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				list = append(list, item)
+			}
+		}
+		v.Set(reflect.ValueOf(list))
+	default:
+		return fmt.Errorf("unsupported field type %s", v.Type())
+	}
+	return nil
+}

@@ -1,0 +1,193 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// FieldError is one invalid setting.
+type FieldError struct {
+	Path   string // yaml path, e.g. "nats.embedded.sync"
+	Value  any    // the offending value; nil when the problem is a missing value
+	Reason string // what would be valid, or what to do
+}
+
+func (e *FieldError) Error() string {
+	if e.Value == nil {
+		return e.Path + ": " + e.Reason
+	}
+	v := fmt.Sprintf("%v", e.Value)
+	if s, ok := e.Value.(string); ok {
+		v = strconv.Quote(s)
+	} else if l, ok := e.Value.([]string); ok {
+		v = fmt.Sprintf("%q", l)
+	}
+	return fmt.Sprintf("%s: %s is not valid: %s", e.Path, v, e.Reason)
+}
+
+var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
+
+// Validate reports every problem in c, joined with errors.Join; each is a
+// *[FieldError]. It returns nil if c is usable.
+func (c *Config) Validate() error {
+	v := &validator{}
+	if !namespacePattern.MatchString(c.Namespace) {
+		v.add("namespace", c.Namespace, "use 1-32 characters of a-z, 0-9, '_' and '-', starting with a letter or digit (it becomes a subject token and a stream name prefix)")
+	}
+	c.NATS.validate(v, c.Streams.Replicas)
+	c.Streams.validate(v)
+	v.listen("http.listen", c.HTTP.Listen)
+	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
+	v.oneOf("log.format", c.Log.Format, "text", "json")
+	return errors.Join(v.errs...)
+}
+
+func (n *NATS) validate(v *validator, replicas int) {
+	v.oneOf("nats.mode", n.Mode, ModeEmbedded, ModeExternal)
+
+	e := &n.Embedded
+	if e.DataDir == "" && n.Mode == ModeEmbedded {
+		v.add("nats.embedded.data_dir", nil, "must not be empty: set a directory for the JetStream file store")
+	}
+	v.oneOf("nats.embedded.sync", e.Sync, SyncAlways, SyncInterval)
+	if e.Sync == SyncInterval && e.SyncInterval <= 0 {
+		v.add("nats.embedded.sync_interval", e.SyncInterval, "must be greater than 0 when sync is \"interval\"")
+	}
+	if e.MaxMemory < 0 {
+		v.add("nats.embedded.max_memory", e.MaxMemory, "must be 0 (server default) or a positive size")
+	}
+	if e.MaxStore < 0 {
+		v.add("nats.embedded.max_store", e.MaxStore, "must be 0 (server default) or a positive size")
+	}
+	if e.ServerName == "" || strings.ContainsAny(e.ServerName, " \t\r\n") {
+		v.add("nats.embedded.server_name", e.ServerName, "use a non-empty name without spaces")
+	}
+	v.auth("nats.embedded.auth", e.Auth)
+	v.tls("nats.embedded.tls", e.TLS)
+	if host, ok := v.listen("nats.embedded.listen", e.Listen); ok && n.Mode == ModeEmbedded && e.Listen != ListenNone && !isLoopback(host) {
+		var missing []string
+		if !e.Auth.set() {
+			missing = append(missing, "auth")
+		}
+		if e.TLS.CertFile == "" || e.TLS.KeyFile == "" {
+			missing = append(missing, "TLS")
+		}
+		if len(missing) > 0 {
+			v.add("nats.embedded.listen", e.Listen, fmt.Sprintf(
+				"listening on %s without %s would expose the event log to the network; set nats.embedded.auth and nats.embedded.tls, or listen on 127.0.0.1",
+				e.Listen, strings.Join(missing, " and ")))
+		}
+	}
+	if n.Mode == ModeEmbedded && (replicas == 3 || replicas == 5) {
+		v.add("streams.replicas", replicas, "a single embedded server cannot hold more than 1 replica; use 1, or nats.mode \"external\" with a cluster")
+	}
+
+	x := &n.External
+	if len(x.URLs) == 0 && n.Mode == ModeExternal {
+		v.add("nats.external.urls", nil, "external mode needs at least one server URL, e.g. nats://127.0.0.1:4222")
+	}
+	for i, raw := range x.URLs {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			v.add(fmt.Sprintf("nats.external.urls[%d]", i), raw, "use a URL like nats://host:4222")
+			continue
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			v.add(fmt.Sprintf("nats.external.urls[%d]", i), raw, "use the scheme nats, tls, ws or wss")
+		}
+	}
+	v.auth("nats.external.auth", x.Auth)
+	v.tls("nats.external.tls", x.TLS)
+	if x.ConnectTimeout <= 0 {
+		v.add("nats.external.connect_timeout", x.ConnectTimeout, "must be greater than 0, e.g. 5s")
+	}
+}
+
+func (s *Streams) validate(v *validator) {
+	if s.Replicas != 1 && s.Replicas != 3 && s.Replicas != 5 {
+		v.add("streams.replicas", s.Replicas, "use 1, 3 or 5")
+	}
+	if s.DuplicateWindow <= 0 {
+		v.add("streams.duplicate_window", s.DuplicateWindow, "must be greater than 0, e.g. 2m")
+	}
+	if s.OutboxMaxAge <= 0 {
+		v.add("streams.outbox_max_age", s.OutboxMaxAge, "must be greater than 0, e.g. 168h")
+	} else if s.DuplicateWindow > 0 && s.OutboxMaxAge < s.DuplicateWindow {
+		v.add("streams.outbox_max_age", s.OutboxMaxAge, fmt.Sprintf("must be at least streams.duplicate_window (%s)", s.DuplicateWindow))
+	}
+	if s.MaxMessageSize < KiB || s.MaxMessageSize > 8*MiB {
+		v.add("streams.max_message_size", s.MaxMessageSize, "use a size between 1KiB and 8MiB")
+	}
+}
+
+type validator struct{ errs []error }
+
+func (v *validator) add(path string, value any, reason string) {
+	v.errs = append(v.errs, &FieldError{Path: path, Value: value, Reason: reason})
+}
+
+func (v *validator) oneOf(path, value string, valid ...string) {
+	for _, ok := range valid {
+		if value == ok {
+			return
+		}
+	}
+	quoted := make([]string, len(valid))
+	for i, s := range valid {
+		quoted[i] = strconv.Quote(s)
+	}
+	reason := "use " + strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
+	v.add(path, value, reason)
+}
+
+// listen checks a "none" or host:port address and returns its host.
+func (v *validator) listen(path, addr string) (host string, ok bool) {
+	if addr == ListenNone {
+		return "", true
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err == nil {
+		var n int
+		n, err = strconv.Atoi(port)
+		if err == nil && (n < 0 || n > 65535) {
+			err = errors.New("port out of range")
+		}
+	}
+	if err != nil {
+		v.add(path, addr, "use host:port with a port from 0 to 65535 (0 picks a free port), or \"none\"")
+		return "", false
+	}
+	return host, true
+}
+
+func (v *validator) auth(path string, a Auth) {
+	if (a.User == "") != (a.Password == "") {
+		v.add(path, nil, "user and password go together: set both or neither")
+	}
+	if a.Token != "" && a.User != "" {
+		v.add(path, nil, "use either a token or user and password, not both")
+	}
+}
+
+func (v *validator) tls(path string, t TLS) {
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		v.add(path, nil, "cert_file and key_file go together: set both or neither")
+	}
+}
+
+func (a Auth) set() bool { return (a.User != "" && a.Password != "") || a.Token != "" }
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}

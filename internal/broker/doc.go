@@ -1,0 +1,12 @@
+// Package broker gives an esjet node its NATS connection and JetStream context.
+//
+// In embedded mode [Start] runs nats-server inside the process (file store under the
+// configured data dir, loopback listener by default, sync always) and connects to it
+// in-process; in external mode it connects to an existing cluster. Either way the
+// caller gets a [*Broker] whose [Broker.Conn] and [Broker.JetStream] feed stream
+// provisioning and everything above it, and whose [Broker.Close] drains the
+// connection before stopping the server.
+//
+// [Connect] is the other side: a CLI command (esjet streams, …) connecting as a plain
+// client to the node a config describes.
+package broker

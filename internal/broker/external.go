@@ -1,0 +1,64 @@
+package broker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/config"
+)
+
+// reconnectWait is the pause between reconnect attempts to the same server; the
+// client jitters it and never gives up (MaxReconnects -1).
+const reconnectWait = 2 * time.Second
+
+func startExternal(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, error) {
+	x := cfg.NATS.External
+	url := strings.Join(x.URLs, ",")
+	b := &Broker{closed: make(chan struct{}), logger: logger, clientURL: url}
+	opts := append([]nats.Option{
+		nats.Name("esjet"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(reconnectWait),
+		nats.Timeout(x.ConnectTimeout.Std()),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				logger.Warn("nats disconnected", "error", err)
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			logger.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+		}),
+		nats.ClosedHandler(closedOnce(b.closed)),
+	}, clientOptions(x.Auth, x.TLS, x.CredentialsFile, false)...)
+
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", redactURLs(url), err)
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", redactURLs(url), err)
+	}
+	b.nc = nc
+	js, err := jetstream.New(nc)
+	if err == nil {
+		err = waitJetStream(ctx, js, max(x.ConnectTimeout.Std(), 10*time.Second))
+	}
+	if err != nil {
+		at := nc.ConnectedUrlRedacted()
+		nc.Close()
+		if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+			return nil, fmt.Errorf("JetStream is not enabled at %s for this account: enable it on the servers (a jetstream block in their config) and for the account: %w", at, err)
+		}
+		return nil, fmt.Errorf("jetstream at %s: %w", redactURLs(url), err)
+	}
+	b.js = js
+	logger.Info("connected to nats", "url", nc.ConnectedUrlRedacted(), "server_name", nc.ConnectedServerName())
+	return b, nil
+}

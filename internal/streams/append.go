@@ -1,0 +1,176 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+)
+
+// Append stores d as ONE message on its aggregate's subject, expecting the
+// aggregate to stand at after (the zero Position: a new aggregate). It
+// assigns event versions after.Version+1…, event ids and times where empty,
+// and command ids, and returns the stored record.
+//
+// Errors:
+//   - a [*TokenError] or [ErrInvalidDecision] for bad input, a [*SizeError]
+//     for an oversized decision: nothing was written;
+//   - a [*ConflictError] (wraps [ErrVersionConflict]) when the aggregate has
+//     moved; it carries the actual position;
+//   - [ErrUnknownOutcome] when every attempt timed out and the tail does not
+//     show the decision; calling Append again with the same d.ID resolves it.
+//
+// Append is idempotent by d.ID: when the same decision had already been
+// stored (a retry after a lost reply), it returns the ORIGINAL record, on a
+// single server (where the retry gets 10071) and on a cluster (a duplicate
+// ack), and stores nothing twice.
+func (l *Log) Append(ctx context.Context, d Decision, after Position) (Record, error) {
+	subject, err := l.names.AggregateSubject(d.AggregateType, d.AggregateID)
+	if err != nil {
+		return Record{}, err
+	}
+	d, err = prepare(d, after, l.cfg.Now())
+	if err != nil {
+		return Record{}, err
+	}
+	msg, err := encode(subject, d)
+	if err != nil {
+		return Record{}, err
+	}
+	if size := msgSize(msg); size > l.cfg.MaxMessageSize {
+		return Record{}, &SizeError{Size: size, Limit: l.cfg.MaxMessageSize}
+	}
+
+	var lastErr error
+	for attempt := 1; attempt <= l.cfg.AppendAttempts; attempt++ {
+		actx, cancel := context.WithTimeout(ctx, l.cfg.AppendTimeout)
+		ack, err := l.js.PublishMsg(actx, msg, jetstream.WithExpectLastSequencePerSubject(after.Seq))
+		cancel()
+		switch {
+		case err == nil && !ack.Duplicate:
+			return Record{Decision: d, Seq: ack.Sequence, Subject: subject}, nil
+		case err == nil:
+			// Clustered retry of a committed append: dedup answers first,
+			// with the original sequence.
+			return l.original(ctx, subject, d.ID, ack.Sequence)
+		case isConflict(err):
+			// On one server a retry of a committed append lands here (the
+			// expectation is checked before dedup): look for our decision
+			// right after the expected position before calling it a conflict.
+			if rec, ok, ferr := l.findAfter(ctx, subject, after.Seq, d.ID); ferr != nil {
+				return Record{}, fmt.Errorf("append %s: resolve conflict: %w", subject, ferr)
+			} else if ok {
+				return rec, nil
+			}
+			actual, perr := l.lastPosition(ctx, subject)
+			if perr != nil {
+				return Record{}, fmt.Errorf("append %s: read actual position: %w", subject, perr)
+			}
+			return Record{}, &ConflictError{Subject: subject, Expected: after, Actual: actual, Err: err}
+		case isTooLarge(err):
+			return Record{}, fmt.Errorf("append %s: %w: %w", subject, ErrTooLarge, err)
+		case ambiguous(ctx, err):
+			lastErr = err
+			l.logger.Warn("append attempt timed out; retrying with the same decision id",
+				"subject", subject, "decision_id", d.ID, "attempt", attempt, "error", err)
+			continue
+		default:
+			return Record{}, fmt.Errorf("append %s: %w", subject, err)
+		}
+	}
+	// Every attempt timed out. The decision may still have been stored: the
+	// tail is the judge.
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.AppendTimeout)
+	defer cancel()
+	if rec, ok, err := l.findAfter(rctx, subject, after.Seq, d.ID); err == nil && ok {
+		return rec, nil
+	}
+	return Record{}, fmt.Errorf("append %s (decision %s): %w after %d attempts: %w",
+		subject, d.ID, ErrUnknownOutcome, l.cfg.AppendAttempts, lastErr)
+}
+
+// ambiguous reports a publish error after which the message may or may not
+// have been stored: a timeout of this attempt (not of the caller's context) or
+// no stream responder during a leader change.
+func ambiguous(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)
+}
+
+// findAfter reads the first message on subject after seq: with every write
+// expecting its predecessor, the only place our decision can be.
+func (l *Log) findAfter(ctx context.Context, subject string, seq uint64, id string) (Record, bool, error) {
+	msgs, err := jetstreamext.GetBatch(ctx, l.js, l.names.Events, 1,
+		jetstreamext.GetBatchSeq(seq+1), jetstreamext.GetBatchSubject(subject))
+	if err != nil {
+		return Record{}, false, err
+	}
+	for m, err := range msgs {
+		if errors.Is(err, jetstreamext.ErrNoMessages) {
+			return Record{}, false, nil
+		}
+		if err != nil {
+			return Record{}, false, err
+		}
+		if m.Header.Get(jetstream.MsgIDHeader) != id {
+			return Record{}, false, nil
+		}
+		rec, err := l.decode(m)
+		return rec, err == nil, err
+	}
+	return Record{}, false, nil
+}
+
+// original returns the stored message seq, which a duplicate ack named as
+// the first copy of decision id.
+func (l *Log) original(ctx context.Context, subject, id string, seq uint64) (Record, error) {
+	m, err := l.events.GetMsg(ctx, seq)
+	if err != nil {
+		return Record{}, fmt.Errorf("append %s: read original of duplicate decision %s at seq %d: %w", subject, id, seq, err)
+	}
+	if m.Subject != subject || m.Header.Get(jetstream.MsgIDHeader) != id {
+		return Record{}, fmt.Errorf("append %s: %w: decision %s is stored at seq %d on %s",
+			subject, ErrDuplicateDecisionID, id, seq, m.Subject)
+	}
+	return l.decode(m)
+}
+
+// lastPosition reads where the aggregate on subject stands now.
+func (l *Log) lastPosition(ctx context.Context, subject string) (Position, error) {
+	m, err := l.events.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return Position{}, nil
+	}
+	if err != nil {
+		return Position{}, err
+	}
+	if v, err := strconv.ParseUint(m.Header.Get(HeaderLastVersion), 10, 64); err == nil && v > 0 {
+		return Position{Seq: m.Sequence, Version: v}, nil
+	}
+	rec, err := decodeRaw(m)
+	if err != nil {
+		return Position{}, err
+	}
+	return rec.Position(), nil
+}
+
+// Last returns the aggregate's current position; the zero Position when it
+// has no events.
+func (l *Log) Last(ctx context.Context, typ, id string) (Position, error) {
+	subject, err := l.names.AggregateSubject(typ, id)
+	if err != nil {
+		return Position{}, err
+	}
+	p, err := l.lastPosition(ctx, subject)
+	if err != nil {
+		return Position{}, fmt.Errorf("last position of %s: %w", subject, err)
+	}
+	return p, nil
+}

@@ -1,0 +1,21 @@
+// Package streams is esjet's event log on JetStream: it provisions the streams
+// and buckets of a namespace, appends decisions and reads them back.
+//
+// A decision (the events one command produced and the commands it issues) is
+// appended as ONE message on the aggregate's literal subject
+// <ns>.evt.<type>.<id>, guarded by Nats-Expected-Last-Subject-Sequence and
+// identified by Nats-Msg-Id = the decision id. The log is therefore also the
+// outbox: a command is pending from the moment its decision is stored.
+//
+// Every write to an aggregate subject carries an expectation. Ambiguous
+// outcomes (a timed-out publish, 10071/10164 for a retry of an append that had
+// committed, a duplicate ack on R3) are resolved by reading the aggregate's
+// tail for the decision id, so a retried append returns the original result
+// and stores nothing twice.
+//
+// Reads use batched direct get (no consumer per load). Upcasters registered
+// in [Config] turn old event shapes into current ones on every read.
+//
+// Data flow: aggregate repository → [Log.Append] → <NS>_EVENTS → relay
+// (internal/outbox) → <NS>_OUTBOX → workers (internal/consumer).
+package streams

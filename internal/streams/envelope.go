@@ -1,0 +1,281 @@
+package streams
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// EnvelopeVersion is the version of the stored payload shape. A reader meets
+// a newer version only after a downgrade and refuses it rather than guess.
+const EnvelopeVersion = 1
+
+// Headers written on every decision message, so `nats stream view` shows what
+// a message is without decoding the payload.
+const (
+	HeaderEnvelope      = "Esjet-Envelope"       // envelope version
+	HeaderAggregateType = "Esjet-Aggregate-Type" // aggregate type token
+	HeaderAggregateID   = "Esjet-Aggregate-Id"   // aggregate id token
+	HeaderEventTypes    = "Esjet-Event-Types"    // comma-separated, in order
+	HeaderFirstVersion  = "Esjet-First-Version"  // aggregate version of the first event
+	HeaderLastVersion   = "Esjet-Last-Version"   // aggregate version of the last event
+	HeaderCommandCount  = "Esjet-Command-Count"  // commands recorded in the decision
+	HeaderCorrelationID = "Esjet-Correlation-Id"
+	HeaderCausationID   = "Esjet-Causation-Id"
+	HeaderTraceParent   = "traceparent" // W3C trace context
+)
+
+// Position is where an aggregate stands in the log: the stream sequence of
+// its last message (0 = no message yet) and its aggregate version (the
+// version of its last event). Append expects Seq; Version numbers new events.
+type Position struct {
+	Seq     uint64 `json:"seq"`
+	Version uint64 `json:"version"`
+}
+
+// Decision is what handling one command produced, appended as one message.
+type Decision struct {
+	// ID is the decision id and the message's Nats-Msg-Id. Required: a UUID
+	// derived from the request's idempotency key, or a UUIDv7.
+	ID            string    `json:"id"`
+	AggregateType string    `json:"aggregate_type"`
+	AggregateID   string    `json:"aggregate_id"`
+	Events        []Event   `json:"events"`
+	Commands      []Command `json:"commands,omitempty"`
+	CorrelationID string    `json:"correlation_id,omitempty"`
+	CausationID   string    `json:"causation_id,omitempty"`
+	TraceParent   string    `json:"traceparent,omitempty"`
+}
+
+// Event is one thing that happened to an aggregate.
+type Event struct {
+	// ID is derived from the decision id and the event's index when empty,
+	// so a retried append produces the same ids.
+	ID   string `json:"id"`
+	Type string `json:"type"`
+	// Schema is the version of Data's shape; 0 means 1. Upcasters see it.
+	Schema int `json:"schema"`
+	// Version is the aggregate version, assigned by Append: expected+1, +2…
+	Version uint64 `json:"version"`
+	// Time is set by Append when zero.
+	Time time.Time       `json:"time"`
+	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// Command is an instruction the decision issues, carried out by a worker
+// after the relay moves it to OUTBOX.
+type Command struct {
+	// ID is assigned by Append: <type>:<id>:<version>:<index>, version being
+	// the decision's last event version. Deterministic: a retry yields the
+	// same id, and OUTBOX deduplicates on it.
+	ID      string          `json:"id"`
+	Kind    string          `json:"kind"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Report asks for the outcome to be sent back to the issuing aggregate.
+	Report bool `json:"report,omitempty"`
+	// DeliverAfter, when set, delays the command until that time.
+	DeliverAfter time.Time `json:"deliver_after,omitzero"`
+}
+
+// Record is a decision as stored in the log.
+type Record struct {
+	Decision
+	Seq     uint64    // stream sequence: the decision's global position
+	Subject string    // the aggregate subject
+	Stored  time.Time // server timestamp
+}
+
+// FirstVersion is the aggregate version of the record's first event.
+func (r Record) FirstVersion() uint64 { return r.Events[0].Version }
+
+// LastVersion is the aggregate version of the record's last event.
+func (r Record) LastVersion() uint64 { return r.Events[len(r.Events)-1].Version }
+
+// Position is the aggregate's position right after this record.
+func (r Record) Position() Position { return Position{Seq: r.Seq, Version: r.LastVersion()} }
+
+type envelope struct {
+	V int `json:"v"`
+	Decision
+}
+
+// CommandID is the deterministic id of the index-th command of a decision
+// whose last event has aggregate version version.
+func CommandID(typ, id string, version uint64, index int) string {
+	return typ + ":" + id + ":" + strconv.FormatUint(version, 10) + ":" + strconv.Itoa(index)
+}
+
+// prepare validates d and fills what Append assigns: event ids, versions and
+// times, command ids. It never mutates the caller's slices.
+func prepare(d Decision, after Position, now time.Time) (Decision, error) {
+	if err := ValidateToken("aggregate type", d.AggregateType); err != nil {
+		return d, err
+	}
+	if err := ValidateToken("aggregate id", d.AggregateID); err != nil {
+		return d, err
+	}
+	decisionUUID, err := uuid.Parse(d.ID)
+	if err != nil {
+		return d, invalid("decision id %q is not a UUID: %v", d.ID, err)
+	}
+	if len(d.Events) == 0 {
+		return d, invalid("a decision must record at least one event")
+	}
+	if after.Seq == 0 && after.Version != 0 {
+		return d, invalid("expected position has version %d but no sequence", after.Version)
+	}
+	events := make([]Event, len(d.Events))
+	for i, e := range d.Events {
+		if err := ValidateToken("event type", e.Type); err != nil {
+			return d, err
+		}
+		if e.Schema < 0 {
+			return d, invalid("event %d (%s): schema %d is negative", i, e.Type, e.Schema)
+		}
+		if e.Schema == 0 {
+			e.Schema = 1
+		}
+		if len(e.Data) > 0 && !json.Valid(e.Data) {
+			return d, invalid("event %d (%s): data is not valid JSON", i, e.Type)
+		}
+		if e.ID == "" {
+			e.ID = uuid.NewSHA1(decisionUUID, []byte("event:"+strconv.Itoa(i))).String()
+		}
+		e.Version = after.Version + uint64(i) + 1
+		if e.Time.IsZero() {
+			e.Time = now
+		}
+		e.Time = e.Time.UTC()
+		events[i] = e
+	}
+	last := events[len(events)-1].Version
+	cmds := make([]Command, len(d.Commands))
+	for i, c := range d.Commands {
+		if err := ValidateToken("command kind", c.Kind); err != nil {
+			return d, err
+		}
+		if len(c.Payload) > 0 && !json.Valid(c.Payload) {
+			return d, invalid("command %d (%s): payload is not valid JSON", i, c.Kind)
+		}
+		c.ID = CommandID(d.AggregateType, d.AggregateID, last, i)
+		if !c.DeliverAfter.IsZero() {
+			c.DeliverAfter = c.DeliverAfter.UTC()
+		}
+		cmds[i] = c
+	}
+	d.Events = events
+	if len(cmds) == 0 {
+		cmds = nil
+	}
+	d.Commands = cmds
+	return d, nil
+}
+
+// encode builds the message for a prepared decision.
+func encode(subject string, d Decision) (*nats.Msg, error) {
+	data, err := json.Marshal(envelope{V: EnvelopeVersion, Decision: d})
+	if err != nil {
+		return nil, fmt.Errorf("encode decision %s: %w", d.ID, err)
+	}
+	m := nats.NewMsg(subject)
+	m.Data = data
+	h := m.Header
+	h.Set(jetstream.MsgIDHeader, d.ID)
+	h.Set("Content-Type", "application/json")
+	h.Set(HeaderEnvelope, strconv.Itoa(EnvelopeVersion))
+	h.Set(HeaderAggregateType, d.AggregateType)
+	h.Set(HeaderAggregateID, d.AggregateID)
+	types := make([]string, len(d.Events))
+	for i, e := range d.Events {
+		types[i] = e.Type
+	}
+	h.Set(HeaderEventTypes, strings.Join(types, ","))
+	h.Set(HeaderFirstVersion, strconv.FormatUint(d.Events[0].Version, 10))
+	h.Set(HeaderLastVersion, strconv.FormatUint(d.Events[len(d.Events)-1].Version, 10))
+	h.Set(HeaderCommandCount, strconv.Itoa(len(d.Commands)))
+	if d.CorrelationID != "" {
+		h.Set(HeaderCorrelationID, headerSafe(d.CorrelationID))
+	}
+	if d.CausationID != "" {
+		h.Set(HeaderCausationID, headerSafe(d.CausationID))
+	}
+	if d.TraceParent != "" {
+		h.Set(HeaderTraceParent, headerSafe(d.TraceParent))
+	}
+	return m, nil
+}
+
+// headerSafe drops CR and LF: a header value must stay on one line.
+func headerSafe(s string) string {
+	return strings.NewReplacer("\r", "", "\n", "").Replace(s)
+}
+
+// msgSize is what the server counts against max_msg_size: headers + data.
+func msgSize(m *nats.Msg) int {
+	n := len(m.Data)
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4 // "k: v\r\n"
+		}
+	}
+	return n + len("NATS/1.0\r\n\r\n")
+}
+
+// Decode parses a stored decision message. It checks the envelope version and
+// the invariants Append guarantees (tokens, at least one event, contiguous
+// versions), so a reader never folds a half-valid decision.
+func Decode(data []byte) (Decision, error) {
+	var env envelope
+	if err := json.Unmarshal(data, &env); err != nil {
+		return Decision{}, fmt.Errorf("envelope: %w", err)
+	}
+	if env.V != EnvelopeVersion {
+		return Decision{}, fmt.Errorf("envelope version %d is not supported (this build reads %d)", env.V, EnvelopeVersion)
+	}
+	d := env.Decision
+	if d.ID == "" {
+		return d, fmt.Errorf("envelope: missing decision id")
+	}
+	if err := ValidateToken("aggregate type", d.AggregateType); err != nil {
+		return d, err
+	}
+	if err := ValidateToken("aggregate id", d.AggregateID); err != nil {
+		return d, err
+	}
+	if len(d.Events) == 0 {
+		return d, fmt.Errorf("envelope: no events")
+	}
+	for i, e := range d.Events {
+		if err := ValidateToken("event type", e.Type); err != nil {
+			return d, err
+		}
+		if e.Version == 0 || (i > 0 && e.Version != d.Events[i-1].Version+1) {
+			return d, fmt.Errorf("envelope: event %d has version %d, not contiguous", i, e.Version)
+		}
+	}
+	for _, c := range d.Commands {
+		if err := ValidateToken("command kind", c.Kind); err != nil {
+			return d, err
+		}
+	}
+	return d, nil
+}
+
+// decodeRaw decodes a message read from the stream into a Record.
+func decodeRaw(m *jetstream.RawStreamMsg) (Record, error) {
+	d, err := Decode(m.Data)
+	if err != nil {
+		return Record{}, &DecodeError{Seq: m.Sequence, Subject: m.Subject, Err: err}
+	}
+	if !strings.HasSuffix(m.Subject, ".evt."+d.AggregateType+"."+d.AggregateID) {
+		return Record{}, &DecodeError{Seq: m.Sequence, Subject: m.Subject,
+			Err: fmt.Errorf("envelope names aggregate %s/%s, not the subject's", d.AggregateType, d.AggregateID)}
+	}
+	return Record{Decision: d, Seq: m.Sequence, Subject: m.Subject, Stored: m.Time}, nil
+}

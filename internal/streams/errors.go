@@ -1,0 +1,105 @@
+package streams
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+var (
+	// ErrVersionConflict is wrapped by [*ConflictError]: the aggregate moved
+	// past the expected position. Reload the tail and decide again.
+	ErrVersionConflict = errors.New("streams: version conflict")
+
+	// ErrTooLarge is wrapped by [*SizeError]: the encoded decision is bigger
+	// than the configured max message size. Nothing was written.
+	ErrTooLarge = errors.New("streams: decision too large")
+
+	// ErrInvalidDecision reports a decision that cannot be appended as given
+	// (no events, missing id, invalid JSON data…). Nothing was written.
+	ErrInvalidDecision = errors.New("streams: invalid decision")
+
+	// ErrUnknownOutcome reports an append whose outcome could not be learned
+	// (every attempt timed out and the tail does not show it yet). Retrying
+	// with the same decision id is safe and resolves it.
+	ErrUnknownOutcome = errors.New("streams: append outcome unknown")
+
+	// ErrDuplicateDecisionID reports a decision id already stored for a
+	// different aggregate or decision inside the dedup window.
+	ErrDuplicateDecisionID = errors.New("streams: decision id already used")
+
+	// ErrCorrupt is wrapped by [*DecodeError] and by integrity failures found
+	// while loading (a gap in an aggregate's versions).
+	ErrCorrupt = errors.New("streams: corrupt log entry")
+)
+
+// ConflictError is returned by [Log.Append] when the aggregate's last stored
+// position is not the expected one. Actual is where the aggregate really is.
+type ConflictError struct {
+	Subject  string
+	Expected Position
+	Actual   Position
+	Err      error // the JetStream error, if any
+}
+
+func (e *ConflictError) Error() string {
+	return fmt.Sprintf("append to %s: expected position seq %d (version %d), aggregate is at seq %d (version %d): %v",
+		e.Subject, e.Expected.Seq, e.Expected.Version, e.Actual.Seq, e.Actual.Version, ErrVersionConflict)
+}
+
+func (e *ConflictError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrVersionConflict}
+	}
+	return []error{ErrVersionConflict, e.Err}
+}
+
+// SizeError reports an encoded decision bigger than the limit.
+type SizeError struct {
+	Size, Limit int
+}
+
+func (e *SizeError) Error() string {
+	return fmt.Sprintf("decision is %d bytes encoded, over the %d-byte limit (streams.max_message_size); split the work into smaller decisions or store large payloads elsewhere and reference them", e.Size, e.Limit)
+}
+
+func (e *SizeError) Unwrap() error { return ErrTooLarge }
+
+// DecodeError reports a stored message that is not a valid esjet envelope.
+type DecodeError struct {
+	Seq     uint64
+	Subject string
+	Err     error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("decode message seq %d on %s: %v", e.Seq, e.Subject, e.Err)
+}
+
+func (e *DecodeError) Unwrap() []error { return []error{ErrCorrupt, e.Err} }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidDecision, fmt.Sprintf(format, args...))
+}
+
+// isConflict reports whether err is JetStream's wrong-last-sequence error:
+// 10071 (single server, carries the actual sequence) or 10164 (clustered and
+// batch paths, without it).
+func isConflict(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	}
+	return false
+}
+
+func isTooLarge(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum
+	}
+	return errors.Is(err, nats.ErrMaxPayload)
+}

@@ -1,0 +1,161 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+)
+
+// LoadOption varies one Load call.
+type LoadOption func(*loadOpts)
+
+type loadOpts struct{ atLeast uint64 }
+
+// AtLeast makes Load wait (briefly, bounded by the append timeout) until it
+// has read the aggregate up to stream sequence seq. Use it to read your own
+// writes on a cluster: direct gets are served by every replica, and a
+// follower may not have applied the newest message yet.
+func AtLeast(seq uint64) LoadOption { return func(o *loadOpts) { o.atLeast = seq } }
+
+// Load returns the aggregate's records stored after position after (the zero
+// Position: its whole history), in order, with upcasters applied. It reads
+// with batched direct get: no consumer is created. A gap in the versions is
+// reported as [ErrCorrupt] rather than folded.
+//
+// On a replicated stream a read may be served by a follower a few
+// milliseconds behind the leader; appends stay safe (they expect a position
+// and conflict on a stale one), and [AtLeast] waits for a known write.
+func (l *Log) Load(ctx context.Context, typ, id string, after Position, opts ...LoadOption) ([]Record, error) {
+	var o loadOpts
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.atLeast <= after.Seq {
+		return l.load(ctx, typ, id, after)
+	}
+	deadline := time.Now().Add(l.cfg.AppendTimeout)
+	for {
+		recs, err := l.load(ctx, typ, id, after)
+		if err != nil || (len(recs) > 0 && recs[len(recs)-1].Seq >= o.atLeast) {
+			return recs, err
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("load %s/%s: the log did not reach seq %d within %s", typ, id, o.atLeast, l.cfg.AppendTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+func (l *Log) load(ctx context.Context, typ, id string, after Position) ([]Record, error) {
+	subject, err := l.names.AggregateSubject(typ, id)
+	if err != nil {
+		return nil, err
+	}
+	var out []Record
+	next := after.Version + 1
+	err = l.scan(ctx, subject, after.Seq+1, 0, func(r Record) error {
+		// A caller that knows only the sequence (Version 0 with Seq > 0)
+		// learns the version from the first record.
+		if after.Seq > 0 && after.Version == 0 && len(out) == 0 {
+			next = r.FirstVersion()
+		}
+		if r.FirstVersion() != next {
+			return fmt.Errorf("%w: %s seq %d starts at version %d, expected %d", ErrCorrupt, subject, r.Seq, r.FirstVersion(), next)
+		}
+		next = r.LastVersion() + 1
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load %s/%s: %w", typ, id, err)
+	}
+	return out, nil
+}
+
+// ReadFrom returns up to max records of the whole log (every aggregate)
+// starting at stream sequence from (0 or 1: the beginning), in log order.
+// max ≤ 0 means no limit. It is for projections, tools and reconciliation;
+// the relay uses a durable consumer.
+func (l *Log) ReadFrom(ctx context.Context, from uint64, max int) ([]Record, error) {
+	if from == 0 {
+		from = 1
+	}
+	var out []Record
+	err := l.scan(ctx, l.names.EventsFilter(), from, max, func(r Record) error {
+		out = append(out, r)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read log from seq %d: %w", from, err)
+	}
+	return out, nil
+}
+
+// scan calls fn for each record on filter from sequence from, batch by batch,
+// until the stream has no more or limit records were passed (limit ≤ 0: no
+// limit).
+func (l *Log) scan(ctx context.Context, filter string, from uint64, limit int, fn func(Record) error) error {
+	seen := 0
+	for {
+		batch := l.cfg.LoadBatch
+		if limit > 0 && limit-seen < batch {
+			batch = limit - seen
+		}
+		msgs, err := jetstreamext.GetBatch(ctx, l.js, l.names.Events, batch,
+			jetstreamext.GetBatchSeq(from), jetstreamext.GetBatchSubject(filter))
+		if err != nil {
+			return err
+		}
+		got := 0
+		pending := uint64(0)
+		for m, err := range msgs {
+			if errors.Is(err, jetstreamext.ErrNoMessages) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			rec, err := l.decode(m)
+			if err != nil {
+				return err
+			}
+			if err := fn(rec); err != nil {
+				return err
+			}
+			got++
+			from = m.Sequence + 1
+			pending, _ = strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+		}
+		seen += got
+		if got < batch || pending == 0 || (limit > 0 && seen >= limit) {
+			return nil
+		}
+	}
+}
+
+// decode turns a stored message into a Record with upcasters applied.
+func (l *Log) decode(m *jetstream.RawStreamMsg) (Record, error) {
+	rec, err := decodeRaw(m)
+	if err != nil {
+		return Record{}, err
+	}
+	if l.cfg.Upcast != nil {
+		for i, e := range rec.Events {
+			up, err := l.cfg.Upcast(rec.AggregateType, e)
+			if err != nil {
+				return Record{}, fmt.Errorf("upcast event %s (%s schema %d) at seq %d: %w", e.ID, e.Type, e.Schema, m.Sequence, err)
+			}
+			rec.Events[i] = up
+		}
+	}
+	return rec, nil
+}

@@ -1,0 +1,91 @@
+package streams
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Upcaster turns an event of an older schema into the current shape. It is
+// called for every event read and returns the event unchanged when there is
+// nothing to do. It must be pure: replay calls it again and again.
+type Upcaster func(aggregateType string, e Event) (Event, error)
+
+// Config tunes a [Log]. The zero value of every field means its default.
+type Config struct {
+	// MaxMessageSize caps an encoded decision (headers + payload). Zero
+	// means 1 MiB. Keep it ≤ the stream's max_msg_size.
+	MaxMessageSize int
+	// AppendTimeout bounds one publish attempt. Zero means 5s.
+	AppendTimeout time.Duration
+	// AppendAttempts is how many times a timed-out publish is sent again
+	// (same Msg-Id, same expectation) before the outcome is reported
+	// unknown. Zero means 3.
+	AppendAttempts int
+	// LoadBatch is how many messages one batched direct get asks for. Zero
+	// means 1000.
+	LoadBatch int
+	// Upcast, when set, is applied to every event read.
+	Upcast Upcaster
+	// Now is the clock for event times. Nil means time.Now.
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() {
+	if c.MaxMessageSize == 0 {
+		c.MaxMessageSize = 1 << 20
+	}
+	if c.AppendTimeout == 0 {
+		c.AppendTimeout = 5 * time.Second
+	}
+	if c.AppendAttempts == 0 {
+		c.AppendAttempts = 3
+	}
+	if c.LoadBatch == 0 {
+		c.LoadBatch = 1000
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// Log appends decisions to and reads them from one namespace's event stream.
+// It is safe for concurrent use.
+type Log struct {
+	js     jetstream.JetStream
+	names  Names
+	cfg    Config
+	logger *slog.Logger
+	events jetstream.Stream
+}
+
+// Open returns the Log of namespace ns. The streams must exist (see
+// [Provision]). logger may be nil.
+func Open(ctx context.Context, js jetstream.JetStream, ns string, cfg Config, logger *slog.Logger) (*Log, error) {
+	cfg.setDefaults()
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	names := NamesFor(ns)
+	st, err := js.Stream(ctx, names.Events)
+	if err != nil {
+		return nil, fmt.Errorf("open event log %s: %w", names.Events, err)
+	}
+	if !st.CachedInfo().Config.AllowDirect {
+		return nil, fmt.Errorf("open event log %s: direct get is disabled on the stream; run the node once to provision it", names.Events)
+	}
+	return &Log{
+		js:     js,
+		names:  names,
+		cfg:    cfg,
+		logger: logger.With("component", "streams", "stream", names.Events),
+		events: st,
+	}, nil
+}
+
+// Names returns the JetStream names of the log's namespace.
+func (l *Log) Names() Names { return l.names }

@@ -1,0 +1,65 @@
+package streams
+
+import "strings"
+
+// Names are the JetStream objects of one namespace (DESIGN.md, "Streams,
+// subjects, buckets").
+type Names struct {
+	Namespace string // e.g. "trips"
+	Events    string // stream <NS>_EVENTS, subjects <ns>.evt.>
+	Outbox    string // stream <NS>_OUTBOX, subjects <ns>.outbox.>
+	DLQ       string // stream <NS>_DLQ, subjects <ns>.dlq.>
+	Snapshots string // KV bucket <ns>_snapshots
+	Receipts  string // KV bucket <ns>_receipts
+}
+
+// NamesFor returns the names for namespace ns. ns must already be valid (see
+// config.Validate): lower-case letters, digits, '_' and '-'.
+func NamesFor(ns string) Names {
+	up := strings.ToUpper(ns)
+	return Names{
+		Namespace: ns,
+		Events:    up + "_EVENTS",
+		Outbox:    up + "_OUTBOX",
+		DLQ:       up + "_DLQ",
+		Snapshots: ns + "_snapshots",
+		Receipts:  ns + "_receipts",
+	}
+}
+
+// EventsFilter is the subject filter of the whole event log.
+func (n Names) EventsFilter() string { return n.Namespace + ".evt.>" }
+
+// OutboxFilter is the subject filter of the whole outbox.
+func (n Names) OutboxFilter() string { return n.Namespace + ".outbox.>" }
+
+// DLQFilter is the subject filter of the dead-letter stream.
+func (n Names) DLQFilter() string { return n.Namespace + ".dlq.>" }
+
+// AggregateSubject is the one literal subject of an aggregate. It validates
+// both tokens and builds nothing from bad input.
+func (n Names) AggregateSubject(typ, id string) (string, error) {
+	if err := ValidateToken("aggregate type", typ); err != nil {
+		return "", err
+	}
+	if err := ValidateToken("aggregate id", id); err != nil {
+		return "", err
+	}
+	return n.Namespace + ".evt." + typ + "." + id, nil
+}
+
+// OutboxSubject is the subject commands of one kind are published to.
+func (n Names) OutboxSubject(kind string) (string, error) {
+	if err := ValidateToken("command kind", kind); err != nil {
+		return "", err
+	}
+	return n.Namespace + ".outbox." + kind, nil
+}
+
+// DLQSubject is the subject dead letters of one kind are stored under.
+func (n Names) DLQSubject(kind string) (string, error) {
+	if err := ValidateToken("command kind", kind); err != nil {
+		return "", err
+	}
+	return n.Namespace + ".dlq." + kind, nil
+}

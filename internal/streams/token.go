@@ -1,0 +1,54 @@
+package streams
+
+import (
+	"errors"
+	"fmt"
+)
+
+// MaxTokenLen is the longest aggregate type, aggregate id, command kind or
+// event type accepted. Subjects stay short and readable; ids longer than this
+// are almost always a bug (a JSON blob, a path) rather than an identity.
+const MaxTokenLen = 128
+
+// ErrInvalidToken is wrapped by every [*TokenError].
+var ErrInvalidToken = errors.New("streams: invalid token")
+
+// TokenError reports a value that cannot be used as one subject token.
+// Nothing is written when it is returned.
+type TokenError struct {
+	Field  string // "aggregate type", "aggregate id", "command kind", "event type"
+	Value  string
+	Reason string
+}
+
+func (e *TokenError) Error() string {
+	v := e.Value
+	if len(v) > 40 {
+		v = v[:40] + "…"
+	}
+	return fmt.Sprintf("invalid %s %q: %s (use 1-%d characters from A-Z a-z 0-9 _ -)", e.Field, v, e.Reason, MaxTokenLen)
+}
+
+func (e *TokenError) Unwrap() error { return ErrInvalidToken }
+
+// ValidateToken checks that value is 1..MaxTokenLen characters from
+// [A-Za-z0-9_-]. JetStream would store '*' and '>' literally, split on '.',
+// and time out on an empty token, so each of those is refused here, before a
+// subject is built. field names the value in the error.
+func ValidateToken(field, value string) error {
+	if value == "" {
+		return &TokenError{Field: field, Value: value, Reason: "empty"}
+	}
+	if len(value) > MaxTokenLen {
+		return &TokenError{Field: field, Value: value, Reason: fmt.Sprintf("%d characters, longer than %d", len(value), MaxTokenLen)}
+	}
+	for i := 0; i < len(value); i++ {
+		c := value[i]
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
+		default:
+			return &TokenError{Field: field, Value: value, Reason: fmt.Sprintf("character %q at %d is not allowed", rune(c), i)}
+		}
+	}
+	return nil
+}
