@@ -40,10 +40,11 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	base := logger
 	logger = logger.With("component", "broker")
 	switch cfg.NATS.Mode {
 	case config.ModeEmbedded:
-		return startEmbedded(ctx, cfg, logger)
+		return startEmbedded(ctx, cfg, base, logger)
 	case config.ModeExternal:
 		return startExternal(ctx, cfg, logger)
 	default:

@@ -25,7 +25,9 @@ const (
 	payloadHeadroom = 64 * config.KiB
 )
 
-func startEmbedded(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, error) {
+// startEmbedded runs nats-server in-process. base is the caller's logger, from
+// which the server's own log lines get component=nats-server.
+func startEmbedded(ctx context.Context, cfg config.Config, base, logger *slog.Logger) (*Broker, error) {
 	e := cfg.NATS.Embedded
 	if err := os.MkdirAll(e.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("create nats data dir: %w", err)
@@ -38,7 +40,7 @@ func startEmbedded(ctx context.Context, cfg config.Config, logger *slog.Logger) 
 	if err != nil {
 		return nil, fmt.Errorf("create embedded nats-server: %w", err)
 	}
-	slogger := newServerLogger(logger.With("component", "nats-server"))
+	slogger := newServerLogger(base.With("component", "nats-server"))
 	srv.SetLoggerV2(slogger, logger.Enabled(ctx, slog.LevelDebug), false, false)
 	srv.Start()
 	if err := waitReady(ctx, srv, slogger); err != nil {

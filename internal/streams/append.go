@@ -41,6 +41,9 @@ func (l *Log) Append(ctx context.Context, d Decision, after Position) (Record, e
 	if err != nil {
 		return Record{}, err
 	}
+	// The expectation travels as a header and the server counts it against
+	// max_msg_size: set it before measuring (PublishMsg sets the same value).
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(after.Seq, 10))
 	if size := msgSize(msg); size > l.cfg.MaxMessageSize {
 		return Record{}, &SizeError{Size: size, Limit: l.cfg.MaxMessageSize}
 	}

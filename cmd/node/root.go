@@ -1,0 +1,125 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/esjet/esjet/config"
+)
+
+// globals are the flags every subcommand shares: where the config comes from
+// and the overrides for its most common fields.
+type globals struct {
+	environ []string
+	stdout  io.Writer
+	stderr  io.Writer
+
+	configPath string
+	namespace  string
+	dataDir    string
+	listen     string
+	sync       string
+	url        []string
+	httpListen string
+	logLevel   string
+	logFormat  string
+}
+
+func newRootCmd(environ []string, stdout, stderr io.Writer) *cobra.Command {
+	g := &globals{environ: environ, stdout: stdout, stderr: stderr}
+	root := &cobra.Command{
+		Use:   "esjet",
+		Short: "Event sourcing on NATS JetStream: event log, transactional outbox, durable workers",
+		Long: `esjet runs an event-sourced node on NATS JetStream.
+
+With no subcommand it runs the node (esjet run): an embedded nats-server with
+JetStream, the namespace's streams, ready to append and read decisions.
+
+Configuration: defaults < config file (--config, $ESJET_CONFIG or
+config/esjet.yaml) < ESJET_* environment variables < flags.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runNode(cmd, g)
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	f := root.PersistentFlags()
+	f.StringVarP(&g.configPath, "config", "c", "", "config file (default $ESJET_CONFIG, else config/esjet.yaml if present)")
+	f.StringVar(&g.namespace, "namespace", "", "namespace (bounded context), e.g. trips")
+	f.StringVar(&g.dataDir, "data-dir", "", "embedded JetStream store directory")
+	f.StringVar(&g.listen, "listen", "", `embedded NATS client listener host:port, or "none"`)
+	f.StringVar(&g.sync, "sync", "", `embedded fsync mode: "always" or "interval"`)
+	f.StringSliceVar(&g.url, "url", nil, "external NATS URLs (comma-separated); sets nats.mode=external")
+	f.StringVar(&g.httpListen, "http", "", `HTTP listener host:port, or "none"`)
+	f.StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error")
+	f.StringVar(&g.logFormat, "log-format", "", "text or json")
+
+	root.AddCommand(newRunCmd(g), newVersionCmd(g), newStreamsCmd(g))
+	return root
+}
+
+// load reads the configuration with the flags that were set applied last,
+// then validates it, reporting every problem at once.
+func (g *globals) load(flags *pflag.FlagSet) (config.Config, error) {
+	cfg, err := config.Load(g.configPath, g.environ)
+	if err != nil && !isValidationOnly(err) {
+		return cfg, configError(err)
+	}
+	set := func(name string, apply func()) {
+		if flags.Changed(name) {
+			apply()
+		}
+	}
+	set("namespace", func() { cfg.Namespace = g.namespace })
+	set("data-dir", func() { cfg.NATS.Embedded.DataDir = g.dataDir })
+	set("listen", func() { cfg.NATS.Embedded.Listen = g.listen })
+	set("sync", func() { cfg.NATS.Embedded.Sync = g.sync })
+	set("url", func() { cfg.NATS.Mode = config.ModeExternal; cfg.NATS.External.URLs = g.url })
+	set("http", func() { cfg.HTTP.Listen = g.httpListen })
+	set("log-level", func() { cfg.Log.Level = g.logLevel })
+	set("log-format", func() { cfg.Log.Format = g.logFormat })
+	if err := cfg.Validate(); err != nil {
+		return cfg, configError(err)
+	}
+	return cfg, nil
+}
+
+// isValidationOnly reports whether every joined error is a field problem, so
+// flags may still fix it before the final Validate.
+func isValidationOnly(err error) bool {
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	for _, e := range errs {
+		if _, ok := e.(*config.FieldError); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func configError(err error) error {
+	lines := strings.Split(err.Error(), "\n")
+	return fmt.Errorf("invalid configuration (%d problem(s)):\n  %s", len(lines), strings.Join(lines, "\n  "))
+}
+
+func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(cfg.Log.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.Log.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/esjet/esjet/internal/node"
+)
+
+// shutdownGrace bounds the drain and server shutdown after SIGINT/SIGTERM.
+const shutdownGrace = 15 * time.Second
+
+func newRunCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "run",
+		Short: "Run the node (the default command)",
+		Long: `Run the node: start the embedded nats-server (or connect to an external
+cluster), provision the namespace's streams and buckets, and serve until
+SIGINT or SIGTERM, then drain and shut down cleanly.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error { return runNode(cmd, g) },
+	}
+}
+
+func runNode(cmd *cobra.Command, g *globals) error {
+	cfg, err := g.load(cmd.Flags())
+	if err != nil {
+		return err
+	}
+	logger := newLogger(cfg, g.stderr)
+	ctx := cmd.Context()
+	n, err := node.Start(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	natsURL := n.Broker().ClientURL()
+	if natsURL == "" {
+		natsURL = "(in-process only)"
+	}
+	httpURL := "(disabled)"
+	if a := n.HTTPAddr(); a != "" {
+		httpURL = "http://" + a
+	}
+	fmt.Fprintf(g.stdout, "esjet %s ready: namespace %s, nats %s, http %s\n", version(), cfg.Namespace, natsURL, httpURL)
+	return n.Run(ctx, shutdownGrace)
+}

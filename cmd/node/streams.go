@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/esjet/esjet/internal/broker"
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// streamReport is one stream (or KV bucket) of the namespace.
+type streamReport struct {
+	Name      string           `json:"name"`
+	Role      string           `json:"role"`
+	Exists    bool             `json:"exists"`
+	Messages  uint64           `json:"messages"`
+	Bytes     uint64           `json:"bytes"`
+	FirstSeq  uint64           `json:"first_seq"`
+	LastSeq   uint64           `json:"last_seq"`
+	Replicas  int              `json:"replicas"`
+	Consumers []consumerReport `json:"consumers"`
+}
+
+// consumerReport is one consumer's lag: messages not yet delivered
+// (pending) and delivered but not acknowledged (ack_pending).
+type consumerReport struct {
+	Name        string `json:"name"`
+	Pending     uint64 `json:"pending"`
+	AckPending  int    `json:"ack_pending"`
+	Redelivered int    `json:"redelivered"`
+	Waiting     int    `json:"waiting"`
+}
+
+func newStreamsCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "streams",
+		Short: "Print the namespace's streams, their message counts and consumer lag",
+		Long: `Connect to the node the configuration describes (the embedded node's
+listener, or the external cluster) and print the namespace's streams and KV
+buckets: messages, bytes, sequences, and for each consumer how many messages
+it has not yet received (pending) or not yet acknowledged (ack pending).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := g.load(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+			defer cancel()
+			nc, err := broker.Connect(ctx, cfg, "esjet streams")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			reports, err := collectStreams(ctx, js, streams.NamesFor(cfg.Namespace))
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(g.stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(reports)
+			}
+			printStreams(g.stdout, cfg.Namespace, reports)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	return cmd
+}
+
+func collectStreams(ctx context.Context, js jetstream.JetStream, names streams.Names) ([]streamReport, error) {
+	targets := []struct{ name, role string }{
+		{names.Events, "event log"},
+		{names.Outbox, "outbox"},
+		{names.DLQ, "dead letters"},
+		{"KV_" + names.Snapshots, "snapshots (KV)"},
+		{"KV_" + names.Receipts, "receipts (KV)"},
+	}
+	var out []streamReport
+	for _, t := range targets {
+		r := streamReport{Name: t.name, Role: t.role, Consumers: []consumerReport{}}
+		st, err := js.Stream(ctx, t.name)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			out = append(out, r)
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("stream %s: %w", t.name, err)
+		}
+		info := st.CachedInfo()
+		r.Exists = true
+		r.Messages, r.Bytes = info.State.Msgs, info.State.Bytes
+		r.FirstSeq, r.LastSeq = info.State.FirstSeq, info.State.LastSeq
+		r.Replicas = info.Config.Replicas
+		lister := st.ListConsumers(ctx)
+		for ci := range lister.Info() {
+			r.Consumers = append(r.Consumers, consumerReport{
+				Name: ci.Name, Pending: ci.NumPending, AckPending: ci.NumAckPending,
+				Redelivered: ci.NumRedelivered, Waiting: ci.NumWaiting,
+			})
+		}
+		if err := lister.Err(); err != nil {
+			return nil, fmt.Errorf("consumers of %s: %w", t.name, err)
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+func printStreams(w io.Writer, ns string, reports []streamReport) {
+	fmt.Fprintf(w, "namespace %s\n\n", ns)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STREAM\tROLE\tMESSAGES\tBYTES\tFIRST\tLAST\tR\tCONSUMERS")
+	for _, r := range reports {
+		if !r.Exists {
+			fmt.Fprintf(tw, "%s\t%s\t(missing: start the node once to provision it)\t\t\t\t\t\n", r.Name, r.Role)
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\n", r.Name, r.Role, r.Messages, humanBytes(r.Bytes), r.FirstSeq, r.LastSeq, r.Replicas, len(r.Consumers))
+	}
+	_ = tw.Flush()
+	var any bool
+	for _, r := range reports {
+		for _, c := range r.Consumers {
+			if !any {
+				fmt.Fprintln(w)
+				tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "STREAM\tCONSUMER\tPENDING\tACK PENDING\tREDELIVERED\tWAITING PULLS")
+				any = true
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\n", r.Name, c.Name, c.Pending, c.AckPending, c.Redelivered, c.Waiting)
+		}
+	}
+	if any {
+		_ = tw.Flush()
+	} else {
+		fmt.Fprintln(w, "\nno consumers yet")
+	}
+}
+
+func humanBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%dB", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,203 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// binary is the esjet binary built once for the whole package.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "esjet-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "esjet")
+	build := exec.Command("go", "build", "-race", "-o", binary, "../cmd/node")
+	if os.Getenv("ESJET_E2E_NORACE") != "" {
+		build = exec.Command("go", "build", "-o", binary, "../cmd/node")
+	}
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build esjet:", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// cleanEnv is the test process's environment without ESJET_ variables, so a
+// developer's shell cannot change what the tests see.
+func cleanEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ESJET_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// node is a running `esjet run` child process.
+type node struct {
+	cmd        *exec.Cmd
+	stderr     *syncBuffer
+	natsURL    string
+	natsListen string
+	httpAddr   string
+	done       chan error
+}
+
+var readyLine = regexp.MustCompile(`ready: namespace (\S+), nats nats://(\S+), http http://(\S+)`)
+
+// startNode runs the binary in dir with a data dir under it, random ports and
+// extra args, and returns once it printed its ready line.
+func startNode(t *testing.T, dir string, args ...string) *node {
+	t.Helper()
+	all := append([]string{"run", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, args...)
+	cmd := exec.Command(binary, all...)
+	cmd.Dir = dir
+	cmd.Env = cleanEnv()
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &node{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stderr = n.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	go func() { n.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-n.done
+		}
+	})
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatalf("node exited before ready:\n%s", n.stderr.String())
+			}
+			if m := readyLine.FindStringSubmatch(line); m != nil {
+				n.natsListen, n.httpAddr = m[2], m[3]
+				n.natsURL = "nats://" + m[2]
+				go func() {
+					for range lines {
+					}
+				}()
+				return n
+			}
+		case <-timeout:
+			t.Fatalf("node not ready within 60s:\n%s", n.stderr.String())
+		}
+	}
+}
+
+// stop sends sig and waits for a clean exit (code 0).
+func (n *node) stop(t *testing.T, sig os.Signal) {
+	t.Helper()
+	if err := n.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-n.done:
+		if err != nil {
+			t.Fatalf("node exited with %v after %v:\n%s", err, sig, n.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("node still running 30s after %v:\n%s", sig, n.stderr.String())
+	}
+}
+
+// runCLI runs the binary to completion in dir and returns its stdout; any
+// failure fails the test.
+func runCLI(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	stdout, stderr, code := runCLIFailEnv(t, dir, nil, args...)
+	if code != 0 {
+		t.Fatalf("esjet %s: exit %d\n%s", strings.Join(args, " "), code, stderr)
+	}
+	return stdout
+}
+
+// runCLIFail runs the binary expecting it may fail, returning its outputs
+// and exit code.
+func runCLIFail(t *testing.T, dir string, args ...string) (string, string, int) {
+	t.Helper()
+	return runCLIFailEnv(t, dir, nil, args...)
+}
+
+func runCLIFailEnv(t *testing.T, dir string, env []string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	cmd.Env = cleanEnv(env...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return stdout.String(), stderr.String(), 0
+	case errors.As(err, &ee):
+		return stdout.String(), stderr.String(), ee.ExitCode()
+	default:
+		t.Fatalf("run esjet: %v", err)
+		return "", "", -1
+	}
+}
+
+// freeAddr returns a loopback address nothing listens on.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	return addr
+}

@@ -1,0 +1,182 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/broker"
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// Node is a running esjet node. Its methods are safe for concurrent use.
+type Node struct {
+	cfg     config.Config
+	logger  *slog.Logger
+	broker  *broker.Broker
+	log     *streams.Log
+	changes []streams.Change
+
+	httpSrv  *http.Server
+	httpAddr string
+	httpDone chan error
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Start brings a node up and returns when it is ready: JetStream answers,
+// the streams and buckets match cfg, and the HTTP listener (if any) accepts.
+// cfg must be valid. logger may be nil. The caller must Close the node.
+func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node, err error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	n := &Node{cfg: cfg, logger: logger.With("component", "node")}
+	defer func() {
+		if err != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_ = n.Close(cctx)
+		}
+	}()
+
+	n.broker, err = broker.Start(ctx, cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	n.changes, err = streams.Provision(ctx, n.broker.JetStream(), cfg.Namespace, ProvisionConfig(cfg), logger)
+	if err != nil {
+		return nil, fmt.Errorf("provision namespace %s: %w", cfg.Namespace, err)
+	}
+	n.log, err = streams.Open(ctx, n.broker.JetStream(), cfg.Namespace, LogConfig(cfg), logger)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.HTTP.Listen != config.ListenNone {
+		if err := n.startHTTP(); err != nil {
+			return nil, err
+		}
+	}
+	n.logger.Info("esjet ready", "namespace", cfg.Namespace, "nats", n.broker.ClientURL(),
+		"http", n.HTTPAddr(), "embedded", n.broker.Embedded())
+	return n, nil
+}
+
+// ProvisionConfig maps the node config to stream provisioning.
+func ProvisionConfig(cfg config.Config) streams.ProvisionConfig {
+	return streams.ProvisionConfig{
+		Replicas:        cfg.Streams.Replicas,
+		DuplicateWindow: cfg.Streams.DuplicateWindow.Std(),
+		OutboxMaxAge:    cfg.Streams.OutboxMaxAge.Std(),
+		MaxMessageSize:  int(cfg.Streams.MaxMessageSize),
+	}
+}
+
+// LogConfig maps the node config to the event log's.
+func LogConfig(cfg config.Config) streams.Config {
+	return streams.Config{MaxMessageSize: int(cfg.Streams.MaxMessageSize)}
+}
+
+// Log is the node's event log.
+func (n *Node) Log() *streams.Log { return n.log }
+
+// Broker is the node's NATS connection (and embedded server).
+func (n *Node) Broker() *broker.Broker { return n.broker }
+
+// Provisioned reports what Start did to each stream and bucket.
+func (n *Node) Provisioned() []streams.Change { return n.changes }
+
+// HTTPAddr is the address the HTTP listener is bound to ("" when disabled).
+func (n *Node) HTTPAddr() string { return n.httpAddr }
+
+// Run blocks until ctx ends or the HTTP server fails, then closes the node
+// with a shutdown deadline of grace.
+func (n *Node) Run(ctx context.Context, grace time.Duration) error {
+	var runErr error
+	select {
+	case <-ctx.Done():
+		n.logger.Info("shutting down", "cause", context.Cause(ctx))
+	case runErr = <-n.httpDone:
+		if runErr != nil {
+			runErr = fmt.Errorf("http server: %w", runErr)
+		}
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	return errors.Join(runErr, n.Close(cctx))
+}
+
+// Close stops the node in reverse start order: HTTP, then the broker (drain,
+// then the embedded server). It is idempotent.
+func (n *Node) Close(ctx context.Context) error {
+	n.closeOnce.Do(func() {
+		var errs []error
+		if n.httpSrv != nil {
+			if err := n.httpSrv.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("shut down http: %w", err))
+			}
+		}
+		if n.broker != nil {
+			if err := n.broker.Close(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		n.closeErr = errors.Join(errs...)
+		if n.closeErr == nil {
+			n.logger.Info("stopped")
+		}
+	})
+	return n.closeErr
+}
+
+func (n *Node) startHTTP() error {
+	ln, err := net.Listen("tcp", n.cfg.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("http listen on %s (http.listen): %w", n.cfg.HTTP.Listen, err)
+	}
+	n.httpAddr = ln.Addr().String()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", n.handleReady)
+	n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	n.httpDone = make(chan error, 1)
+	go func() {
+		err := n.httpSrv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		n.httpDone <- err
+	}()
+	return nil
+}
+
+// handleReady answers 200 while NATS is connected and JetStream answers.
+func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	body := map[string]any{"namespace": n.cfg.Namespace, "nats": n.broker.Conn().Status().String()}
+	if _, err := n.broker.JetStream().AccountInfo(ctx); err != nil {
+		body["status"] = "unavailable"
+		body["error"] = err.Error()
+		writeJSON(w, http.StatusServiceUnavailable, body)
+		return
+	}
+	body["status"] = "ready"
+	writeJSON(w, http.StatusOK, body)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
