@@ -11,9 +11,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/esjet/esjet/internal/natstest"
 )
 
 // binary is the esjet binary built once for the whole package.
@@ -52,28 +53,10 @@ func cleanEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer goroutine and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // node is a running `esjet run` child process.
 type node struct {
 	cmd        *exec.Cmd
-	stderr     *syncBuffer
+	stderr     *natstest.Buffer
 	natsURL    string
 	natsListen string
 	httpAddr   string
@@ -94,7 +77,7 @@ func startNode(t *testing.T, dir string, args ...string) *node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &node{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	n := &node{cmd: cmd, stderr: &natstest.Buffer{}, done: make(chan error, 1)}
 	cmd.Stderr = n.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -7,27 +7,11 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/esjet/esjet/internal/natstest"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // TestRunServesUntilContextEnds runs the whole node in-process on random
 // ports: ready line, /readyz answering, clean return when the context ends
@@ -36,7 +20,7 @@ func TestRunServesUntilContextEnds(t *testing.T) {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var stdout, stderr lockedBuffer
+	var stdout, stderr natstest.Buffer
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--namespace", "inproc"}, nil, &stdout, &stderr)

@@ -1,7 +1,6 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -17,7 +16,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +24,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/natstest"
 )
 
 func TestMain(m *testing.M) {
@@ -348,7 +347,7 @@ func TestEmbeddedTLSOnNonLoopbackConfig(t *testing.T) {
 }
 
 func TestServerLogsGoToSlog(t *testing.T) {
-	var buf syncBuffer
+	var buf natstest.Buffer
 	logger := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	b, err := Start(t.Context(), embeddedConfig(t, config.ListenNone), logger)
 	if err != nil {
@@ -363,23 +362,6 @@ func TestServerLogsGoToSlog(t *testing.T) {
 			t.Errorf("log output lacks %q:\n%s", want, out)
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func TestRedactURLs(t *testing.T) {

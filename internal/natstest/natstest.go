@@ -27,20 +27,7 @@ func SyncAlways() Option { return func(o *server.Options) { o.SyncAlways = true 
 // and a store under tb.TempDir(). It shuts down when the test ends.
 func RunServer(tb testing.TB, opts ...Option) *server.Server {
 	tb.Helper()
-	o := &server.Options{
-		ServerName: "esjet-test",
-		Host:       "127.0.0.1",
-		Port:       -1,
-		JetStream:  true,
-		StoreDir:   tb.TempDir(),
-		NoLog:      true,
-		NoSigs:     true,
-		MaxPayload: 8 << 20,
-	}
-	for _, opt := range opts {
-		opt(o)
-	}
-	s := start(tb, o)
+	s := start(tb, options(tb, "esjet-test", opts))
 	tb.Cleanup(func() { shutdown(s) })
 	return s
 }
@@ -58,26 +45,11 @@ func RunCluster(tb testing.TB, opts ...Option) []*server.Server {
 	clusterName := fmt.Sprintf("esjet-test-%d", clusterSeq.Add(1))
 	servers := make([]*server.Server, 0, 3)
 	for i, p := range ports {
-		o := &server.Options{
-			ServerName: fmt.Sprintf("%s-n%d", clusterName, i+1),
-			Host:       "127.0.0.1",
-			Port:       -1,
-			JetStream:  true,
-			StoreDir:   tb.TempDir(),
-			NoLog:      true,
-			NoSigs:     true,
-			MaxPayload: 8 << 20,
-			Cluster: server.ClusterOpts{
-				Name: clusterName,
-				Host: "127.0.0.1",
-				Port: p,
-			},
-			Routes: server.RoutesFromStr(strings.Join(routes, ",")),
+		cluster := func(o *server.Options) {
+			o.Cluster = server.ClusterOpts{Name: clusterName, Host: "127.0.0.1", Port: p}
+			o.Routes = server.RoutesFromStr(strings.Join(routes, ","))
 		}
-		for _, opt := range opts {
-			opt(o)
-		}
-		s := start(tb, o)
+		s := start(tb, options(tb, fmt.Sprintf("%s-n%d", clusterName, i+1), append([]Option{cluster}, opts...)))
 		servers = append(servers, s)
 	}
 	tb.Cleanup(func() {
@@ -100,6 +72,25 @@ func RunCluster(tb testing.TB, opts ...Option) []*server.Server {
 }
 
 var clusterSeq atomic.Int64
+
+// options are a test server's: loopback, random client port, JetStream in a
+// temp dir, 8 MiB max payload (the largest max_message_size esjet accepts).
+func options(tb testing.TB, name string, opts []Option) *server.Options {
+	o := &server.Options{
+		ServerName: name,
+		Host:       "127.0.0.1",
+		Port:       -1,
+		JetStream:  true,
+		StoreDir:   tb.TempDir(),
+		NoLog:      true,
+		NoSigs:     true,
+		MaxPayload: 8 << 20,
+	}
+	for _, opt := range opts {
+		opt(o)
+	}
+	return o
+}
 
 func start(tb testing.TB, o *server.Options) *server.Server {
 	tb.Helper()
