@@ -1,9 +1,21 @@
 // Package aggregate is the Decide/Evolve contract and the repository that
-// runs it: load (cache → snapshot → tail of the aggregate subject), decide,
-// append the decision through internal/streams, retry on conflict.
+// runs it.
 //
-// Replay only evolves; it never dispatches. Commands reach workers only
-// through the relay (internal/outbox), which reads what was recorded.
+// An aggregate type is two pure functions over its state S: Evolve(S, Event)
+// S folds what happened, and one Decide function per command kind turns the
+// state and a command into a [Decision] — the events that happened and the
+// commands that must now be carried out — or a rejection. [Define] and [On]
+// build a type-erased [*Definition] from them.
 //
-// Not built yet: see the issue "Aggregates and the command API".
+// The [Repository] handles a command end to end: load (LRU cache → snapshot
+// in KV → tail of the aggregate subject), decide, append the decision as one
+// message through internal/streams, fold it into the cached state. On a
+// version conflict it reloads only the tail and decides again, a bounded
+// number of times. Replay only evolves; it never dispatches: commands reach
+// workers only through the relay, which reads what was recorded.
+//
+// Idempotency: a request's idempotency key determines its decision id, and
+// the aggregate's recent decision ids (kept with the cached state and in
+// snapshots, back to the configured horizon) answer a retry with the first
+// result instead of deciding again.
 package aggregate

@@ -51,6 +51,11 @@ type Decision struct {
 	CorrelationID string    `json:"correlation_id,omitempty"`
 	CausationID   string    `json:"causation_id,omitempty"`
 	TraceParent   string    `json:"traceparent,omitempty"`
+	// IdempotencyKey is the client's key for the request that produced the
+	// decision (the decision id is derived from it); RequestDigest is a hash
+	// of that request, so a key reused with another request is recognised.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	RequestDigest  string `json:"request_digest,omitempty"`
 }
 
 // Event is one thing that happened to an aggregate.

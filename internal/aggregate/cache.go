@@ -1,0 +1,103 @@
+package aggregate
+
+import (
+	"container/list"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// entry is one aggregate's state as the repository holds it. It is only
+// read or changed under the aggregate's stripe lock.
+type entry struct {
+	state any
+	pos   streams.Position
+	// recent are the aggregate's decisions made with an idempotency key,
+	// back to the horizon: decision id → where it is and what asked for it.
+	recent map[string]recentDecision
+	// sinceSnapshot counts events folded since the last snapshot.
+	sinceSnapshot int
+}
+
+type recentDecision struct {
+	Seq    uint64    `json:"seq"`
+	Digest string    `json:"digest"`
+	At     time.Time `json:"at"`
+}
+
+// lru is a bounded map of hot aggregates, least recently used evicted first.
+type lru struct {
+	mu    sync.Mutex
+	max   int
+	order *list.List // front = most recent; values are *lruItem
+	items map[string]*list.Element
+}
+
+type lruItem struct {
+	key string
+	e   *entry
+}
+
+func newLRU(max int) *lru {
+	return &lru{max: max, order: list.New(), items: map[string]*list.Element{}}
+}
+
+func (c *lru) get(key string) (*entry, bool) {
+	if c.max <= 0 {
+		return nil, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	el, ok := c.items[key]
+	if !ok {
+		return nil, false
+	}
+	c.order.MoveToFront(el)
+	return el.Value.(*lruItem).e, true
+}
+
+func (c *lru) put(key string, e *entry) {
+	if c.max <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[key]; ok {
+		el.Value.(*lruItem).e = e
+		c.order.MoveToFront(el)
+		return
+	}
+	c.items[key] = c.order.PushFront(&lruItem{key: key, e: e})
+	for c.order.Len() > c.max {
+		last := c.order.Back()
+		c.order.Remove(last)
+		delete(c.items, last.Value.(*lruItem).key)
+	}
+}
+
+func (c *lru) remove(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[key]; ok {
+		c.order.Remove(el)
+		delete(c.items, key)
+	}
+}
+
+func (c *lru) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.order.Len()
+}
+
+// stripes serialise work on one aggregate inside this process, so commands
+// to a hot aggregate queue here instead of conflicting in JetStream.
+type stripes [1024]sync.Mutex
+
+func (s *stripes) lock(key string) *sync.Mutex {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return &s[h.Sum32()%uint32(len(s))]
+}

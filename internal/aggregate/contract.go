@@ -1,0 +1,146 @@
+package aggregate
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// Event is a stored event as Evolve sees it.
+type Event struct {
+	ID      string
+	Type    string
+	Schema  int    // version of Data's shape (after upcasting)
+	Version uint64 // aggregate version
+	Time    time.Time
+	Data    json.RawMessage
+}
+
+// Decode unmarshals the event's data into v.
+func (e Event) Decode(v any) error {
+	if len(e.Data) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(e.Data, v); err != nil {
+		return fmt.Errorf("decode %s event v%d: %w", e.Type, e.Version, err)
+	}
+	return nil
+}
+
+func eventFrom(e streams.Event) Event {
+	return Event{ID: e.ID, Type: e.Type, Schema: e.Schema, Version: e.Version, Time: e.Time, Data: e.Data}
+}
+
+// Decision is what Decide returns: the events that happened and the commands
+// that must now be carried out. A decision with no events and no commands
+// means "nothing to do" and appends nothing. A decision that issues commands
+// must record at least one event.
+type Decision struct {
+	Events   []NewEvent
+	Commands []NewCommand
+}
+
+// NewEvent is an event Decide records. Data is marshalled as JSON.
+type NewEvent struct {
+	Type   string
+	Schema int // 0 means 1
+	Data   any
+}
+
+// NewCommand is a command Decide issues.
+type NewCommand struct {
+	Kind    string
+	Payload any
+	// Report asks for the outcome (<kind>_done or <kind>_failed) to be sent
+	// back to this aggregate as a command.
+	Report bool
+	// DeliverAfter delays the command; zero means now.
+	DeliverAfter time.Time
+}
+
+// Emit returns a decision recording one event.
+func Emit(eventType string, data any) Decision {
+	return Decision{Events: []NewEvent{{Type: eventType, Data: data}}}
+}
+
+// Then appends an event.
+func (d Decision) Then(eventType string, data any) Decision {
+	d.Events = append(d.Events, NewEvent{Type: eventType, Data: data})
+	return d
+}
+
+// Issue appends a command whose outcome is reported back to the aggregate.
+func (d Decision) Issue(kind string, payload any) Decision {
+	d.Commands = append(d.Commands, NewCommand{Kind: kind, Payload: payload, Report: true})
+	return d
+}
+
+// IssueAfter appends a delayed command whose outcome is reported back.
+func (d Decision) IssueAfter(at time.Time, kind string, payload any) Decision {
+	d.Commands = append(d.Commands, NewCommand{Kind: kind, Payload: payload, Report: true, DeliverAfter: at})
+	return d
+}
+
+// Fire appends a command whose outcome is not reported back.
+func (d Decision) Fire(kind string, payload any) Decision {
+	d.Commands = append(d.Commands, NewCommand{Kind: kind, Payload: payload})
+	return d
+}
+
+// Result command kinds: a worker reports a command's outcome to the issuing
+// aggregate as one of these, with the command id as the idempotency key.
+func DoneKind(kind string) string   { return kind + "_done" }
+func FailedKind(kind string) string { return kind + "_failed" }
+
+// Outcome is the payload of a <kind>_done or <kind>_failed command.
+type Outcome struct {
+	CommandID string          `json:"command_id"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	Attempts  int             `json:"attempts,omitempty"`
+}
+
+var (
+	// ErrRejected is wrapped by [*Rejection]: the domain said no. Nothing
+	// was written. HTTP 422.
+	ErrRejected = errors.New("aggregate: command rejected")
+	// ErrUnknownType: no aggregate type of that name is registered. 404.
+	ErrUnknownType = errors.New("aggregate: unknown aggregate type")
+	// ErrUnknownCommand: the type has no command of that kind. 400.
+	ErrUnknownCommand = errors.New("aggregate: unknown command")
+	// ErrBadCommand: the command's payload does not decode into the
+	// command's type (malformed JSON, unknown fields, wrong types). 400.
+	ErrBadCommand = errors.New("aggregate: bad command payload")
+	// ErrNotFound: the aggregate has no events. 404.
+	ErrNotFound = errors.New("aggregate: not found")
+	// ErrConflict: the aggregate kept moving under us; the repository gave
+	// up after its retries. 409.
+	ErrConflict = errors.New("aggregate: too many concurrent changes")
+	// ErrKeyReused: an idempotency key came back with a different request.
+	// 409.
+	ErrKeyReused = errors.New("aggregate: idempotency key reused with a different request")
+	// ErrTooLarge: the decision is bigger than streams.max_message_size.
+	// HTTP 413.
+	ErrTooLarge = errors.New("aggregate: decision too large")
+	// ErrInvalidDecision: Decide broke the contract (commands without an
+	// event, an invalid event type…). A bug in the aggregate. 500.
+	ErrInvalidDecision = errors.New("aggregate: invalid decision")
+)
+
+// Rejection is a domain "no": the command is valid but not acceptable in the
+// current state ("budget exceeded"). Decide returns it through [Reject].
+type Rejection struct {
+	Code    string // machine-readable, e.g. "budget_exceeded"
+	Message string
+}
+
+func (r *Rejection) Error() string { return r.Code + ": " + r.Message }
+func (r *Rejection) Unwrap() error { return ErrRejected }
+
+// Reject returns a [*Rejection].
+func Reject(code, format string, args ...any) error {
+	return &Rejection{Code: code, Message: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,187 @@
+package aggregate
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// Definition is an aggregate type with its state type erased, as the
+// repository and the APIs use it. Build one with [Define] and [On].
+type Definition struct {
+	typ      string
+	schema   int
+	newState func() any
+	evolve   func(state any, e Event) any
+	encode   func(state any) (json.RawMessage, error)
+	decodeSt func(json.RawMessage) (any, error)
+	commands map[string]commandDef
+}
+
+type commandDef struct {
+	decode func(json.RawMessage) (any, error)
+	decide func(state, cmd any) (Decision, error)
+}
+
+// Def is the typed handle used while defining an aggregate type with state S.
+type Def[S any] struct{ d *Definition }
+
+// reserved command kinds are API routes on the aggregate.
+var reserved = []string{"state", "events"}
+
+// Define starts an aggregate type named typ with state S. stateSchema is the
+// version of S's JSON shape in snapshots: bump it when S changes
+// incompatibly, and old snapshots are ignored (the state is rebuilt from
+// events). evolve folds one event into the state; it must be pure.
+func Define[S any](typ string, stateSchema int, evolve func(S, Event) S) *Def[S] {
+	if err := streams.ValidateToken("aggregate type", typ); err != nil {
+		panic(fmt.Sprintf("aggregate.Define: %v", err))
+	}
+	if typ == "raw" {
+		panic(`aggregate.Define: "raw" is reserved for the raw event-store API`)
+	}
+	if stateSchema < 1 {
+		panic("aggregate.Define: stateSchema must be ≥ 1")
+	}
+	return &Def[S]{d: &Definition{
+		typ:      typ,
+		schema:   stateSchema,
+		newState: func() any { var s S; return s },
+		evolve:   func(state any, e Event) any { return evolve(state.(S), e) },
+		encode: func(state any) (json.RawMessage, error) {
+			return json.Marshal(state.(S))
+		},
+		decodeSt: func(raw json.RawMessage) (any, error) {
+			var s S
+			if err := json.Unmarshal(raw, &s); err != nil {
+				return nil, err
+			}
+			return s, nil
+		},
+		commands: map[string]commandDef{},
+	}}
+}
+
+// On registers the command kind on the aggregate type: its payload decodes
+// strictly (unknown fields are an error) into C, and decide turns the state
+// and the command into a decision. decide must be pure; an error it returns
+// is a domain rejection (use [Reject] for a code).
+func On[S, C any](def *Def[S], kind string, decide func(S, C) (Decision, error)) *Def[S] {
+	if err := streams.ValidateToken("command kind", kind); err != nil {
+		panic(fmt.Sprintf("aggregate.On(%s): %v", def.d.typ, err))
+	}
+	if slices.Contains(reserved, kind) {
+		panic(fmt.Sprintf("aggregate.On(%s): command kind %q is reserved", def.d.typ, kind))
+	}
+	if _, dup := def.d.commands[kind]; dup {
+		panic(fmt.Sprintf("aggregate.On(%s): command %q registered twice", def.d.typ, kind))
+	}
+	def.d.commands[kind] = commandDef{
+		decode: func(raw json.RawMessage) (any, error) {
+			var c C
+			if len(bytes.TrimSpace(raw)) == 0 {
+				raw = json.RawMessage("{}")
+			}
+			dec := json.NewDecoder(bytes.NewReader(raw))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&c); err != nil {
+				return nil, err
+			}
+			if dec.More() {
+				return nil, errors.New("trailing data after the JSON value")
+			}
+			return c, nil
+		},
+		decide: func(state, cmd any) (Decision, error) { return decide(state.(S), cmd.(C)) },
+	}
+	return def
+}
+
+// Definition returns the type-erased definition.
+func (d *Def[S]) Definition() *Definition { return d.d }
+
+// Type is the aggregate type name.
+func (d *Definition) Type() string { return d.typ }
+
+// StateSchema is the version of the state's snapshot shape.
+func (d *Definition) StateSchema() int { return d.schema }
+
+// Commands lists the command kinds, sorted.
+func (d *Definition) Commands() []string {
+	out := make([]string, 0, len(d.commands))
+	for k := range d.commands {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Replay folds events into a fresh state: what a cold load does, without
+// the store. For tests and tools.
+func (d *Definition) Replay(events []Event) any {
+	s := d.newState()
+	for _, e := range events {
+		s = d.evolve(s, e)
+	}
+	return s
+}
+
+// Decide decodes the command payload and runs the kind's decide function
+// against state. It returns [ErrUnknownCommand], [ErrBadCommand] or a
+// rejection wrapping [ErrRejected].
+func (d *Definition) Decide(state any, kind string, payload json.RawMessage) (Decision, error) {
+	c, ok := d.commands[kind]
+	if !ok {
+		return Decision{}, fmt.Errorf("%w: %s has no command %q (it has: %v)", ErrUnknownCommand, d.typ, kind, d.Commands())
+	}
+	cmd, err := c.decode(payload)
+	if err != nil {
+		return Decision{}, fmt.Errorf("%w: %s.%s: %v", ErrBadCommand, d.typ, kind, err)
+	}
+	dec, err := c.decide(state, cmd)
+	if err != nil {
+		if errors.Is(err, ErrRejected) {
+			return Decision{}, err
+		}
+		return Decision{}, &Rejection{Code: "rejected", Message: err.Error()}
+	}
+	return dec, nil
+}
+
+// Registry is the set of aggregate types a node serves.
+type Registry struct{ defs map[string]*Definition }
+
+// NewRegistry builds a registry; a type registered twice is an error.
+func NewRegistry(defs ...*Definition) (*Registry, error) {
+	r := &Registry{defs: map[string]*Definition{}}
+	for _, d := range defs {
+		if _, dup := r.defs[d.typ]; dup {
+			return nil, fmt.Errorf("aggregate type %q registered twice", d.typ)
+		}
+		r.defs[d.typ] = d
+	}
+	return r, nil
+}
+
+// Get returns the definition of typ or [ErrUnknownType].
+func (r *Registry) Get(typ string) (*Definition, error) {
+	if d, ok := r.defs[typ]; ok {
+		return d, nil
+	}
+	return nil, fmt.Errorf("%w %q (registered: %v)", ErrUnknownType, typ, r.Types())
+}
+
+// Types lists the registered type names, sorted.
+func (r *Registry) Types() []string {
+	out := make([]string, 0, len(r.defs))
+	for k := range r.defs {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,85 @@
+package aggregate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// snapshotVersion is the version of the snapshot record itself (not of the
+// state inside it, which is the definition's StateSchema).
+const snapshotVersion = 1
+
+// snapshot is what the snapshots bucket holds under <type>.<id>.
+type snapshot struct {
+	V           int                       `json:"v"`
+	StateSchema int                       `json:"state_schema"`
+	Seq         uint64                    `json:"seq"`
+	Version     uint64                    `json:"version"`
+	State       json.RawMessage           `json:"state"`
+	Recent      map[string]recentDecision `json:"recent,omitempty"`
+	Taken       time.Time                 `json:"taken"`
+}
+
+func snapshotKey(typ, id string) string { return typ + "." + id }
+
+// readSnapshot returns the aggregate's snapshot as an entry, or ok=false
+// when there is none usable: missing, of another state schema (the state is
+// then rebuilt from events), or unreadable.
+func (r *Repository) readSnapshot(ctx context.Context, def *Definition, typ, id string) (*entry, bool) {
+	kv, err := r.snaps.Get(ctx, snapshotKey(typ, id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, false
+	}
+	if err != nil {
+		r.logger.Warn("snapshot unreadable; replaying from events", "aggregate_type", typ, "aggregate_id", id, "error", err)
+		return nil, false
+	}
+	var s snapshot
+	if err := json.Unmarshal(kv.Value(), &s); err != nil || s.V != snapshotVersion {
+		r.logger.Warn("snapshot of an unknown format; replaying from events", "aggregate_type", typ, "aggregate_id", id, "error", err)
+		return nil, false
+	}
+	if s.StateSchema != def.schema {
+		r.logger.Info("snapshot of another state schema; replaying from events",
+			"aggregate_type", typ, "aggregate_id", id, "snapshot_schema", s.StateSchema, "schema", def.schema)
+		return nil, false
+	}
+	state, err := def.decodeSt(s.State)
+	if err != nil {
+		r.logger.Warn("snapshot state does not decode; replaying from events", "aggregate_type", typ, "aggregate_id", id, "error", err)
+		return nil, false
+	}
+	if s.Recent == nil {
+		s.Recent = map[string]recentDecision{}
+	}
+	r.stats.snapshotHits.Add(1)
+	return &entry{state: state, pos: streams.Position{Seq: s.Seq, Version: s.Version}, recent: s.Recent}, true
+}
+
+// writeSnapshot stores e. A failure is logged, not returned: a snapshot only
+// saves time, the log stays the truth.
+func (r *Repository) writeSnapshot(ctx context.Context, def *Definition, typ, id string, e *entry) {
+	state, err := def.encode(e.state)
+	if err == nil {
+		var data []byte
+		data, err = json.Marshal(snapshot{
+			V: snapshotVersion, StateSchema: def.schema, Seq: e.pos.Seq, Version: e.pos.Version,
+			State: state, Recent: e.recent, Taken: r.cfg.Now().UTC(),
+		})
+		if err == nil {
+			_, err = r.snaps.Put(ctx, snapshotKey(typ, id), data)
+		}
+	}
+	if err != nil {
+		r.logger.Warn("snapshot not written", "aggregate_type", typ, "aggregate_id", id, "error", err)
+		return
+	}
+	e.sinceSnapshot = 0
+	r.stats.snapshotsWritten.Add(1)
+}
