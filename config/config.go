@@ -12,11 +12,12 @@ type Config struct {
 	// Namespace is the bounded context this node serves. It becomes a subject token
 	// ("<ns>.evt.>") and, upper-cased, the stream name prefix ("<NS>_EVENTS"), so it
 	// must match ^[a-z0-9][a-z0-9_-]{0,31}$. Default "demo".
-	Namespace string  `yaml:"namespace"`
-	NATS      NATS    `yaml:"nats"`
-	Streams   Streams `yaml:"streams"`
-	HTTP      HTTP    `yaml:"http"`
-	Log       Log     `yaml:"log"`
+	Namespace  string     `yaml:"namespace"`
+	NATS       NATS       `yaml:"nats"`
+	Streams    Streams    `yaml:"streams"`
+	Aggregates Aggregates `yaml:"aggregates"`
+	HTTP       HTTP       `yaml:"http"`
+	Log        Log        `yaml:"log"`
 }
 
 // Values of [NATS.Mode].
@@ -109,6 +110,23 @@ type Streams struct {
 	MaxMessageSize ByteSize `yaml:"max_message_size"`
 }
 
+// Aggregates tunes the aggregate repository.
+type Aggregates struct {
+	// CacheSize is how many hot aggregates are kept in memory (LRU); 0
+	// disables the cache. Default 10000.
+	CacheSize int `yaml:"cache_size"`
+	// SnapshotEvery writes a snapshot after that many events since the last
+	// one; 0 disables snapshots. Default 100.
+	SnapshotEvery int `yaml:"snapshot_every"`
+	// ConflictRetries is how often a command is decided again on the
+	// reloaded tail after a version conflict before the request fails with
+	// 409. Default 5.
+	ConflictRetries int `yaml:"conflict_retries"`
+	// IdempotencyHorizon is how long a request's Idempotency-Key answers its
+	// retries with the first result. Default 24h.
+	IdempotencyHorizon Duration `yaml:"idempotency_horizon"`
+}
+
 // HTTP configures the HTTP API.
 type HTTP struct {
 	// Listen is host:port or "none" to disable HTTP. Default "127.0.0.1:8080".
@@ -147,6 +165,12 @@ func Default() Config {
 			DuplicateWindow: Duration(2 * time.Minute),
 			OutboxMaxAge:    Duration(168 * time.Hour),
 			MaxMessageSize:  MiB,
+		},
+		Aggregates: Aggregates{
+			CacheSize:          10_000,
+			SnapshotEvery:      100,
+			ConflictRetries:    5,
+			IdempotencyHorizon: Duration(24 * time.Hour),
 		},
 		HTTP: HTTP{Listen: "127.0.0.1:8080"},
 		Log:  Log{Level: "info", Format: "text"},

@@ -174,14 +174,15 @@ func TestEveryFieldHasAnEnvVariable(t *testing.T) {
 		"ESJET_NAMESPACE", "ESJET_NATS_MODE", "ESJET_NATS_EMBEDDED_DATA_DIR",
 		"ESJET_NATS_EMBEDDED_AUTH_PASSWORD", "ESJET_NATS_EXTERNAL_TLS_CA_FILE",
 		"ESJET_NATS_EXTERNAL_URLS", "ESJET_STREAMS_DUPLICATE_WINDOW", "ESJET_LOG_FORMAT",
+		"ESJET_AGGREGATES_SNAPSHOT_EVERY", "ESJET_AGGREGATES_IDEMPOTENCY_HORIZON",
 	} {
 		if _, ok := fields[name]; !ok {
 			t.Errorf("no field for %s", name)
 		}
 	}
 	// Every leaf can be set from text; an unsupported type would fail here.
-	if len(fields) != 31 {
-		t.Errorf("got %d env fields, want 31 (update this count when the schema changes)", len(fields))
+	if len(fields) != 35 {
+		t.Errorf("got %d env fields, want 35 (update this count when the schema changes)", len(fields))
 	}
 	for name, f := range fields {
 		var c Config

@@ -41,6 +41,19 @@ func (c *Config) Validate() error {
 	}
 	c.NATS.validate(v, c.Streams.Replicas)
 	c.Streams.validate(v)
+	a := c.Aggregates
+	if a.CacheSize < 0 {
+		v.add("aggregates.cache_size", a.CacheSize, "must be 0 (no cache) or a positive count")
+	}
+	if a.SnapshotEvery < 0 {
+		v.add("aggregates.snapshot_every", a.SnapshotEvery, "must be 0 (no snapshots) or a positive event count")
+	}
+	if a.ConflictRetries < 0 || a.ConflictRetries > 100 {
+		v.add("aggregates.conflict_retries", a.ConflictRetries, "use 0 to 100")
+	}
+	if a.IdempotencyHorizon <= 0 {
+		v.add("aggregates.idempotency_horizon", a.IdempotencyHorizon, "must be greater than 0, e.g. 24h")
+	}
 	v.listen("http.listen", c.HTTP.Listen)
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	v.oneOf("log.format", c.Log.Format, "text", "json")

@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/esjet/esjet/demo/trip"
+	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/node"
 )
 
@@ -31,7 +33,7 @@ func runNode(cmd *cobra.Command, g *globals) error {
 	}
 	logger := newLogger(cfg, g.stderr)
 	ctx := cmd.Context()
-	n, err := node.Start(ctx, cfg, logger)
+	n, err := node.Start(ctx, cfg, node.Options{Logger: logger, Aggregates: []*aggregate.Definition{trip.Definition()}, Version: semver()})
 	if err != nil {
 		return err
 	}

@@ -4,10 +4,13 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
+
+	"github.com/esjet/esjet"
 )
 
 // buildVersion is set at link time: -ldflags "-X main.buildVersion=v0.1.0".
@@ -21,6 +24,15 @@ func version() string {
 		return bi.Main.Version
 	}
 	return "dev"
+}
+
+// semver is the version the micro service reports: micro requires semver.
+func semver() string {
+	v := strings.TrimPrefix(version(), "v")
+	if v == "dev" || v == "" {
+		return esjet.Version
+	}
+	return v
 }
 
 func newVersionCmd(g *globals) *cobra.Command {

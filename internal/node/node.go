@@ -11,10 +11,24 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/aggregate"
+	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/streams"
 )
+
+// Options are a node's collaborators beside its configuration.
+type Options struct {
+	// Logger receives the node's logs; nil discards them.
+	Logger *slog.Logger
+	// Aggregates are the aggregate types the node serves.
+	Aggregates []*aggregate.Definition
+	// Version is reported by the micro service (semver); "" means 0.0.0.
+	Version string
+}
 
 // Node is a running esjet node. Its methods are safe for concurrent use.
 type Node struct {
@@ -23,6 +37,9 @@ type Node struct {
 	broker  *broker.Broker
 	log     *streams.Log
 	changes []streams.Change
+	repo    *aggregate.Repository
+	api     *api.Service
+	micro   *api.MicroService
 
 	httpSrv  *http.Server
 	httpAddr string
@@ -34,8 +51,9 @@ type Node struct {
 
 // Start brings a node up and returns when it is ready: JetStream answers,
 // the streams and buckets match cfg, and the HTTP listener (if any) accepts.
-// cfg must be valid. logger may be nil. The caller must Close the node.
-func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node, err error) {
+// cfg must be valid. The caller must Close the node.
+func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err error) {
+	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -56,7 +74,26 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (_ *Node
 	if err != nil {
 		return nil, fmt.Errorf("provision namespace %s: %w", cfg.Namespace, err)
 	}
-	n.log, err = streams.Open(ctx, n.broker.JetStream(), cfg.Namespace, LogConfig(cfg), logger)
+	js := n.broker.JetStream()
+	n.log, err = streams.Open(ctx, js, cfg.Namespace, LogConfig(cfg), logger)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := aggregate.NewRegistry(opts.Aggregates...)
+	if err != nil {
+		return nil, err
+	}
+	snaps, err := js.KeyValue(ctx, streams.NamesFor(cfg.Namespace).Snapshots)
+	if err != nil {
+		return nil, fmt.Errorf("open snapshots bucket: %w", err)
+	}
+	n.repo = aggregate.NewRepository(n.log, snaps, reg, RepositoryConfig(cfg), logger)
+	n.api = api.New(n.repo, cfg.Namespace, int(cfg.Streams.MaxMessageSize), logger)
+	version := opts.Version
+	if version == "" {
+		version = "0.0.0"
+	}
+	n.micro, err = n.api.StartMicro(n.broker.Conn(), version)
 	if err != nil {
 		return nil, err
 	}
@@ -80,6 +117,29 @@ func ProvisionConfig(cfg config.Config) streams.ProvisionConfig {
 	}
 }
 
+// RepositoryConfig maps the node config to the aggregate repository's.
+func RepositoryConfig(cfg config.Config) aggregate.Config {
+	a := cfg.Aggregates
+	rc := aggregate.Config{
+		Namespace:          cfg.Namespace,
+		CacheSize:          a.CacheSize,
+		SnapshotEvery:      a.SnapshotEvery,
+		ConflictRetries:    a.ConflictRetries,
+		IdempotencyHorizon: a.IdempotencyHorizon.Std(),
+	}
+	// In the config 0 means "off"; in aggregate.Config it means "default".
+	if rc.CacheSize == 0 {
+		rc.CacheSize = -1
+	}
+	if rc.SnapshotEvery == 0 {
+		rc.SnapshotEvery = -1
+	}
+	if rc.ConflictRetries == 0 {
+		rc.ConflictRetries = -1
+	}
+	return rc
+}
+
 // LogConfig maps the node config to the event log's.
 func LogConfig(cfg config.Config) streams.Config {
 	return streams.Config{MaxMessageSize: int(cfg.Streams.MaxMessageSize)}
@@ -87,6 +147,15 @@ func LogConfig(cfg config.Config) streams.Config {
 
 // Log is the node's event log.
 func (n *Node) Log() *streams.Log { return n.log }
+
+// Repository is the node's aggregate repository.
+func (n *Node) Repository() *aggregate.Repository { return n.repo }
+
+// API is the node's command and event-store API.
+func (n *Node) API() *api.Service { return n.api }
+
+// JetStream is the node's JetStream context.
+func (n *Node) JetStream() jetstream.JetStream { return n.broker.JetStream() }
 
 // Broker is the node's NATS connection (and embedded server).
 func (n *Node) Broker() *broker.Broker { return n.broker }
@@ -114,14 +183,20 @@ func (n *Node) Run(ctx context.Context, grace time.Duration) error {
 	return errors.Join(runErr, n.Close(cctx))
 }
 
-// Close stops the node in reverse start order: HTTP, then the broker (drain,
-// then the embedded server). It is idempotent.
+// Close stops the node in reverse start order: HTTP, the micro service
+// (waiting for in-flight requests), then the broker (drain, then the
+// embedded server). It is idempotent.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		var errs []error
 		if n.httpSrv != nil {
 			if err := n.httpSrv.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("shut down http: %w", err))
+			}
+		}
+		if n.micro != nil {
+			if err := n.micro.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stop micro service: %w", err))
 			}
 		}
 		if n.broker != nil {
@@ -148,6 +223,7 @@ func (n *Node) startHTTP() error {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
 	})
 	mux.HandleFunc("GET /readyz", n.handleReady)
+	mux.Handle("/v1/", n.api.Handler())
 	n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	n.httpDone = make(chan error, 1)
 	go func() {

@@ -159,3 +159,42 @@ func (l *Log) decode(m *jetstream.RawStreamMsg) (Record, error) {
 	}
 	return rec, nil
 }
+
+// FindDecision looks for decision id among the aggregate's decisions stored
+// at or after since (by server time) — how the raw API answers a retried
+// request whose expected version has since moved on. ok is false when it is
+// not there.
+func (l *Log) FindDecision(ctx context.Context, typ, id, decisionID string, since time.Time) (Record, bool, error) {
+	subject, err := l.names.AggregateSubject(typ, id)
+	if err != nil {
+		return Record{}, false, err
+	}
+	// The first batch starts at a time; the next ones continue by sequence
+	// (several messages may share a timestamp).
+	start := jetstreamext.GetBatchStartTime(since)
+	for {
+		msgs, err := jetstreamext.GetBatch(ctx, l.js, l.names.Events, l.cfg.LoadBatch, start, jetstreamext.GetBatchSubject(subject))
+		if err != nil {
+			return Record{}, false, err
+		}
+		got, last, pending := 0, uint64(0), uint64(0)
+		for m, err := range msgs {
+			if errors.Is(err, jetstreamext.ErrNoMessages) {
+				return Record{}, false, nil
+			}
+			if err != nil {
+				return Record{}, false, err
+			}
+			got, last = got+1, m.Sequence
+			pending, _ = strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+			if m.Header.Get(jetstream.MsgIDHeader) == decisionID {
+				rec, err := l.decode(m)
+				return rec, err == nil, err
+			}
+		}
+		if got < l.cfg.LoadBatch || pending == 0 {
+			return Record{}, false, nil
+		}
+		start = jetstreamext.GetBatchSeq(last + 1)
+	}
+}

@@ -1,0 +1,142 @@
+package aggregate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// RawAppend is a request of the raw event-store API: services in other
+// languages append their own events (and the commands they issue) to an
+// aggregate at an expected version, without a Decide function in esjet.
+type RawAppend struct {
+	Type            string       `json:"-"`
+	ID              string       `json:"-"`
+	ExpectedVersion uint64       `json:"expected_version"`
+	Events          []RawEvent   `json:"events"`
+	Commands        []RawCommand `json:"commands,omitempty"`
+	IdempotencyKey  string       `json:"idempotency_key,omitempty"`
+	CorrelationID   string       `json:"correlation_id,omitempty"`
+	CausationID     string       `json:"causation_id,omitempty"`
+	TraceParent     string       `json:"traceparent,omitempty"`
+}
+
+// RawEvent is an event in a [RawAppend].
+type RawEvent struct {
+	Type   string          `json:"type"`
+	Schema int             `json:"schema,omitempty"`
+	Data   json.RawMessage `json:"data,omitempty"`
+}
+
+// RawCommand is a command in a [RawAppend].
+type RawCommand struct {
+	Kind         string          `json:"kind"`
+	Payload      json.RawMessage `json:"payload,omitempty"`
+	Report       bool            `json:"report,omitempty"`
+	DeliverAfter time.Time       `json:"deliver_after,omitzero"`
+}
+
+// ErrManagedType is returned by [Repository.AppendRaw] for a type that has a
+// registered Definition: its events come from its Decide functions only.
+var ErrManagedType = errors.New("aggregate: type is managed by its registered Decide functions")
+
+// VersionConflictError reports a raw append whose expected version is not
+// the aggregate's current one. It wraps [ErrConflict].
+type VersionConflictError struct {
+	Expected, Actual uint64
+}
+
+func (e *VersionConflictError) Error() string {
+	return fmt.Sprintf("expected version %d, aggregate is at version %d; load the new events and decide again", e.Expected, e.Actual)
+}
+
+func (e *VersionConflictError) Unwrap() error { return ErrConflict }
+
+// AppendRaw appends req's events and commands as one decision, on the same
+// path as commands (the expectation is always set). With an idempotency key
+// a retry returns the first result, even after the aggregate moved on, for
+// the idempotency horizon. Errors: [ErrManagedType], a
+// [*VersionConflictError], [ErrKeyReused], a [*streams.TokenError],
+// [streams.ErrInvalidDecision] (no events, invalid JSON), [ErrTooLarge].
+func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, error) {
+	if _, err := r.reg.Get(req.Type); err == nil {
+		return Result{}, fmt.Errorf("%w: send %s a command instead of appending raw events", ErrManagedType, req.Type)
+	}
+	if _, err := r.log.Names().AggregateSubject(req.Type, req.ID); err != nil {
+		return Result{}, err
+	}
+	d := streams.Decision{
+		ID: uuid.Must(uuid.NewV7()).String(), AggregateType: req.Type, AggregateID: req.ID,
+		CorrelationID: req.CorrelationID, CausationID: req.CausationID, TraceParent: req.TraceParent,
+	}
+	if req.IdempotencyKey != "" {
+		body, _ := json.Marshal(req)
+		d.ID = r.DecisionID(req.Type, req.ID, req.IdempotencyKey)
+		d.IdempotencyKey, d.RequestDigest = req.IdempotencyKey, digest("raw", body)
+	}
+	if d.CorrelationID == "" {
+		d.CorrelationID = d.ID
+	}
+	for _, e := range req.Events {
+		d.Events = append(d.Events, streams.Event{Type: e.Type, Schema: e.Schema, Data: e.Data})
+	}
+	for _, c := range req.Commands {
+		d.Commands = append(d.Commands, streams.Command{Kind: c.Kind, Payload: c.Payload, Report: c.Report, DeliverAfter: c.DeliverAfter})
+	}
+
+	pos, err := r.log.Last(ctx, req.Type, req.ID)
+	if err != nil {
+		return Result{}, err
+	}
+	if pos.Version != req.ExpectedVersion {
+		if req.IdempotencyKey != "" {
+			if res, ok, err := r.findRaw(ctx, d); ok || err != nil {
+				return res, err
+			}
+		}
+		return Result{}, &VersionConflictError{Expected: req.ExpectedVersion, Actual: pos.Version}
+	}
+	rec, err := r.log.Append(ctx, d, pos)
+	var conflict *streams.ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		if req.IdempotencyKey != "" {
+			if res, ok, err := r.findRaw(ctx, d); ok || err != nil {
+				return res, err
+			}
+		}
+		return Result{}, &VersionConflictError{Expected: req.ExpectedVersion, Actual: conflict.Actual.Version}
+	case errors.Is(err, streams.ErrTooLarge):
+		return Result{}, fmt.Errorf("%w: %w", ErrTooLarge, err)
+	case err != nil:
+		return Result{}, err
+	}
+	if rec.RequestDigest != d.RequestDigest {
+		return Result{}, fmt.Errorf("%w: key %q was first used for another append on %s/%s", ErrKeyReused, req.IdempotencyKey, req.Type, req.ID)
+	}
+	res := resultOf(rec)
+	res.Replayed = rec.FirstVersion() != req.ExpectedVersion+1
+	return res, nil
+}
+
+// findRaw looks for an earlier copy of a keyed raw decision inside the
+// idempotency horizon.
+func (r *Repository) findRaw(ctx context.Context, d streams.Decision) (Result, bool, error) {
+	rec, ok, err := r.log.FindDecision(ctx, d.AggregateType, d.AggregateID, d.ID, r.cfg.Now().Add(-r.cfg.IdempotencyHorizon))
+	if err != nil || !ok {
+		return Result{}, false, err
+	}
+	if rec.RequestDigest != d.RequestDigest {
+		return Result{}, true, fmt.Errorf("%w: key %q was first used for another append on %s/%s", ErrKeyReused, d.IdempotencyKey, d.AggregateType, d.AggregateID)
+	}
+	r.stats.replays.Add(1)
+	res := resultOf(rec)
+	res.Replayed = true
+	return res, true, nil
+}
