@@ -1,0 +1,177 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/esjet/esjet/internal/api"
+	"github.com/esjet/esjet/internal/broker"
+)
+
+// The client commands talk to a running node through its NATS micro API,
+// so they work the same against an embedded node and a cluster.
+
+func newSendCmd(g *globals) *cobra.Command {
+	var key string
+	cmd := &cobra.Command{
+		Use:   "send <type> <id> <command> [json]",
+		Short: "Send a command to an aggregate and print the result",
+		Example: `  esjet send trip t1 request_trip '{"traveler":"ada","destination":"Lisbon","budget":100000,"flight_price":40000,"hotel_price":30000}'
+  esjet send trip t1 add_note '{"text":"window seat"}' --key note-1`,
+		Args: cobra.RangeArgs(3, 4),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			body := []byte("{}")
+			if len(args) == 4 {
+				body = []byte(args[3])
+				if !json.Valid(body) {
+					return fmt.Errorf("the payload is not valid JSON: %s", args[3])
+				}
+			}
+			hdr := nats.Header{}
+			if key != "" {
+				hdr.Set(api.HeaderIdempotencyKey, key)
+			}
+			return g.request(cmd, fmt.Sprintf("%s.%s.%s", args[0], args[1], args[2]), body, hdr, func(w io.Writer, data []byte) error {
+				return printJSON(w, data)
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&key, "key", "k", "", "idempotency key: a retry with the same key returns the first result")
+	return cmd
+}
+
+func newStateCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "state <type> <id>",
+		Short: "Print an aggregate's current state and version",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.request(cmd, fmt.Sprintf("%s.%s.state", args[0], args[1]), nil, nil, printJSON)
+		},
+	}
+}
+
+func newEventsCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "events <type> <id>",
+		Short: "Print an aggregate's history: versions, event types, times, ids, and the commands issued",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.request(cmd, fmt.Sprintf("%s.%s.events", args[0], args[1]), nil, nil, func(w io.Writer, data []byte) error {
+				if asJSON {
+					return printJSON(w, data)
+				}
+				var h api.History
+				if err := json.Unmarshal(data, &h); err != nil {
+					return err
+				}
+				printHistory(w, h)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	return cmd
+}
+
+// request sends one API request to the node the config describes and prints
+// the reply with show, or turns an API error into a message and exit code 1.
+func (g *globals) request(cmd *cobra.Command, suffix string, body []byte, hdr nats.Header, show func(io.Writer, []byte) error) error {
+	cfg, err := g.load(cmd.Flags())
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
+	defer cancel()
+	nc, err := broker.Connect(ctx, cfg, "esjet "+cmd.Name())
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	msg := nats.NewMsg(api.SubjectPrefix(cfg.Namespace) + "." + suffix)
+	msg.Data = body
+	for k, vs := range hdr {
+		for _, v := range vs {
+			msg.Header.Add(k, v)
+		}
+	}
+	reply, err := nc.RequestMsgWithContext(ctx, msg)
+	if errors.Is(err, nats.ErrNoResponders) {
+		// Either no node serves the namespace, or the type is not one of its
+		// aggregate types (each type is its own endpoint group).
+		if types, terr := nc.RequestWithContext(ctx, api.SubjectPrefix(cfg.Namespace)+".types", nil); terr == nil {
+			var infos []api.TypeInfo
+			_ = json.Unmarshal(types.Data, &infos)
+			var names []string
+			for _, t := range infos {
+				names = append(names, t.Type)
+			}
+			return fmt.Errorf("404 unknown_type: the node serving namespace %q has no aggregate type %q (it has: %s)", cfg.Namespace, strings.SplitN(suffix, ".", 2)[0], strings.Join(names, ", "))
+		}
+		return fmt.Errorf("no esjet node serves namespace %q at %s (is `esjet run` running with that namespace?)", cfg.Namespace, nc.ConnectedUrlRedacted())
+	}
+	if err != nil {
+		return fmt.Errorf("request %s: %w", msg.Subject, err)
+	}
+	if code := reply.Header.Get("Nats-Service-Error-Code"); code != "" {
+		return apiError(code, reply)
+	}
+	return show(g.stdout, reply.Data)
+}
+
+func apiError(code string, reply *nats.Msg) error {
+	var body struct{ Error api.Error }
+	msg := reply.Header.Get("Nats-Service-Error")
+	if json.Unmarshal(reply.Data, &body) == nil && body.Error.Message != "" {
+		msg = body.Error.Code + ": " + body.Error.Message
+	}
+	status, _ := strconv.Atoi(code)
+	return fmt.Errorf("%d %s", status, msg)
+}
+
+func printJSON(w io.Writer, data []byte) error {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, data, "", "  "); err != nil {
+		_, err = w.Write(data)
+		return err
+	}
+	buf.WriteByte('\n')
+	_, err := buf.WriteTo(w)
+	return err
+}
+
+func printHistory(w io.Writer, h api.History) {
+	fmt.Fprintf(w, "%s/%s at version %d (stream seq %d)\n\n", h.AggregateType, h.AggregateID, h.Version, h.Seq)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "VERSION\tEVENT\tTIME\tSEQ\tEVENT ID\tDECISION ID")
+	for _, e := range h.Events {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", e.Version, e.Type, e.Time.Format(time.RFC3339Nano), e.Seq, e.ID, e.DecisionID)
+	}
+	_ = tw.Flush()
+	if len(h.Commands) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "COMMAND ID\tKIND\tSEQ\tREPORT\tDELIVER AFTER")
+	for _, c := range h.Commands {
+		after := "-"
+		if c.DeliverAfter != nil {
+			after = c.DeliverAfter.Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%s\n", c.ID, c.Kind, c.Seq, c.Report, after)
+	}
+	_ = tw.Flush()
+}
