@@ -218,8 +218,13 @@ func encode(subject string, d Decision) (*nats.Msg, error) {
 
 // headerSafe drops CR and LF: a header value must stay on one line.
 func headerSafe(s string) string {
-	return strings.NewReplacer("\r", "", "\n", "").Replace(s)
+	if !strings.ContainsAny(s, "\r\n") {
+		return s
+	}
+	return lineBreaks.Replace(s)
 }
+
+var lineBreaks = strings.NewReplacer("\r", "", "\n", "")
 
 // msgSize is what the server counts against max_msg_size: headers + data.
 func msgSize(m *nats.Msg) int {
