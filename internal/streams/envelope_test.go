@@ -348,7 +348,7 @@ func TestDecodeRejectsBadEnvelopes(t *testing.T) {
 	event := func(env map[string]any, i int) map[string]any { return events(env)[i].(map[string]any) }
 	for _, tc := range []struct {
 		name  string
-		break_ func(env map[string]any)
+		spoil func(env map[string]any)
 		want  string
 	}{
 		{"version 0", func(env map[string]any) { env["v"] = 0 }, "envelope version 0 is not supported"},
@@ -375,7 +375,7 @@ func TestDecodeRejectsBadEnvelopes(t *testing.T) {
 		{"bad time", func(env map[string]any) { event(env, 0)["time"] = "yesterday" }, "envelope:"},
 	} {
 		env := validEnvelope(t)
-		tc.break_(env)
+		tc.spoil(env)
 		data, err := json.Marshal(env)
 		if err != nil {
 			t.Fatal(err)
