@@ -8,7 +8,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/synadia-io/orbit.go/jetstreamext"
 )
 
 // Append stores d as ONE message on its aggregate's subject, expecting the
@@ -110,25 +109,22 @@ func ambiguous(ctx context.Context, err error) bool {
 // findAfter reads the first message on subject after seq: with every write
 // expecting its predecessor, the only place our decision can be.
 func (l *Log) findAfter(ctx context.Context, subject string, seq uint64, id string) (Record, bool, error) {
-	msgs, err := jetstreamext.GetBatch(ctx, l.js, l.names.Events, 1,
-		jetstreamext.GetBatchSeq(seq+1), jetstreamext.GetBatchSubject(subject))
+	var first *jetstream.RawStreamMsg
+	_, _, err := l.getter.get(ctx, batchRequest{Seq: seq + 1, NextFor: subject, Batch: 1}, func(m *jetstream.RawStreamMsg) error {
+		first = m
+		return nil
+	})
+	if errors.Is(err, errNoMessages) || (err == nil && first == nil) {
+		return Record{}, false, nil
+	}
 	if err != nil {
 		return Record{}, false, err
 	}
-	for m, err := range msgs {
-		if errors.Is(err, jetstreamext.ErrNoMessages) {
-			return Record{}, false, nil
-		}
-		if err != nil {
-			return Record{}, false, err
-		}
-		if m.Header.Get(jetstream.MsgIDHeader) != id {
-			return Record{}, false, nil
-		}
-		rec, err := l.decode(m)
-		return rec, err == nil, err
+	if first.Header.Get(jetstream.MsgIDHeader) != id {
+		return Record{}, false, nil
 	}
-	return Record{}, false, nil
+	rec, err := l.decode(first)
+	return rec, err == nil, err
 }
 
 // original returns the stored message seq, which a duplicate ack named as

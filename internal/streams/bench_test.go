@@ -29,7 +29,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/synadia-io/orbit.go/jetstreamext"
 
 	"github.com/esjet/esjet/internal/natstest"
 )
@@ -322,6 +321,7 @@ type loadFixture struct {
 	ns      *benchNS
 	n       int
 	subject string
+	raw     *batchGetter
 }
 
 func newLoadFixture(b *testing.B, s *server.Server, n int) *loadFixture {
@@ -363,30 +363,27 @@ func (f *loadFixture) esjetLoad(ctx context.Context) error {
 	return nil
 }
 
-// rawLoad reads the aggregate the way Log.Load does (batched direct get on
-// the subject, batch by batch while more are pending) but only touches the
-// bytes.
+// rawLoad reads the aggregate the way Log.Load does — batched direct get on
+// the subject, batch by batch while more are pending, over one shared reply
+// subscription — but only touches the bytes: the raw protocol cost, without
+// decoding, checks or upcasting.
 func (f *loadFixture) rawLoad(ctx context.Context) error {
+	if f.raw == nil {
+		f.raw = newBatchGetter(f.ns.js, f.ns.names.Events)
+	}
 	batch := f.ns.log.cfg.LoadBatch
 	from, count, size := uint64(1), 0, 0
 	for {
-		msgs, err := jetstreamext.GetBatch(ctx, f.ns.js, f.ns.names.Events, batch,
-			jetstreamext.GetBatchSeq(from), jetstreamext.GetBatchSubject(f.subject))
-		if err != nil {
-			return err
-		}
-		got, pending := 0, uint64(0)
-		for m, err := range msgs {
-			if errors.Is(err, jetstreamext.ErrNoMessages) {
-				break
-			}
-			if err != nil {
-				return err
-			}
-			got++
+		got, pending, err := f.raw.get(ctx, batchRequest{Seq: from, NextFor: f.subject, Batch: batch}, func(m *jetstream.RawStreamMsg) error {
 			size += len(m.Data)
 			from = m.Sequence + 1
-			pending, _ = strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+			return nil
+		})
+		if errors.Is(err, errNoMessages) {
+			break
+		}
+		if err != nil {
+			return err
 		}
 		count += got
 		if got < batch || pending == 0 {

@@ -184,11 +184,11 @@ func prepare(d Decision, after Position, now time.Time) (Decision, error) {
 
 // encode builds the message for a prepared decision.
 func encode(subject string, d Decision) (*nats.Msg, error) {
-	data, err := json.Marshal(envelope{V: EnvelopeVersion, Decision: d})
+	data, err := appendEnvelope(make([]byte, 0, 512+envelopeDataLen(d)), d)
 	if err != nil {
 		return nil, fmt.Errorf("encode decision %s: %w", d.ID, err)
 	}
-	m := nats.NewMsg(subject)
+	m := &nats.Msg{Subject: subject, Header: make(nats.Header, 12)}
 	m.Data = data
 	h := m.Header
 	h.Set(jetstream.MsgIDHeader, d.ID)
@@ -288,4 +288,114 @@ func decodeRaw(m *jetstream.RawStreamMsg) (Record, error) {
 			Err: fmt.Errorf("envelope names aggregate %s/%s, not the subject's", d.AggregateType, d.AggregateID)}
 	}
 	return Record{Decision: d, Seq: m.Sequence, Subject: m.Subject, Stored: m.Time}, nil
+}
+
+func envelopeDataLen(d Decision) int {
+	n := 0
+	for _, e := range d.Events {
+		n += len(e.Data) + 200
+	}
+	for _, c := range d.Commands {
+		n += len(c.Payload) + 150
+	}
+	return n
+}
+
+// appendEnvelope writes what json.Marshal(envelope{...}) writes, field for
+// field, without reflection. Raw JSON is embedded as given (prepare checked it).
+func appendEnvelope(b []byte, d Decision) ([]byte, error) {
+	var err error
+	b = append(b, `{"v":`...)
+	b = strconv.AppendInt(b, EnvelopeVersion, 10)
+	b = appendField(b, "id", d.ID)
+	b = appendField(b, "aggregate_type", d.AggregateType)
+	b = appendField(b, "aggregate_id", d.AggregateID)
+	b = append(b, `,"events":[`...)
+	for i, e := range d.Events {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":`...)
+		b = appendString(b, e.ID)
+		b = appendField(b, "type", e.Type)
+		b = append(b, `,"schema":`...)
+		b = strconv.AppendInt(b, int64(e.Schema), 10)
+		b = append(b, `,"version":`...)
+		b = strconv.AppendUint(b, e.Version, 10)
+		b = append(b, `,"time":`...)
+		if b, err = appendTime(b, e.Time); err != nil {
+			return nil, err
+		}
+		if len(e.Data) > 0 {
+			b = append(b, `,"data":`...)
+			b = append(b, e.Data...)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, ']')
+	if len(d.Commands) > 0 {
+		b = append(b, `,"commands":[`...)
+		for i, c := range d.Commands {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"id":`...)
+			b = appendString(b, c.ID)
+			b = appendField(b, "kind", c.Kind)
+			if len(c.Payload) > 0 {
+				b = append(b, `,"payload":`...)
+				b = append(b, c.Payload...)
+			}
+			if c.Report {
+				b = append(b, `,"report":true`...)
+			}
+			if !c.DeliverAfter.IsZero() {
+				b = append(b, `,"deliver_after":`...)
+				if b, err = appendTime(b, c.DeliverAfter); err != nil {
+					return nil, err
+				}
+			}
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	for _, f := range [...]struct{ k, v string }{
+		{"correlation_id", d.CorrelationID}, {"causation_id", d.CausationID}, {"traceparent", d.TraceParent},
+		{"idempotency_key", d.IdempotencyKey}, {"request_digest", d.RequestDigest},
+	} {
+		if f.v != "" {
+			b = appendField(b, f.k, f.v)
+		}
+	}
+	return append(b, '}'), nil
+}
+
+func appendField(b []byte, key, v string) []byte {
+	b = append(b, ',', '"')
+	b = append(b, key...)
+	b = append(b, '"', ':')
+	return appendString(b, v)
+}
+
+// appendString quotes s as JSON; plain ASCII (the common case: tokens,
+// UUIDs) is copied, anything else goes through encoding/json.
+func appendString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+func appendTime(b []byte, t time.Time) ([]byte, error) {
+	if y := t.Year(); y < 0 || y > 9999 {
+		return nil, fmt.Errorf("time %v: year outside [0,9999]", t)
+	}
+	b = append(b, '"')
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"'), nil
 }

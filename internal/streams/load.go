@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/synadia-io/orbit.go/jetstreamext"
 )
 
 // LoadOption varies one Load call.
@@ -110,30 +108,19 @@ func (l *Log) scan(ctx context.Context, filter string, from uint64, limit int, f
 		if limit > 0 && limit-seen < batch {
 			batch = limit - seen
 		}
-		msgs, err := jetstreamext.GetBatch(ctx, l.js, l.names.Events, batch,
-			jetstreamext.GetBatchSeq(from), jetstreamext.GetBatchSubject(filter))
-		if err != nil {
-			return err
-		}
-		got := 0
-		pending := uint64(0)
-		for m, err := range msgs {
-			if errors.Is(err, jetstreamext.ErrNoMessages) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
+		got, pending, err := l.getter.get(ctx, batchRequest{Seq: from, NextFor: filter, Batch: batch}, func(m *jetstream.RawStreamMsg) error {
 			rec, err := l.decode(m)
 			if err != nil {
 				return err
 			}
-			if err := fn(rec); err != nil {
-				return err
-			}
-			got++
 			from = m.Sequence + 1
-			pending, _ = strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+			return fn(rec)
+		})
+		if errors.Is(err, errNoMessages) {
+			return nil
+		}
+		if err != nil {
+			return err
 		}
 		seen += got
 		if got < batch || pending == 0 || (limit > 0 && seen >= limit) {
@@ -171,30 +158,30 @@ func (l *Log) FindDecision(ctx context.Context, typ, id, decisionID string, sinc
 	}
 	// The first batch starts at a time; the next ones continue by sequence
 	// (several messages may share a timestamp).
-	start := jetstreamext.GetBatchStartTime(since)
+	req := batchRequest{StartTime: &since, NextFor: subject, Batch: l.cfg.LoadBatch}
 	for {
-		msgs, err := jetstreamext.GetBatch(ctx, l.js, l.names.Events, l.cfg.LoadBatch, start, jetstreamext.GetBatchSubject(subject))
-		if err != nil {
-			return Record{}, false, err
-		}
-		got, last, pending := 0, uint64(0), uint64(0)
-		for m, err := range msgs {
-			if errors.Is(err, jetstreamext.ErrNoMessages) {
-				return Record{}, false, nil
-			}
-			if err != nil {
-				return Record{}, false, err
-			}
-			got, last = got+1, m.Sequence
-			pending, _ = strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+		var found *jetstream.RawStreamMsg
+		got, pending, err := l.getter.get(ctx, req, func(m *jetstream.RawStreamMsg) error {
+			req.StartTime, req.Seq = nil, m.Sequence+1
 			if m.Header.Get(jetstream.MsgIDHeader) == decisionID {
-				rec, err := l.decode(m)
-				return rec, err == nil, err
+				found = m
+				return errStop
 			}
-		}
-		if got < l.cfg.LoadBatch || pending == 0 {
+			return nil
+		})
+		switch {
+		case found != nil:
+			rec, err := l.decode(found)
+			return rec, err == nil, err
+		case errors.Is(err, errNoMessages):
+			return Record{}, false, nil
+		case err != nil:
+			return Record{}, false, err
+		case got < req.Batch || pending == 0:
 			return Record{}, false, nil
 		}
-		start = jetstreamext.GetBatchSeq(last + 1)
 	}
 }
+
+// errStop ends a scan early; it never leaves the package.
+var errStop = errors.New("stop")

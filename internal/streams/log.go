@@ -61,6 +61,7 @@ type Log struct {
 	cfg    Config
 	logger *slog.Logger
 	events jetstream.Stream
+	getter *batchGetter
 }
 
 // Open returns the Log of namespace ns. The streams must exist (see
@@ -84,6 +85,7 @@ func Open(ctx context.Context, js jetstream.JetStream, ns string, cfg Config, lo
 		cfg:    cfg,
 		logger: logger.With("component", "streams", "stream", names.Events),
 		events: st,
+		getter: newBatchGetter(js, names.Events),
 	}, nil
 }
 

@@ -1,0 +1,165 @@
+package streams
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+)
+
+// batchGetter does batched direct gets ($JS.API.DIRECT.GET.<stream>, 2.11+)
+// over ONE long-lived reply subscription, routing each reply to its request
+// by the last token of the reply subject. A helper that subscribes per
+// request (SUB + UNSUB and a 64Ki-slot channel each time) made a 10-message
+// load cost about 1 ms and 700 KB; sharing the subscription removes that.
+type batchGetter struct {
+	nc      *nats.Conn
+	subject string // $JS.API.DIRECT.GET.<stream>
+	inbox   string // <inbox prefix>.
+	once    sync.Once
+	sub     *nats.Subscription
+	subErr  error
+	next    atomic.Uint64
+	mu      sync.Mutex
+	waiting map[string]chan *nats.Msg
+}
+
+func newBatchGetter(js jetstream.JetStream, stream string) *batchGetter {
+	prefix := "$JS.API."
+	if o := js.Options(); o.APIPrefix != "" {
+		prefix = strings.TrimSuffix(o.APIPrefix, ".") + "."
+	} else if o.Domain != "" {
+		prefix = "$JS." + o.Domain + ".API."
+	}
+	nc := js.Conn()
+	return &batchGetter{
+		nc:      nc,
+		subject: prefix + "DIRECT.GET." + stream,
+		inbox:   nc.NewInbox() + "." + nuid.Next() + ".",
+		waiting: map[string]chan *nats.Msg{},
+	}
+}
+
+func (g *batchGetter) subscribe() error {
+	g.once.Do(func() {
+		g.sub, g.subErr = g.nc.Subscribe(g.inbox+"*", func(m *nats.Msg) {
+			token := m.Subject[len(g.inbox):]
+			g.mu.Lock()
+			ch := g.waiting[token]
+			g.mu.Unlock()
+			if ch != nil {
+				select {
+				case ch <- m:
+				default: // more replies than asked for: cannot happen; never block the router
+				}
+			}
+		})
+		if g.subErr == nil {
+			g.subErr = g.sub.SetPendingLimits(-1, -1)
+		}
+	})
+	return g.subErr
+}
+
+// batchRequest is the direct get request body (JSApiMsgGetRequest).
+type batchRequest struct {
+	Seq       uint64     `json:"seq,omitempty"`
+	NextFor   string     `json:"next_by_subj,omitempty"`
+	Batch     int        `json:"batch"`
+	StartTime *time.Time `json:"start_time,omitempty"`
+}
+
+// errNoMessages is the server's 404: nothing matches.
+var errNoMessages = errors.New("no messages")
+
+// get sends one batch request and calls fn for each message in order. It
+// returns the last message's Nats-Num-Pending (how many more match) and
+// how many messages came.
+func (g *batchGetter) get(ctx context.Context, req batchRequest, fn func(*jetstream.RawStreamMsg) error) (got int, pending uint64, err error) {
+	if err := g.subscribe(); err != nil {
+		return 0, 0, fmt.Errorf("direct get: subscribe: %w", err)
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return 0, 0, err
+	}
+	token := strconv.FormatUint(g.next.Add(1), 36)
+	ch := make(chan *nats.Msg, req.Batch+2) // the batch, the end-of-batch marker, slack
+	g.mu.Lock()
+	g.waiting[token] = ch
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		delete(g.waiting, token)
+		g.mu.Unlock()
+	}()
+	if err := g.nc.PublishRequest(g.subject, g.inbox+token, body); err != nil {
+		return 0, 0, fmt.Errorf("direct get: %w", err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return got, pending, fmt.Errorf("direct get from %s: %w", g.subject, ctx.Err())
+		case m := <-ch:
+			if len(m.Data) == 0 && m.Header != nil {
+				switch m.Header.Get("Status") {
+				case "204": // end of batch
+					return got, pending, nil
+				case "404":
+					if got == 0 {
+						return 0, 0, errNoMessages
+					}
+					return got, pending, nil
+				case "":
+				default:
+					return got, pending, fmt.Errorf("direct get from %s: status %s %s", g.subject, m.Header.Get("Status"), m.Header.Get("Description"))
+				}
+			}
+			raw, err := rawMsg(m)
+			if err != nil {
+				return got, pending, err
+			}
+			got++
+			pending, _ = strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+			if err := fn(raw); err != nil {
+				return got, pending, err
+			}
+		}
+	}
+}
+
+// rawMsg turns a direct get reply into the stored message it carries.
+func rawMsg(m *nats.Msg) (*jetstream.RawStreamMsg, error) {
+	seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("direct get: bad %s header %q", jetstream.SequenceHeader, m.Header.Get(jetstream.SequenceHeader))
+	}
+	ts, err := time.Parse(time.RFC3339Nano, m.Header.Get(jetstream.TimeStampHeaer))
+	if err != nil {
+		return nil, fmt.Errorf("direct get: bad timestamp: %w", err)
+	}
+	return &jetstream.RawStreamMsg{
+		Subject: m.Header.Get(jetstream.SubjectHeader), Sequence: seq, Header: m.Header, Data: m.Data, Time: ts,
+	}, nil
+}
+
+// close drops the reply subscription.
+func (g *batchGetter) close() {
+	if g.sub != nil {
+		_ = g.sub.Unsubscribe()
+	}
+}
