@@ -76,7 +76,13 @@ func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, erro
 		CorrelationID: req.CorrelationID, CausationID: req.CausationID, TraceParent: req.TraceParent,
 	}
 	if req.IdempotencyKey != "" {
-		body, _ := json.Marshal(req)
+		// The request's content: what is appended and where. Trace and
+		// correlation ids may differ between a request and its retry.
+		body, _ := json.Marshal(struct {
+			Expected uint64       `json:"expected_version"`
+			Events   []RawEvent   `json:"events"`
+			Commands []RawCommand `json:"commands,omitempty"`
+		}{req.ExpectedVersion, req.Events, req.Commands})
 		d.ID = r.DecisionID(req.Type, req.ID, req.IdempotencyKey)
 		d.IdempotencyKey, d.RequestDigest = req.IdempotencyKey, digest("raw", body)
 	}

@@ -18,9 +18,25 @@ import (
 type MicroService struct {
 	svc     micro.Service
 	s       *Service
+	nc      *nats.Conn
 	sem     chan struct{}
 	wg      sync.WaitGroup
 	timeout time.Duration
+
+	mu    sync.Mutex
+	stats map[string]*endpointStats // by endpoint name
+}
+
+// endpointStats are counted by esjet because replies are sent from worker
+// goroutines, after micro's own per-request accounting has run: they appear
+// under "data" in the service's $SRV.STATS reply.
+type endpointStats struct {
+	Requests       int64   `json:"requests"`
+	Errors         int64   `json:"errors"`
+	LastError      string  `json:"last_error,omitempty"`
+	ProcessingMs   float64 `json:"processing_ms"`
+	AverageMs      float64 `json:"average_ms"`
+	processingTime time.Duration
 }
 
 // ServiceName is the micro service name `nats micro ls` shows.
@@ -33,12 +49,21 @@ func SubjectPrefix(ns string) string { return "esjet." + ns }
 // aggregate type (esjet.<ns>.<type>.<id>.<command|state|events>), the raw
 // event-store group and a types endpoint. version must be semver.
 func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, error) {
-	ms := &MicroService{s: s, sem: make(chan struct{}, 256), timeout: 30 * time.Second}
+	ms := &MicroService{s: s, nc: nc, sem: make(chan struct{}, 256), timeout: 30 * time.Second, stats: map[string]*endpointStats{}}
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     version,
 		Description: fmt.Sprintf("esjet command and event-store API for namespace %s", s.ns),
 		Metadata:    map[string]string{"namespace": s.ns},
+		StatsHandler: func(ep *micro.Endpoint) any {
+			ms.mu.Lock()
+			defer ms.mu.Unlock()
+			st := ms.stats[ep.Name]
+			if st == nil {
+				return endpointStats{}
+			}
+			return *st
+		},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("start micro service: %w", err)
@@ -46,7 +71,7 @@ func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, erro
 	ms.svc = svc
 	prefix := SubjectPrefix(s.ns)
 	add := func(g micro.Group, name, subject string, h func(micro.Request) (any, error)) error {
-		return g.AddEndpoint(name, micro.HandlerFunc(ms.async(h)), micro.WithEndpointSubject(subject),
+		return g.AddEndpoint(name, micro.HandlerFunc(ms.async(name, h)), micro.WithEndpointSubject(subject),
 			micro.WithEndpointQueueGroup("esjet-"+s.ns))
 	}
 	var errs []error
@@ -62,7 +87,11 @@ func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, erro
 			case "state":
 				return s.State(ctx, typ, id)
 			case "events":
-				return s.Events(ctx, typ, id, afterOf(req), true)
+				after, err := afterOf(req)
+				if err != nil {
+					return nil, err
+				}
+				return s.Events(ctx, typ, id, after, true)
 			default:
 				return s.Send(ctx, typ, id, op, req.Data(), microMeta(req))
 			}
@@ -79,7 +108,11 @@ func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, erro
 		typ, id := lastTwo(req.Subject())
 		ctx, cancel := context.WithTimeout(context.Background(), ms.timeout)
 		defer cancel()
-		return s.Events(ctx, typ, id, afterOf(req), false)
+		after, err := afterOf(req)
+		if err != nil {
+			return nil, err
+		}
+		return s.Events(ctx, typ, id, after, false)
 	}))
 	for _, err := range errs {
 		if err != nil {
@@ -91,12 +124,15 @@ func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, erro
 }
 
 // async runs h on its own goroutine (bounded), so one slow aggregate does
-// not hold up the subscription, and replies with JSON or a micro error
-// (Nats-Service-Error-Code = the HTTP-like status).
-func (ms *MicroService) async(h func(micro.Request) (any, error)) func(micro.Request) {
+// not hold up the subscription, and replies with JSON or an error
+// (Nats-Service-Error-Code = the HTTP-like status). The reply is published
+// directly, not through micro.Request: micro reads the request's error state
+// as soon as the handler returns, which would race with a late reply.
+func (ms *MicroService) async(endpoint string, h func(micro.Request) (any, error)) func(micro.Request) {
 	return func(req micro.Request) {
+		start := time.Now()
 		if len(req.Data()) > ms.s.maxBody {
-			ms.reply(req, nil, tooLarge(len(req.Data()), ms.s.maxBody))
+			ms.reply(endpoint, start, req, nil, tooLarge(len(req.Data()), ms.s.maxBody))
 			return
 		}
 		ms.sem <- struct{}{}
@@ -104,22 +140,55 @@ func (ms *MicroService) async(h func(micro.Request) (any, error)) func(micro.Req
 		go func() {
 			defer func() { <-ms.sem; ms.wg.Done() }()
 			v, err := h(req)
-			ms.reply(req, v, err)
+			ms.reply(endpoint, start, req, v, err)
 		}()
 	}
 }
 
-func (ms *MicroService) reply(req micro.Request, v any, err error) {
+func (ms *MicroService) reply(endpoint string, start time.Time, req micro.Request, v any, err error) {
+	msg := nats.NewMsg(req.Reply())
+	var errText string
+	if err == nil {
+		msg.Data, err = json.Marshal(v)
+	}
 	if err != nil {
 		ae := toError(err)
 		if ae.Status >= 500 {
 			ms.s.logger.Error("request failed", "subject", req.Subject(), "error", err)
 		}
-		body, _ := json.Marshal(map[string]any{"error": ae})
-		_ = req.Error(strconv.Itoa(ae.Status), ae.Message, body)
-		return
+		errText = ae.Message
+		if errText == "" {
+			errText = ae.Code
+		}
+		msg.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(ae.Status))
+		msg.Header.Set(micro.ErrorHeader, oneLine(errText))
+		msg.Data, _ = json.Marshal(map[string]any{"error": ae})
 	}
-	_ = req.RespondJSON(v)
+	if req.Reply() != "" {
+		if perr := ms.nc.PublishMsg(msg); perr != nil {
+			ms.s.logger.Warn("reply not sent", "subject", req.Subject(), "error", perr)
+		}
+	}
+	ms.mu.Lock()
+	st := ms.stats[endpoint]
+	if st == nil {
+		st = &endpointStats{}
+		ms.stats[endpoint] = st
+	}
+	st.Requests++
+	st.processingTime += time.Since(start)
+	st.ProcessingMs = float64(st.processingTime) / float64(time.Millisecond)
+	st.AverageMs = st.ProcessingMs / float64(st.Requests)
+	if errText != "" {
+		st.Errors++
+		st.LastError = errText
+	}
+	ms.mu.Unlock()
+}
+
+// oneLine keeps a header value on one line.
+func oneLine(s string) string {
+	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
 }
 
 // Stop unregisters the service and waits for in-flight requests.
@@ -137,9 +206,20 @@ func lastTwo(subject string) (string, string) {
 	return toks[len(toks)-2], toks[len(toks)-1]
 }
 
-func afterOf(req micro.Request) uint64 {
-	v, _ := strconv.ParseUint(req.Headers().Get("Esjet-After-Version"), 10, 64)
-	return v
+// HeaderAfterVersion asks the events operation for the events after a
+// version (HTTP: ?after=N).
+const HeaderAfterVersion = "Esjet-After-Version"
+
+func afterOf(req micro.Request) (uint64, error) {
+	h := req.Headers().Get(HeaderAfterVersion)
+	if h == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseUint(h, 10, 64)
+	if err != nil {
+		return 0, &Error{Status: 400, Code: "bad_request", Message: HeaderAfterVersion + " must be a version number, got " + strconv.Quote(h)}
+	}
+	return v, nil
 }
 
 func microMeta(req micro.Request) Meta {

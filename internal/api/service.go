@@ -66,8 +66,8 @@ func (s *Service) Send(ctx context.Context, typ, id, kind string, body []byte, m
 	if len(body) > s.maxBody {
 		return aggregate.Result{}, tooLarge(len(body), s.maxBody)
 	}
-	if len(m.IdempotencyKey) > 256 {
-		return aggregate.Result{}, &Error{Status: 400, Code: "invalid_idempotency_key", Message: "Idempotency-Key is longer than 256 characters"}
+	if err := checkKey(m.IdempotencyKey); err != nil {
+		return aggregate.Result{}, err
 	}
 	return s.repo.Handle(ctx, aggregate.Command{
 		Type: typ, ID: id, Kind: kind, Payload: body, IdempotencyKey: m.IdempotencyKey,
@@ -167,6 +167,9 @@ func (s *Service) AppendRaw(ctx context.Context, typ, id string, body []byte, m 
 	if req.IdempotencyKey == "" {
 		req.IdempotencyKey = m.IdempotencyKey
 	}
+	if err := checkKey(req.IdempotencyKey); err != nil {
+		return aggregate.Result{}, err
+	}
 	if req.CorrelationID == "" {
 		req.CorrelationID = m.CorrelationID
 	}
@@ -204,9 +207,24 @@ type Error struct {
 
 func (e *Error) Error() string { return e.Message }
 
+// MaxKeyLen caps an idempotency key.
+const MaxKeyLen = 256
+
+func checkKey(key string) error {
+	if len(key) > MaxKeyLen {
+		return &Error{Status: 400, Code: "invalid_idempotency_key", Message: fmt.Sprintf("Idempotency-Key is %d characters, longer than %d", len(key), MaxKeyLen)}
+	}
+	return nil
+}
+
+// tooLarge reports a body over the limit; n < 0 when its length is unknown
+// (a chunked HTTP body).
 func tooLarge(n, max int) error {
-	return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large",
-		Message: fmt.Sprintf("request body is %d bytes, over the %d-byte limit (streams.max_message_size)", n, max)}
+	msg := fmt.Sprintf("request body is %d bytes, over the %d-byte limit (streams.max_message_size)", n, max)
+	if n < 0 {
+		msg = fmt.Sprintf("request body is over the %d-byte limit (streams.max_message_size)", max)
+	}
+	return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: msg}
 }
 
 // toError maps any error from the operations to an [*Error].
@@ -219,6 +237,10 @@ func toError(err error) *Error {
 	var vc *aggregate.VersionConflictError
 	var te *streams.TokenError
 	switch {
+	case errors.Is(err, aggregate.ErrInvalidDecision):
+		// The aggregate broke the contract: a bug on the server side, even
+		// when the cause underneath is a token or JSON error.
+		return &Error{Status: 500, Code: "internal", Message: err.Error()}
 	case errors.As(err, &rej):
 		return &Error{Status: 422, Code: rej.Code, Message: rej.Message}
 	case errors.As(err, &vc):
