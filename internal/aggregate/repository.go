@@ -112,6 +112,7 @@ type Stats struct {
 	SnapshotsWritten int64
 	RecordsRead      int64 // decisions read from the log by loads and conflict reloads
 	Conflicts        int64
+	Cached           int // aggregates in the cache now
 }
 
 type counters struct {
@@ -161,7 +162,7 @@ func (r *Repository) Stats() Stats {
 	return Stats{
 		Commands: s.commands.Load(), Replays: s.replays.Load(), CacheHits: s.cacheHits.Load(),
 		ColdLoads: s.coldLoads.Load(), SnapshotHits: s.snapshotHits.Load(), SnapshotsWritten: s.snapshotsWritten.Load(),
-		RecordsRead: s.recordsRead.Load(), Conflicts: s.conflicts.Load(),
+		RecordsRead: s.recordsRead.Load(), Conflicts: s.conflicts.Load(), Cached: r.cache.len(),
 	}
 }
 

@@ -156,10 +156,3 @@ func rawMsg(m *nats.Msg) (*jetstream.RawStreamMsg, error) {
 		Subject: m.Header.Get(jetstream.SubjectHeader), Sequence: seq, Header: m.Header, Data: m.Data, Time: ts,
 	}, nil
 }
-
-// close drops the reply subscription.
-func (g *batchGetter) close() {
-	if g.sub != nil {
-		_ = g.sub.Unsubscribe()
-	}
-}

@@ -242,8 +242,8 @@ func msgSize(m *nats.Msg) int {
 // versions), so a reader never folds a half-valid decision.
 func Decode(data []byte) (Decision, error) {
 	var env envelope
-	if err := json.Unmarshal(data, &env); err != nil {
-		return Decision{}, fmt.Errorf("envelope: %w", err)
+	if err := decodeEnvelope(data, &env); err != nil {
+		return Decision{}, err
 	}
 	if env.V != EnvelopeVersion {
 		return Decision{}, fmt.Errorf("envelope version %d is not supported (this build reads %d)", env.V, EnvelopeVersion)

@@ -1,0 +1,429 @@
+package streams
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A hand-written decoder for the envelope: a load of 1,000 decisions spent
+// most of its time in encoding/json's reflection. The document is first
+// checked with json.Valid (as json.Unmarshal does), so the parser below
+// only walks valid JSON. Like encoding/json it matches keys exactly or else
+// case-insensitively, skips unknown keys, leaves a field at its zero value
+// for null (but a raw value keeps "null"), and keeps raw JSON (event data, command payloads) as written.
+// FuzzDecoderMatchesEncodingJSON compares it with encoding/json.
+
+type envDecoder struct {
+	b []byte
+	i int
+}
+
+var errSyntax = errors.New("invalid JSON")
+
+func (d *envDecoder) fail(what string) error {
+	return fmt.Errorf("envelope: %w at offset %d: %s", errSyntax, d.i, what)
+}
+
+func (d *envDecoder) ws() {
+	for d.i < len(d.b) {
+		switch d.b[d.i] {
+		case ' ', '\t', '\n', '\r':
+			d.i++
+		default:
+			return
+		}
+	}
+}
+
+func (d *envDecoder) peek() byte {
+	d.ws()
+	if d.i < len(d.b) {
+		return d.b[d.i]
+	}
+	return 0
+}
+
+func (d *envDecoder) consume(c byte) bool {
+	if d.peek() == c {
+		d.i++
+		return true
+	}
+	return false
+}
+
+// null consumes a JSON null if one is next.
+func (d *envDecoder) null() bool {
+	d.ws()
+	if len(d.b)-d.i >= 4 && string(d.b[d.i:d.i+4]) == "null" {
+		d.i += 4
+		return true
+	}
+	return false
+}
+
+// object calls field for each key of an object (or nothing for null).
+func (d *envDecoder) object(field func(key string) error) error {
+	if d.null() {
+		return nil
+	}
+	if !d.consume('{') {
+		return d.fail("expected an object")
+	}
+	if d.consume('}') {
+		return nil
+	}
+	for {
+		key, err := d.str()
+		if err != nil {
+			return err
+		}
+		if !d.consume(':') {
+			return d.fail("expected ':'")
+		}
+		if err := field(key); err != nil {
+			return err
+		}
+		if d.consume(',') {
+			continue
+		}
+		if d.consume('}') {
+			return nil
+		}
+		return d.fail("expected ',' or '}'")
+	}
+}
+
+// array calls elem for each element of an array (or nothing for null).
+func (d *envDecoder) array(elem func() error) (isNull bool, err error) {
+	if d.null() {
+		return true, nil
+	}
+	if !d.consume('[') {
+		return false, d.fail("expected an array")
+	}
+	if d.consume(']') {
+		return false, nil
+	}
+	for {
+		if err := elem(); err != nil {
+			return false, err
+		}
+		if d.consume(',') {
+			continue
+		}
+		if d.consume(']') {
+			return false, nil
+		}
+		return false, d.fail("expected ',' or ']'")
+	}
+}
+
+// str reads a JSON string. Plain ASCII without escapes is taken as is;
+// anything else goes through encoding/json for identical results.
+func (d *envDecoder) str() (string, error) {
+	if d.peek() != '"' {
+		return "", d.fail("expected a string")
+	}
+	start := d.i
+	d.i++
+	plain := true
+	for d.i < len(d.b) {
+		c := d.b[d.i]
+		switch {
+		case c == '"':
+			d.i++
+			if plain {
+				return string(d.b[start+1 : d.i-1]), nil
+			}
+			var s string
+			if err := json.Unmarshal(d.b[start:d.i], &s); err != nil {
+				return "", d.fail("bad string")
+			}
+			return s, nil
+		case c == '\\':
+			plain = false
+			d.i += 2
+		case c < 0x20:
+			return "", d.fail("control character in string")
+		case c >= 0x80:
+			plain = false
+			d.i++
+		default:
+			d.i++
+		}
+	}
+	return "", d.fail("unterminated string")
+}
+
+// strOrNull reads a string; null leaves it "".
+func (d *envDecoder) strOrNull() (string, error) {
+	if d.null() {
+		return "", nil
+	}
+	return d.str()
+}
+
+// skip passes over one JSON value and returns its bytes.
+func (d *envDecoder) skip() ([]byte, error) {
+	d.ws()
+	start := d.i
+	depth := 0
+	for d.i < len(d.b) {
+		switch c := d.b[d.i]; c {
+		case '"':
+			if _, err := d.str(); err != nil {
+				return nil, err
+			}
+		case '{', '[':
+			depth++
+			d.i++
+		case '}', ']':
+			depth--
+			d.i++
+		case ',', ':':
+			if depth == 0 {
+				return d.b[start:d.i], nil
+			}
+			d.i++
+		default:
+			d.i++
+		}
+		if depth == 0 {
+			// A scalar ends at the next delimiter; a container at its close.
+			if c := d.b[start]; c == '{' || c == '[' || c == '"' {
+				return d.b[start:d.i], nil
+			}
+			for d.i < len(d.b) && !isDelim(d.b[d.i]) {
+				d.i++
+			}
+			return d.b[start:d.i], nil
+		}
+		if depth < 0 {
+			return nil, d.fail("unbalanced brackets")
+		}
+	}
+	return nil, d.fail("unexpected end")
+}
+
+func isDelim(c byte) bool {
+	switch c {
+	case ',', '}', ']', ' ', '\t', '\n', '\r':
+		return true
+	}
+	return false
+}
+
+// raw reads a value kept as raw JSON, exactly as written (null included,
+// as encoding/json keeps it).
+func (d *envDecoder) raw() (json.RawMessage, error) {
+	v, err := d.skip()
+	if err != nil {
+		return nil, err
+	}
+	return json.RawMessage(v), nil
+}
+
+// number reads a JSON number's text; null gives "".
+func (d *envDecoder) number() (string, error) {
+	if d.null() {
+		return "", nil
+	}
+	v, err := d.skip()
+	if err != nil {
+		return "", err
+	}
+	if len(v) == 0 || v[0] == '"' || v[0] == '{' || v[0] == '[' || v[0] == 't' || v[0] == 'f' {
+		return "", d.fail("expected a number")
+	}
+	return string(v), nil
+}
+
+func (d *envDecoder) uint64() (uint64, error) {
+	s, err := d.number()
+	if err != nil || s == "" {
+		return 0, err
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, d.fail("expected an unsigned integer, got " + s)
+	}
+	return n, nil
+}
+
+func (d *envDecoder) int() (int, bool, error) {
+	s, err := d.number()
+	if err != nil || s == "" {
+		return 0, s != "", err
+	}
+	n, err := strconv.ParseInt(s, 10, 0)
+	if err != nil {
+		return 0, true, d.fail("expected an integer, got " + s)
+	}
+	return int(n), true, nil
+}
+
+func (d *envDecoder) bool() (bool, bool, error) {
+	if d.null() {
+		return false, false, nil
+	}
+	d.ws()
+	switch {
+	case len(d.b)-d.i >= 4 && string(d.b[d.i:d.i+4]) == "true":
+		d.i += 4
+		return true, true, nil
+	case len(d.b)-d.i >= 5 && string(d.b[d.i:d.i+5]) == "false":
+		d.i += 5
+		return false, true, nil
+	}
+	return false, false, d.fail("expected a boolean")
+}
+
+// time reads a time the way time.Time.UnmarshalJSON does.
+func (d *envDecoder) time(t *time.Time) error {
+	if d.null() {
+		return nil
+	}
+	d.ws()
+	start := d.i
+	if _, err := d.str(); err != nil {
+		return err
+	}
+	if err := t.UnmarshalJSON(d.b[start:d.i]); err != nil {
+		return fmt.Errorf("envelope: %w", err)
+	}
+	return nil
+}
+
+// decodeEnvelope parses data into env.
+func decodeEnvelope(data []byte, env *envelope) error {
+	if !json.Valid(data) {
+		return fmt.Errorf("envelope: %w", errSyntax)
+	}
+	d := &envDecoder{b: data}
+	err := d.object(func(key string) error {
+		var err error
+		switch fold(key, envelopeKeys) {
+		case "v":
+			env.V, _, err = d.int()
+		case "id":
+			env.ID, err = d.strOrNull()
+		case "aggregate_type":
+			env.AggregateType, err = d.strOrNull()
+		case "aggregate_id":
+			env.AggregateID, err = d.strOrNull()
+		case "correlation_id":
+			env.CorrelationID, err = d.strOrNull()
+		case "causation_id":
+			env.CausationID, err = d.strOrNull()
+		case "traceparent":
+			env.TraceParent, err = d.strOrNull()
+		case "idempotency_key":
+			env.IdempotencyKey, err = d.strOrNull()
+		case "request_digest":
+			env.RequestDigest, err = d.strOrNull()
+		case "events":
+			env.Events, err = decodeList(d, env.Events, d.event)
+		case "commands":
+			env.Commands, err = decodeList(d, env.Commands, d.command)
+		default:
+			_, err = d.skip()
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if d.peek() != 0 || d.i < len(d.b) {
+		return d.fail("data after the envelope")
+	}
+	return nil
+}
+
+// decodeList decodes an array into a fresh slice (null → nil, like
+// encoding/json; [] → empty).
+func decodeList[T any](d *envDecoder, _ []T, elem func(*T) error) ([]T, error) {
+	out := []T{}
+	isNull, err := d.array(func() error {
+		var v T
+		if err := elem(&v); err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	})
+	if isNull {
+		return nil, err
+	}
+	return out, err
+}
+
+var (
+	envelopeKeys = []string{"v", "id", "aggregate_type", "aggregate_id", "correlation_id", "causation_id",
+		"traceparent", "idempotency_key", "request_digest", "events", "commands"}
+	eventKeys   = []string{"id", "type", "schema", "version", "time", "data"}
+	commandKeys = []string{"id", "kind", "payload", "report", "deliver_after"}
+)
+
+// fold maps key to the known key it names: exactly, else case-insensitively
+// (encoding/json's rule); an unknown key is returned unchanged.
+func fold(key string, known []string) string {
+	for _, k := range known {
+		if k == key {
+			return k
+		}
+	}
+	for _, k := range known {
+		if strings.EqualFold(k, key) {
+			return k
+		}
+	}
+	return key
+}
+
+func (d *envDecoder) event(e *Event) error {
+	return d.object(func(key string) error {
+		var err error
+		switch fold(key, eventKeys) {
+		case "id":
+			e.ID, err = d.strOrNull()
+		case "type":
+			e.Type, err = d.strOrNull()
+		case "schema":
+			e.Schema, _, err = d.int()
+		case "version":
+			e.Version, err = d.uint64()
+		case "time":
+			err = d.time(&e.Time)
+		case "data":
+			e.Data, err = d.raw()
+		default:
+			_, err = d.skip()
+		}
+		return err
+	})
+}
+
+func (d *envDecoder) command(c *Command) error {
+	return d.object(func(key string) error {
+		var err error
+		switch fold(key, commandKeys) {
+		case "id":
+			c.ID, err = d.strOrNull()
+		case "kind":
+			c.Kind, err = d.strOrNull()
+		case "payload":
+			c.Payload, err = d.raw()
+		case "report":
+			c.Report, _, err = d.bool()
+		case "deliver_after":
+			err = d.time(&c.DeliverAfter)
+		default:
+			_, err = d.skip()
+		}
+		return err
+	})
+}
