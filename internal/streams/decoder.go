@@ -10,9 +10,11 @@ import (
 )
 
 // A hand-written decoder for the envelope: a load of 1,000 decisions spent
-// most of its time in encoding/json's reflection. The document is first
-// checked with json.Valid (as json.Unmarshal does), so the parser below
-// only walks valid JSON. Like encoding/json it matches keys exactly or else
+// most of its time in encoding/json's reflection. The parser is strict about
+// the structure it walks (objects, arrays, strings, numbers, literals) and
+// checks every value it does not parse itself (raw data, unknown keys) with
+// json.Valid, so it refuses what json.Unmarshal refuses without scanning
+// the whole document twice. Like encoding/json it matches keys exactly or else
 // case-insensitively, skips unknown keys, leaves a field at its zero value
 // for null (but a raw value keeps "null"), and keeps raw JSON (event data, command payloads) as written.
 // FuzzDecoderMatchesEncodingJSON compares it with encoding/json.
@@ -220,11 +222,23 @@ func isDelim(c byte) bool {
 // raw reads a value kept as raw JSON, exactly as written (null included,
 // as encoding/json keeps it).
 func (d *envDecoder) raw() (json.RawMessage, error) {
-	v, err := d.skip()
+	v, err := d.skipValid()
 	if err != nil {
 		return nil, err
 	}
 	return json.RawMessage(v), nil
+}
+
+// skipValid skips a value and checks it is valid JSON.
+func (d *envDecoder) skipValid() ([]byte, error) {
+	v, err := d.skip()
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid(v) {
+		return nil, d.fail("invalid JSON value")
+	}
+	return v, nil
 }
 
 // number reads a JSON number's text; null gives "".
@@ -236,10 +250,49 @@ func (d *envDecoder) number() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if len(v) == 0 || v[0] == '"' || v[0] == '{' || v[0] == '[' || v[0] == 't' || v[0] == 'f' {
+	if !isJSONNumber(v) {
 		return "", d.fail("expected a number")
 	}
 	return string(v), nil
+}
+
+// isJSONNumber checks v against JSON's number grammar:
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func isJSONNumber(v []byte) bool {
+	i := 0
+	if i < len(v) && v[i] == '-' {
+		i++
+	}
+	digits := func() int {
+		n := 0
+		for i < len(v) && v[i] >= '0' && v[i] <= '9' {
+			i++
+			n++
+		}
+		return n
+	}
+	switch {
+	case i < len(v) && v[i] == '0':
+		i++
+	case digits() == 0:
+		return false
+	}
+	if i < len(v) && v[i] == '.' {
+		i++
+		if digits() == 0 {
+			return false
+		}
+	}
+	if i < len(v) && (v[i] == 'e' || v[i] == 'E') {
+		i++
+		if i < len(v) && (v[i] == '+' || v[i] == '-') {
+			i++
+		}
+		if digits() == 0 {
+			return false
+		}
+	}
+	return i == len(v)
 }
 
 func (d *envDecoder) uint64() (uint64, error) {
@@ -300,9 +353,6 @@ func (d *envDecoder) time(t *time.Time) error {
 
 // decodeEnvelope parses data into env.
 func decodeEnvelope(data []byte, env *envelope) error {
-	if !json.Valid(data) {
-		return fmt.Errorf("envelope: %w", errSyntax)
-	}
 	d := &envDecoder{b: data}
 	err := d.object(func(key string) error {
 		var err error
@@ -330,7 +380,7 @@ func decodeEnvelope(data []byte, env *envelope) error {
 		case "commands":
 			env.Commands, err = decodeList(d, env.Commands, d.command)
 		default:
-			_, err = d.skip()
+			_, err = d.skipValid()
 		}
 		return err
 	})
@@ -401,7 +451,7 @@ func (d *envDecoder) event(e *Event) error {
 		case "data":
 			e.Data, err = d.raw()
 		default:
-			_, err = d.skip()
+			_, err = d.skipValid()
 		}
 		return err
 	})
@@ -422,7 +472,7 @@ func (d *envDecoder) command(c *Command) error {
 		case "deliver_after":
 			err = d.time(&c.DeliverAfter)
 		default:
-			_, err = d.skip()
+			_, err = d.skipValid()
 		}
 		return err
 	})
