@@ -16,6 +16,7 @@ type Config struct {
 	NATS       NATS       `yaml:"nats"`
 	Streams    Streams    `yaml:"streams"`
 	Aggregates Aggregates `yaml:"aggregates"`
+	Outbox     Outbox     `yaml:"outbox"`
 	HTTP       HTTP       `yaml:"http"`
 	Log        Log        `yaml:"log"`
 }
@@ -100,9 +101,14 @@ type TLS struct {
 type Streams struct {
 	// Replicas is 1, 3 or 5; embedded mode requires 1. Default 1.
 	Replicas int `yaml:"replicas"`
-	// DuplicateWindow is the Nats-Msg-Id dedup window of the streams: > 0 and
-	// ≤ OutboxMaxAge. Default 2m.
+	// DuplicateWindow is the Nats-Msg-Id dedup window of EVENTS and DLQ: > 0
+	// and ≤ OutboxMaxAge. Default 2m.
 	DuplicateWindow Duration `yaml:"duplicate_window"`
+	// OutboxDuplicateWindow is OUTBOX's dedup window: a command the relay
+	// publishes again after a crash is dropped within it. Keep it well above
+	// the relay's redelivery horizon (outbox.ack_wait); > 0 and ≤
+	// OutboxMaxAge. Default 10m.
+	OutboxDuplicateWindow Duration `yaml:"outbox_duplicate_window"`
 	// OutboxMaxAge is how long OUTBOX keeps commands for audit. Default 168h (7 days).
 	OutboxMaxAge Duration `yaml:"outbox_max_age"`
 	// MaxMessageSize is the largest message (one decision) a stream accepts, between
@@ -125,6 +131,18 @@ type Aggregates struct {
 	// IdempotencyHorizon is how long a request's Idempotency-Key answers its
 	// retries with the first result. Default 24h.
 	IdempotencyHorizon Duration `yaml:"idempotency_horizon"`
+}
+
+// Outbox tunes the relay that carries recorded commands to OUTBOX.
+type Outbox struct {
+	// RelayBatch is the most decisions relayed together. Default 256.
+	RelayBatch int `yaml:"relay_batch"`
+	// FailoverAfter is how long the active relay may stop pulling before
+	// another node's relay takes over. Default 5s.
+	FailoverAfter Duration `yaml:"failover_after"`
+	// AckWait is how long a decision handed to a relay may stay
+	// unacknowledged before JetStream redelivers it. Default 30s.
+	AckWait Duration `yaml:"ack_wait"`
 }
 
 // HTTP configures the HTTP API.
@@ -161,16 +179,22 @@ func Default() Config {
 			},
 		},
 		Streams: Streams{
-			Replicas:        1,
-			DuplicateWindow: Duration(2 * time.Minute),
-			OutboxMaxAge:    Duration(168 * time.Hour),
-			MaxMessageSize:  MiB,
+			Replicas:              1,
+			DuplicateWindow:       Duration(2 * time.Minute),
+			OutboxDuplicateWindow: Duration(10 * time.Minute),
+			OutboxMaxAge:          Duration(168 * time.Hour),
+			MaxMessageSize:        MiB,
 		},
 		Aggregates: Aggregates{
 			CacheSize:          10_000,
 			SnapshotEvery:      100,
 			ConflictRetries:    5,
 			IdempotencyHorizon: Duration(24 * time.Hour),
+		},
+		Outbox: Outbox{
+			RelayBatch:    256,
+			FailoverAfter: Duration(5 * time.Second),
+			AckWait:       Duration(30 * time.Second),
 		},
 		HTTP: HTTP{Listen: "127.0.0.1:8080"},
 		Log:  Log{Level: "info", Format: "text"},

@@ -181,8 +181,8 @@ func TestEveryFieldHasAnEnvVariable(t *testing.T) {
 		}
 	}
 	// Every leaf can be set from text; an unsupported type would fail here.
-	if len(fields) != 35 {
-		t.Errorf("got %d env fields, want 35 (update this count when the schema changes)", len(fields))
+	if len(fields) != 39 {
+		t.Errorf("got %d env fields, want 39 (update this count when the schema changes)", len(fields))
 	}
 	for name, f := range fields {
 		var c Config

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // FieldError is one invalid setting.
@@ -53,6 +54,18 @@ func (c *Config) Validate() error {
 	}
 	if a.IdempotencyHorizon <= 0 {
 		v.add("aggregates.idempotency_horizon", a.IdempotencyHorizon, "must be greater than 0, e.g. 24h")
+	}
+	o := c.Outbox
+	if o.RelayBatch < 1 || o.RelayBatch > 10_000 {
+		v.add("outbox.relay_batch", o.RelayBatch, "use 1 to 10000")
+	}
+	if o.FailoverAfter < Duration(time.Second) {
+		v.add("outbox.failover_after", o.FailoverAfter, "must be at least 1s")
+	}
+	if o.AckWait < Duration(time.Second) {
+		v.add("outbox.ack_wait", o.AckWait, "must be at least 1s")
+	} else if c.Streams.OutboxDuplicateWindow > 0 && c.Streams.OutboxDuplicateWindow < 2*o.AckWait {
+		v.add("streams.outbox_duplicate_window", c.Streams.OutboxDuplicateWindow, fmt.Sprintf("must be at least twice outbox.ack_wait (%s), so a redelivered decision's commands are still recognised as duplicates", o.AckWait))
 	}
 	v.listen("http.listen", c.HTTP.Listen)
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
@@ -129,6 +142,11 @@ func (s *Streams) validate(v *validator) {
 	}
 	if s.DuplicateWindow <= 0 {
 		v.add("streams.duplicate_window", s.DuplicateWindow, "must be greater than 0, e.g. 2m")
+	}
+	if s.OutboxDuplicateWindow <= 0 {
+		v.add("streams.outbox_duplicate_window", s.OutboxDuplicateWindow, "must be greater than 0, e.g. 10m")
+	} else if s.OutboxMaxAge > 0 && s.OutboxMaxAge < s.OutboxDuplicateWindow {
+		v.add("streams.outbox_max_age", s.OutboxMaxAge, fmt.Sprintf("must be at least streams.outbox_duplicate_window (%s)", s.OutboxDuplicateWindow))
 	}
 	if s.OutboxMaxAge <= 0 {
 		v.add("streams.outbox_max_age", s.OutboxMaxAge, "must be greater than 0, e.g. 168h")

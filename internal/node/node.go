@@ -17,6 +17,7 @@ import (
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/broker"
+	"github.com/esjet/esjet/internal/outbox"
 	"github.com/esjet/esjet/internal/streams"
 )
 
@@ -40,6 +41,10 @@ type Node struct {
 	repo    *aggregate.Repository
 	api     *api.Service
 	micro   *api.MicroService
+	relay   *outbox.Relay
+
+	relayStop context.CancelFunc
+	relayDone chan error
 
 	httpSrv  *http.Server
 	httpAddr string
@@ -97,6 +102,13 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	if err != nil {
 		return nil, err
 	}
+	n.relay, err = outbox.NewRelay(ctx, js, cfg.Namespace, RelayConfig(cfg), logger)
+	if err != nil {
+		return nil, err
+	}
+	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	n.relayStop, n.relayDone = stop, make(chan error, 1)
+	go func() { n.relayDone <- n.relay.Run(rctx) }()
 	if cfg.HTTP.Listen != config.ListenNone {
 		if err := n.startHTTP(); err != nil {
 			return nil, err
@@ -110,10 +122,20 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 // ProvisionConfig maps the node config to stream provisioning.
 func ProvisionConfig(cfg config.Config) streams.ProvisionConfig {
 	return streams.ProvisionConfig{
-		Replicas:        cfg.Streams.Replicas,
-		DuplicateWindow: cfg.Streams.DuplicateWindow.Std(),
-		OutboxMaxAge:    cfg.Streams.OutboxMaxAge.Std(),
-		MaxMessageSize:  int(cfg.Streams.MaxMessageSize),
+		Replicas:              cfg.Streams.Replicas,
+		DuplicateWindow:       cfg.Streams.DuplicateWindow.Std(),
+		OutboxDuplicateWindow: cfg.Streams.OutboxDuplicateWindow.Std(),
+		OutboxMaxAge:          cfg.Streams.OutboxMaxAge.Std(),
+		MaxMessageSize:        int(cfg.Streams.MaxMessageSize),
+	}
+}
+
+// RelayConfig maps the node config to the relay's.
+func RelayConfig(cfg config.Config) outbox.RelayConfig {
+	return outbox.RelayConfig{
+		Batch:     cfg.Outbox.RelayBatch,
+		PinnedTTL: cfg.Outbox.FailoverAfter.Std(),
+		AckWait:   cfg.Outbox.AckWait.Std(),
 	}
 }
 
@@ -183,15 +205,29 @@ func (n *Node) Run(ctx context.Context, grace time.Duration) error {
 	return errors.Join(runErr, n.Close(cctx))
 }
 
-// Close stops the node in reverse start order: HTTP, the micro service
-// (waiting for in-flight requests), then the broker (drain, then the
-// embedded server). It is idempotent.
+// Relay is the node's outbox relay.
+func (n *Node) Relay() *outbox.Relay { return n.relay }
+
+// Close stops the node in reverse start order: HTTP, the relay (finishing
+// its batch in hand), the micro service (waiting for in-flight requests),
+// then the broker (drain, then the embedded server). It is idempotent.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		var errs []error
 		if n.httpSrv != nil {
 			if err := n.httpSrv.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("shut down http: %w", err))
+			}
+		}
+		if n.relayStop != nil {
+			n.relayStop()
+			select {
+			case err := <-n.relayDone:
+				if err != nil {
+					errs = append(errs, err)
+				}
+			case <-ctx.Done():
+				errs = append(errs, fmt.Errorf("stop relay: %w", ctx.Err()))
 			}
 		}
 		if n.micro != nil {

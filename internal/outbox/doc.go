@@ -1,8 +1,23 @@
 // Package outbox carries the commands recorded in the event log to the
-// OUTBOX stream: the relay (a durable consumer on <NS>_EVENTS, one active per
-// namespace) publishes each command with Nats-Msg-Id = its deterministic
-// command id, waits for the acks, then acks the decision. It also owns
-// delayed commands, DLQ re-drive and reconciliation.
+// OUTBOX stream, exactly once in effect.
 //
-// Not built yet: see the issue "The transactional outbox".
+// The log is the outbox table of the classic pattern: a command is pending
+// from the moment its decision is stored. The [Relay] is a durable pull
+// consumer on <NS>_EVENTS — one active per namespace, a pinned priority
+// group, with failover when the pinned client stops pulling. For each
+// decision it publishes every recorded command to <ns>.outbox.<kind> with
+// Nats-Msg-Id = the command id (<type>:<id>:<version>:<index>), waits for
+// OUTBOX's acks, then acks the decisions. A crash anywhere re-delivers the
+// decisions and re-publishes their commands, which OUTBOX drops as
+// duplicates inside its dedup window; receipts fold anything later.
+//
+// A command with a deliver-after time is published as a JetStream message
+// schedule (@at) on <ns>.schedule.<kind>.<type>.<id>.<version>.<index>,
+// targeting <ns>.outbox.<kind>: durable, fired once by the server.
+//
+// The [Reconciler] proves the claim: it compares what the log recorded with
+// what OUTBOX, the receipts and the DLQ hold, per kind, and can re-publish
+// orphans with their original ids.
+//
+// Data flow: internal/streams (EVENTS) → Relay → OUTBOX → internal/consumer.
 package outbox

@@ -33,6 +33,10 @@ func (n Names) EventsFilter() string { return n.Namespace + ".evt.>" }
 // OutboxFilter is the subject filter of the whole outbox.
 func (n Names) OutboxFilter() string { return n.Namespace + ".outbox.>" }
 
+// ScheduleFilter is the subject filter of delayed commands' schedules (in
+// the OUTBOX stream).
+func (n Names) ScheduleFilter() string { return n.Namespace + ".schedule.>" }
+
 // DLQFilter is the subject filter of the dead-letter stream.
 func (n Names) DLQFilter() string { return n.Namespace + ".dlq.>" }
 

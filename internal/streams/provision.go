@@ -16,9 +16,13 @@ import (
 // ProvisionConfig is what the operator chose for a namespace's streams.
 type ProvisionConfig struct {
 	Replicas        int           // 1, 3 or 5; zero means 1
-	DuplicateWindow time.Duration // EVENTS and OUTBOX dedup window; zero means 2m
-	OutboxMaxAge    time.Duration // OUTBOX and DLQ retention; zero means 7 days
-	MaxMessageSize  int           // stream max_msg_size; zero means 1 MiB
+	DuplicateWindow time.Duration // EVENTS dedup window; zero means 2m
+	// OutboxDuplicateWindow is OUTBOX's dedup window: how long a command
+	// id re-published by a relay after a crash is dropped. Keep it well
+	// above the relay's redelivery horizon. Zero means 10m.
+	OutboxDuplicateWindow time.Duration
+	OutboxMaxAge          time.Duration // OUTBOX and DLQ retention; zero means 7 days
+	MaxMessageSize        int           // stream max_msg_size; zero means 1 MiB
 }
 
 func (c *ProvisionConfig) setDefaults() {
@@ -27,6 +31,9 @@ func (c *ProvisionConfig) setDefaults() {
 	}
 	if c.DuplicateWindow == 0 {
 		c.DuplicateWindow = 2 * time.Minute
+	}
+	if c.OutboxDuplicateWindow == 0 {
+		c.OutboxDuplicateWindow = 10 * time.Minute
 	}
 	if c.OutboxMaxAge == 0 {
 		c.OutboxMaxAge = 7 * 24 * time.Hour
@@ -87,9 +94,14 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		AllowDirect:       true,
 		Duplicates:        c.DuplicateWindow,
 	}, {
-		Name:              names.Outbox,
-		Description:       "esjet outbox: one message per command on " + names.Namespace + ".outbox.<kind>",
-		Subjects:          []string{names.OutboxFilter()},
+		Name:        names.Outbox,
+		Description: "esjet outbox: one message per command on " + names.Namespace + ".outbox.<kind>; delayed ones as schedules on " + names.Namespace + ".schedule.>",
+		Subjects:    []string{names.OutboxFilter(), names.ScheduleFilter()},
+		// Delayed commands are JetStream message schedules (@at), fired by
+		// the server into <ns>.outbox.<kind>. Schedules require roll-ups to
+		// be allowed; esjet never sends a roll-up header to OUTBOX.
+		AllowMsgSchedules: true,
+		AllowRollup:       true,
 		Retention:         jetstream.LimitsPolicy,
 		Storage:           jetstream.FileStorage,
 		Replicas:          c.Replicas,
@@ -100,7 +112,7 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		MaxMsgSize:        maxMsg,
 		Discard:           jetstream.DiscardOld,
 		AllowDirect:       true,
-		Duplicates:        c.DuplicateWindow,
+		Duplicates:        c.OutboxDuplicateWindow,
 	}, {
 		Name:              names.DLQ,
 		Description:       "esjet dead letters: exhausted or terminally failed commands on " + names.Namespace + ".dlq.<kind>",
@@ -213,6 +225,7 @@ func provisionStream(ctx context.Context, js jetstream.JetStream, want jetstream
 	upd.AllowRollup = want.AllowRollup
 	upd.AllowDirect = want.AllowDirect
 	upd.Duplicates = want.Duplicates
+	upd.AllowMsgSchedules = want.AllowMsgSchedules
 	if _, err := js.UpdateStream(ctx, upd); err != nil {
 		return Change{}, fmt.Errorf("update stream %s (%s): %w", want.Name, strings.Join(diffs, "; "), err)
 	}
@@ -254,6 +267,10 @@ func diffStream(have, want jetstream.StreamConfig) (diffs, immutable []string) {
 	check("allow_rollup", have.AllowRollup != want.AllowRollup, have.AllowRollup, want.AllowRollup)
 	check("allow_direct", have.AllowDirect != want.AllowDirect, have.AllowDirect, want.AllowDirect)
 	check("duplicate_window", have.Duplicates != want.Duplicates, have.Duplicates, want.Duplicates)
+	check("allow_msg_schedules", have.AllowMsgSchedules != want.AllowMsgSchedules, have.AllowMsgSchedules, want.AllowMsgSchedules)
+	if have.AllowMsgSchedules && !want.AllowMsgSchedules {
+		immutable = append(immutable, d("allow_msg_schedules", have.AllowMsgSchedules, want.AllowMsgSchedules))
+	}
 	return diffs, immutable
 }
 

@@ -98,11 +98,11 @@ func TestProvisionCreatesStreamsAndBuckets(t *testing.T) {
 	}
 
 	ob := streamInfo(t, js, names.Outbox).Config
-	if ob.MaxAge != 36*time.Hour || ob.Duplicates != 90*time.Second || ob.MaxMsgSize != 256<<10 || ob.Storage != jetstream.FileStorage {
-		t.Errorf("OUTBOX max_age %v duplicates %v max_msg_size %d storage %v", ob.MaxAge, ob.Duplicates, ob.MaxMsgSize, ob.Storage)
+	if ob.MaxAge != 36*time.Hour || ob.Duplicates != 10*time.Minute || ob.MaxMsgSize != 256<<10 || ob.Storage != jetstream.FileStorage {
+		t.Errorf("OUTBOX max_age %v duplicates %v (want the 10m outbox default) max_msg_size %d storage %v", ob.MaxAge, ob.Duplicates, ob.MaxMsgSize, ob.Storage)
 	}
-	if !slices.Equal(ob.Subjects, []string{ns + ".outbox.>"}) || ob.DenyDelete {
-		t.Errorf("OUTBOX subjects %v deny_delete %v", ob.Subjects, ob.DenyDelete)
+	if !slices.Equal(ob.Subjects, []string{ns + ".outbox.>", ns + ".schedule.>"}) || ob.DenyDelete || !ob.AllowMsgSchedules {
+		t.Errorf("OUTBOX subjects %v deny_delete %v schedules %v", ob.Subjects, ob.DenyDelete, ob.AllowMsgSchedules)
 	}
 	dlq := streamInfo(t, js, names.DLQ).Config
 	if !slices.Equal(dlq.Subjects, []string{ns + ".dlq.>"}) || dlq.MaxAge != 0 || dlq.Discard != jetstream.DiscardNew || dlq.Duplicates != 90*time.Second {
@@ -189,7 +189,7 @@ func TestProvisionUpdatesChangedSettings(t *testing.T) {
 	}
 	created := streamInfo(t, js, names.Events).Created
 
-	pc := ProvisionConfig{DuplicateWindow: 30 * time.Second, OutboxMaxAge: 48 * time.Hour, MaxMessageSize: 512 << 10}
+	pc := ProvisionConfig{DuplicateWindow: 30 * time.Second, OutboxDuplicateWindow: 20 * time.Minute, OutboxMaxAge: 48 * time.Hour, MaxMessageSize: 512 << 10}
 	changes, err := Provision(t.Context(), js, ns, pc, nil)
 	if err != nil {
 		t.Fatalf("provision with a changed config: %v", err)
@@ -231,7 +231,7 @@ func TestProvisionUpdatesChangedSettings(t *testing.T) {
 		t.Errorf("EVENTS was replaced rather than updated: created %v (was %v), %d messages", ev.Created, created, ev.State.Msgs)
 	}
 	ob := streamInfo(t, js, names.Outbox).Config
-	if ob.MaxAge != 48*time.Hour || ob.Duplicates != 30*time.Second || ob.MaxMsgSize != 512<<10 {
+	if ob.MaxAge != 48*time.Hour || ob.Duplicates != 20*time.Minute || ob.MaxMsgSize != 512<<10 {
 		t.Errorf("OUTBOX after update: max_age %v duplicates %v max_msg_size %d", ob.MaxAge, ob.Duplicates, ob.MaxMsgSize)
 	}
 	recs, err := l.Load(t.Context(), "acct", "a1", Position{})

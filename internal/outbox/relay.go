@@ -1,0 +1,263 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/failpoint"
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// Relay consumer identity on <NS>_EVENTS.
+const (
+	ConsumerName  = "esjet-relay"
+	PriorityGroup = "relay"
+)
+
+// RelayConfig tunes a [Relay]. The zero value of every field means its
+// default.
+type RelayConfig struct {
+	// Batch is the most decisions relayed together (one wait for OUTBOX
+	// acks, one ack back). Zero means 256.
+	Batch int
+	// PinnedTTL is how long the active relay may go without pulling before
+	// another node's relay takes over. Zero means 5s.
+	PinnedTTL time.Duration
+	// AckWait is how long a fetched decision may stay unacknowledged before
+	// JetStream redelivers it. Zero means 30s.
+	AckWait time.Duration
+	// Now is the clock deciding whether a delayed command is still due
+	// later. Nil means time.Now.
+	Now func() time.Time
+}
+
+func (c *RelayConfig) setDefaults() {
+	if c.Batch == 0 {
+		c.Batch = 256
+	}
+	if c.PinnedTTL == 0 {
+		c.PinnedTTL = 5 * time.Second
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// RelayStats are counters since the relay started.
+type RelayStats struct {
+	Decisions   int64  // decisions acked
+	Commands    int64  // commands published (first time)
+	Duplicates  int64  // commands OUTBOX already had (a redelivery after a crash)
+	Scheduled   int64  // delayed commands published as schedules
+	Failures    int64  // publish failures (the decisions are redelivered)
+	Undecodable int64  // messages on EVENTS that are not esjet decisions (skipped)
+	LastSeq     uint64 // EVENTS sequence of the last decision acked
+}
+
+// Relay moves recorded commands from EVENTS to OUTBOX. Run it on every
+// node: one is active (pinned), the others stand by and take over within
+// PinnedTTL when it stops pulling.
+type Relay struct {
+	js     jetstream.JetStream // own context: its async publish window is the relay's
+	names  streams.Names
+	cfg    RelayConfig
+	logger *slog.Logger
+	cons   jetstream.Consumer
+
+	decisions, commands, duplicates, scheduled, failures, undecodable atomic.Int64
+	lastSeq                                                           atomic.Uint64
+}
+
+// RelayConsumerConfig is the durable consumer the relay pulls from.
+func RelayConsumerConfig(names streams.Names, cfg RelayConfig) jetstream.ConsumerConfig {
+	cfg.setDefaults()
+	return jetstream.ConsumerConfig{
+		Durable:        ConsumerName,
+		Description:    "esjet relay: publishes the commands recorded in decisions to OUTBOX",
+		FilterSubject:  names.EventsFilter(),
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+		AckPolicy:      jetstream.AckAllPolicy,
+		AckWait:        cfg.AckWait,
+		MaxDeliver:     -1,
+		MaxAckPending:  cfg.Batch * 8,
+		PriorityPolicy: jetstream.PriorityPolicyPinned,
+		PriorityGroups: []string{PriorityGroup},
+		PinnedTTL:      cfg.PinnedTTL,
+	}
+}
+
+// NewRelay creates (or updates) the relay's durable consumer on the
+// namespace's EVENTS stream. logger may be nil.
+func NewRelay(ctx context.Context, js jetstream.JetStream, ns string, cfg RelayConfig, logger *slog.Logger) (*Relay, error) {
+	cfg.setDefaults()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	names := streams.NamesFor(ns)
+	own, err := jetstream.New(js.Conn(), jetstream.WithPublishAsyncMaxPending(cfg.Batch*16))
+	if err != nil {
+		return nil, err
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, names.Events, RelayConsumerConfig(names, cfg))
+	if err != nil {
+		return nil, fmt.Errorf("relay consumer on %s: %w", names.Events, err)
+	}
+	return &Relay{js: own, names: names, cfg: cfg, logger: logger.With("component", "relay", "consumer", ConsumerName), cons: cons}, nil
+}
+
+// Stats returns the relay's counters.
+func (r *Relay) Stats() RelayStats {
+	return RelayStats{
+		Decisions: r.decisions.Load(), Commands: r.commands.Load(), Duplicates: r.duplicates.Load(),
+		Scheduled: r.scheduled.Load(), Failures: r.failures.Load(), Undecodable: r.undecodable.Load(),
+		LastSeq: r.lastSeq.Load(),
+	}
+}
+
+// Run relays until ctx ends, then finishes the batch in hand (publish, wait,
+// ack) and returns. It returns an error only if it cannot start consuming.
+func (r *Relay) Run(ctx context.Context) error {
+	in := make(chan jetstream.Msg, r.cfg.Batch*4)
+	cc, err := r.cons.Consume(func(m jetstream.Msg) { in <- m },
+		jetstream.PullPriorityGroup(PriorityGroup),
+		jetstream.PullMaxMessages(r.cfg.Batch*2),
+		jetstream.PullExpiry(min(r.cfg.PinnedTTL/2, 30*time.Second)),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+			if !errors.Is(err, jetstream.ErrPinIDMismatch) && !errors.Is(err, jetstream.ErrNoHeartbeat) {
+				r.logger.Debug("consume", "error", err)
+			}
+		}))
+	if err != nil {
+		return fmt.Errorf("relay: consume %s: %w", r.names.Events, err)
+	}
+	r.logger.Info("relay started", "stream", r.names.Events)
+	defer func() {
+		cc.Stop()
+		<-cc.Closed()
+		// Hand back what was prefetched but not relayed, so the next relay
+		// gets it now rather than after AckWait.
+		for {
+			select {
+			case m := <-in:
+				_ = m.Nak()
+				continue
+			default:
+			}
+			break
+		}
+		r.logger.Info("relay stopped", "last_seq", r.lastSeq.Load())
+	}()
+	batch := make([]jetstream.Msg, 0, r.cfg.Batch)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-in:
+			batch = append(batch[:0], m)
+		}
+		// Take what else is already here, up to a batch: under load the
+		// batches fill, when idle a single decision goes at once.
+	fill:
+		for len(batch) < r.cfg.Batch {
+			select {
+			case m := <-in:
+				batch = append(batch, m)
+			default:
+				break fill
+			}
+		}
+		r.relay(ctx, batch)
+	}
+}
+
+// relay publishes the commands of msgs (in order), waits for OUTBOX, and acks
+// the decisions up to the first one whose commands did not all land; that
+// one and the rest are nak'ed for redelivery.
+func (r *Relay) relay(ctx context.Context, msgs []jetstream.Msg) {
+	failpoint.Hit(failpoint.RelayBeforePublish)
+	type sent struct {
+		msg   int // index in msgs
+		fut   jetstream.PubAckFuture
+		sched bool
+	}
+	var futs []sent
+	failedAt := len(msgs)
+	now := r.cfg.Now()
+	for i, m := range msgs {
+		meta, err := m.Metadata()
+		if err != nil {
+			r.logger.Error("relay: message without metadata", "subject", m.Subject(), "error", err)
+			continue
+		}
+		d, err := streams.Decode(m.Data())
+		if err != nil {
+			r.undecodable.Add(1)
+			r.logger.Error("relay: not an esjet decision; skipped", "subject", m.Subject(), "seq", meta.Sequence.Stream, "error", err)
+			continue
+		}
+		rec := streams.Record{Decision: d, Seq: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp}
+		for _, c := range rec.Commands {
+			cm := commandMsg(r.names.Namespace, rec, c, now)
+			fut, err := r.js.PublishMsgAsync(cm)
+			if err != nil {
+				r.logger.Warn("relay: publish", "command_id", c.ID, "error", err)
+				failedAt = min(failedAt, i)
+				break
+			}
+			futs = append(futs, sent{msg: i, fut: fut, sched: cm.Subject != CommandSubject(r.names.Namespace, c.Kind)})
+		}
+	}
+	timeout := time.NewTimer(r.cfg.AckWait / 2)
+	defer timeout.Stop()
+	for _, s := range futs {
+		select {
+		case ack := <-s.fut.Ok():
+			switch {
+			case ack.Duplicate:
+				r.duplicates.Add(1)
+			case s.sched:
+				r.scheduled.Add(1)
+			default:
+				r.commands.Add(1)
+			}
+		case err := <-s.fut.Err():
+			r.failures.Add(1)
+			r.logger.Warn("relay: OUTBOX refused a command; its decision will be redelivered",
+				"command_id", s.fut.Msg().Header.Get(HeaderCommandID), "error", err)
+			failedAt = min(failedAt, s.msg)
+		case <-timeout.C:
+			r.failures.Add(1)
+			failedAt = min(failedAt, s.msg)
+		}
+	}
+	failpoint.Hit(failpoint.RelayAfterPublish)
+	if failedAt > 0 {
+		// AckAll: acking the last good decision acks every one before it.
+		last := msgs[failedAt-1]
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		err := last.DoubleAck(actx)
+		cancel()
+		if err != nil {
+			// Not acked: the batch comes back and its commands are
+			// deduplicated by OUTBOX. Nothing is lost.
+			r.logger.Warn("relay: ack", "error", err)
+		} else {
+			r.decisions.Add(int64(failedAt))
+			if meta, err := last.Metadata(); err == nil {
+				r.lastSeq.Store(meta.Sequence.Stream)
+			}
+		}
+	}
+	for _, m := range msgs[failedAt:] {
+		_ = m.NakWithDelay(time.Second)
+	}
+}
