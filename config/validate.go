@@ -59,8 +59,8 @@ func (c *Config) Validate() error {
 	if o.RelayBatch < 1 || o.RelayBatch > 10_000 {
 		v.add("outbox.relay_batch", o.RelayBatch, "use 1 to 10000")
 	}
-	if o.FailoverAfter < Duration(time.Second) {
-		v.add("outbox.failover_after", o.FailoverAfter, "must be at least 1s")
+	if o.FailoverAfter < Duration(2*time.Second) {
+		v.add("outbox.failover_after", o.FailoverAfter, "must be at least 2s (the relay renews its pull every failover_after/2, at least every second)")
 	}
 	if o.AckWait < Duration(time.Second) {
 		v.add("outbox.ack_wait", o.AckWait, "must be at least 1s")

@@ -27,7 +27,8 @@ type RelayConfig struct {
 	// acks, one ack back). Zero means 256.
 	Batch int
 	// PinnedTTL is how long the active relay may go without pulling before
-	// another node's relay takes over. Zero means 5s.
+	// another node's relay takes over. Zero means 5s; at least 2s (pulls are
+	// renewed every PinnedTTL/2, and JetStream wants at least 1s).
 	PinnedTTL time.Duration
 	// AckWait is how long a fetched decision may stay unacknowledged before
 	// JetStream redelivers it. Zero means 30s.
@@ -130,7 +131,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	cc, err := r.cons.Consume(func(m jetstream.Msg) { in <- m },
 		jetstream.PullPriorityGroup(PriorityGroup),
 		jetstream.PullMaxMessages(r.cfg.Batch*2),
-		jetstream.PullExpiry(min(r.cfg.PinnedTTL/2, 30*time.Second)),
+		jetstream.PullExpiry(max(time.Second, min(r.cfg.PinnedTTL/2, 30*time.Second))),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 			if !errors.Is(err, jetstream.ErrPinIDMismatch) && !errors.Is(err, jetstream.ErrNoHeartbeat) {
 				r.logger.Debug("consume", "error", err)
