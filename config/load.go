@@ -24,6 +24,10 @@ const DefaultPath = "config/esjet.yaml"
 // ESJET_ variable that is not a field.
 const EnvConfigFile = "ESJET_CONFIG"
 
+// EnvFailpoint arms a crash-test failpoint (package internal/failpoint); it
+// is not a config field, and the typo check leaves it alone.
+const EnvFailpoint = "ESJET_FAILPOINT"
+
 // EnvPrefix starts every environment override.
 const EnvPrefix = "ESJET_"
 
@@ -145,7 +149,7 @@ func applyEnv(cfg *Config, environ []string) error {
 	var errs []error
 	for _, kv := range environ {
 		name, val, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, EnvPrefix) || name == EnvConfigFile {
+		if !ok || !strings.HasPrefix(name, EnvPrefix) || name == EnvConfigFile || name == EnvFailpoint {
 			continue
 		}
 		f, ok := fields[name]

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 const tripRequest = `{"traveler":"ada","destination":"Lisbon","budget":100000,"flight_price":40000,"hotel_price":30000}`
@@ -29,7 +30,10 @@ type cmdResult struct {
 	} `json:"commands"`
 }
 
-func post(t *testing.T, url, body string, hdr map[string]string) (int, []byte) {
+// httpClient bounds every request: a crashed node must not hang a test.
+var httpClient = &http.Client{Timeout: 30 * time.Second}
+
+func newPostRequest(t *testing.T, url, body string, hdr map[string]string) (*http.Request, error) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
@@ -38,7 +42,24 @@ func post(t *testing.T, url, body string, hdr map[string]string) (int, []byte) {
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	return req, nil
+}
+
+func natstestEventually(t *testing.T, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("condition not met within %s", timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func post(t *testing.T, url, body string, hdr map[string]string) (int, []byte) {
+	t.Helper()
+	req, _ := newPostRequest(t, url, body, hdr)
+	resp, err := httpClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

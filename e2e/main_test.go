@@ -69,10 +69,16 @@ var readyLine = regexp.MustCompile(`ready: namespace (\S+), nats nats://(\S+), h
 // extra args, and returns once it printed its ready line.
 func startNode(t *testing.T, dir string, args ...string) *node {
 	t.Helper()
+	return startNodeEnv(t, dir, nil, args...)
+}
+
+// startNodeEnv is startNode with extra environment variables (a failpoint).
+func startNodeEnv(t *testing.T, dir string, env []string, args ...string) *node {
+	t.Helper()
 	all := append([]string{"run", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, args...)
 	cmd := exec.Command(binary, all...)
 	cmd.Dir = dir
-	cmd.Env = cleanEnv()
+	cmd.Env = cleanEnv(env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +139,27 @@ func (n *node) stop(t *testing.T, sig os.Signal) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("node still running 30s after %v:\n%s", sig, n.stderr.String())
 	}
+}
+
+// crashed waits for the node to die of SIGKILL (a failpoint, or kill -9).
+func (n *node) crashed(t *testing.T) {
+	t.Helper()
+	select {
+	case err := <-n.done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != -1 {
+			t.Fatalf("node exited with %v, want killed by a signal:\n%s", err, n.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("node did not crash within 30s:\n%s", n.stderr.String())
+	}
+}
+
+// kill9 kills the node with SIGKILL and waits for it.
+func (n *node) kill9(t *testing.T) {
+	t.Helper()
+	_ = n.cmd.Process.Kill()
+	n.crashed(t)
 }
 
 // runCLI runs the binary to completion in dir and returns its stdout; any

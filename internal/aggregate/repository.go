@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/esjet/esjet/internal/failpoint"
 	"github.com/esjet/esjet/internal/streams"
 )
 
@@ -267,6 +268,7 @@ func (r *Repository) Handle(ctx context.Context, cmd Command) (Result, error) {
 			r.cache.remove(key)
 			return Result{}, fmt.Errorf("handle %s/%s %s: %w", cmd.Type, cmd.ID, cmd.Kind, err)
 		}
+		failpoint.Hit(failpoint.AfterAppend) // crash tests: stored, not yet answered
 		if rec.RequestDigest != dig {
 			// Another request with the same key won the race.
 			r.cache.remove(key)

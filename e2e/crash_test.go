@@ -1,0 +1,225 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/natstest"
+)
+
+// commandCopies reads, through NATS only, every command id recorded in the
+// namespace's decisions and how many times each is stored in OUTBOX.
+func commandCopies(t *testing.T, url, ns string) (recorded []string, copies map[string]int) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := t.Context()
+	read := func(stream string, fn func(*jetstream.RawStreamMsg)) {
+		st, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info := st.CachedInfo().State
+		for seq := info.FirstSeq; info.Msgs > 0 && seq <= info.LastSeq; seq++ {
+			if m, err := st.GetMsg(ctx, seq); err == nil {
+				fn(m)
+			}
+		}
+	}
+	up := strings.ToUpper(ns)
+	read(up+"_EVENTS", func(m *jetstream.RawStreamMsg) {
+		var d struct{ Commands []struct{ ID string } }
+		if err := json.Unmarshal(m.Data, &d); err != nil {
+			t.Fatalf("decision at seq %d: %v", m.Sequence, err)
+		}
+		for _, c := range d.Commands {
+			recorded = append(recorded, c.ID)
+		}
+	})
+	copies = map[string]int{}
+	read(up+"_OUTBOX", func(m *jetstream.RawStreamMsg) {
+		if strings.HasPrefix(m.Subject, ns+".outbox.") {
+			copies[m.Header.Get("Esjet-Command-Id")]++
+		}
+	})
+	return recorded, copies
+}
+
+// assertExactlyOnce waits until every recorded command is in OUTBOX and
+// fails if any is missing or stored twice.
+func assertExactlyOnce(t *testing.T, url, ns string) int {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		recorded, copies := commandCopies(t, url, ns)
+		missing := 0
+		for _, id := range recorded {
+			if copies[id] == 0 {
+				missing++
+			}
+		}
+		for id, n := range copies {
+			if n > 1 {
+				t.Fatalf("command %s is in OUTBOX %d times", id, n)
+			}
+		}
+		if missing == 0 {
+			if len(copies) != len(recorded) {
+				t.Fatalf("OUTBOX holds %d commands, the log recorded %d", len(copies), len(recorded))
+			}
+			return len(recorded)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d recorded commands never reached OUTBOX", missing, len(recorded))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func requestTrip(t *testing.T, n *node, id string) (int, []byte) {
+	t.Helper()
+	return post(t, "http://"+n.httpAddr+"/v1/trip/"+id+"/request_trip", tripRequest, map[string]string{"Idempotency-Key": id + "-req"})
+}
+
+// TestCrashAfterAppendBeforeReply: the node dies right after a decision is
+// stored, before it answers. After a restart the retried request returns
+// the stored decision, and its command reaches OUTBOX exactly once.
+func TestCrashAfterAppendBeforeReply(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	n := startNodeEnv(t, dir, []string{"ESJET_FAILPOINT=after-append"})
+	req, _ := newPostRequest(t, "http://"+n.httpAddr+"/v1/trip/c1/request_trip", tripRequest, map[string]string{"Idempotency-Key": "c1-req"})
+	if resp, err := httpClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("the node answered %d; the failpoint should have killed it first", resp.StatusCode)
+	}
+	n.crashed(t)
+
+	n = startNode(t, dir)
+	code, body := requestTrip(t, n, "c1")
+	var res cmdResult
+	_ = json.Unmarshal(body, &res)
+	if code != 200 || !res.Replayed || res.Version != 1 {
+		t.Fatalf("retry after the crash: %d %s; want the stored decision, replayed", code, body)
+	}
+	if got := assertExactlyOnce(t, n.natsURL, "demo"); got != 1 {
+		t.Fatalf("%d commands recorded, want 1", got)
+	}
+	n.stop(t, syscall.SIGTERM)
+}
+
+// TestCrashBetweenRelayPublishAndAck: the relay dies after OUTBOX took a
+// batch's commands and before it acked the decisions. After a restart the
+// decisions come back, their commands are dropped as duplicates: each
+// command is in OUTBOX once.
+func TestCrashBetweenRelayPublishAndAck(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	n := startNodeEnv(t, dir, []string{"ESJET_FAILPOINT=relay-after-publish"})
+	requestTrip(t, n, "r1") // the relay publishes lock_budget, then the process dies
+	n.crashed(t)
+
+	n = startNode(t, dir)
+	for i := 2; i <= 5; i++ {
+		if code, body := requestTrip(t, n, fmt.Sprintf("r%d", i)); code != 200 {
+			t.Fatalf("request %d: %d %s", i, code, body)
+		}
+	}
+	if got := assertExactlyOnce(t, n.natsURL, "demo"); got != 5 {
+		t.Fatalf("%d commands recorded, want 5", got)
+	}
+	n.stop(t, syscall.SIGTERM)
+}
+
+// TestKill9MidLoad kills the whole node while clients are sending: after a
+// restart, every command the log recorded is in OUTBOX exactly once.
+func TestKill9MidLoad(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	n := startNode(t, dir)
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	for w := range 8 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				req, _ := newPostRequest(t, "http://"+n.httpAddr+fmt.Sprintf("/v1/trip/k%d-%d/request_trip", w, i), tripRequest, nil)
+				resp, err := httpClient.Do(req)
+				if err != nil {
+					return // the node is gone
+				}
+				resp.Body.Close()
+				sent.Add(1)
+			}
+		})
+	}
+	natstestEventually(t, 30*time.Second, func() bool { return sent.Load() >= 200 })
+	n.kill9(t)
+	close(stop)
+	wg.Wait()
+
+	n = startNode(t, dir)
+	got := assertExactlyOnce(t, n.natsURL, "demo")
+	if got < 200 {
+		t.Fatalf("only %d commands recorded after %d acknowledged requests", got, sent.Load())
+	}
+	t.Logf("%d requests acknowledged before kill -9; %d commands recorded, each in OUTBOX once", sent.Load(), got)
+	n.stop(t, syscall.SIGTERM)
+}
+
+// TestTwoNodesOneActiveRelayAndFailover: two node processes share a
+// namespace on one NATS server; only one relays; when it is killed with
+// SIGKILL the other takes over within failover_after, and no command is
+// relayed twice.
+func TestTwoNodesOneActiveRelayAndFailover(t *testing.T) {
+	t.Parallel()
+	srv := natstest.RunServer(t)
+	failover := []string{"ESJET_OUTBOX_FAILOVER_AFTER=2s"}
+	first := startNodeEnv(t, t.TempDir(), failover, "--url", srv.ClientURL())
+	for i := range 5 {
+		if code, body := requestTrip(t, first, fmt.Sprintf("t%d", i)); code != 200 {
+			t.Fatalf("request: %d %s", code, body)
+		}
+	}
+	assertExactlyOnce(t, srv.ClientURL(), "demo") // the first node's relay is the pinned one
+	second := startNodeEnv(t, t.TempDir(), failover, "--url", srv.ClientURL())
+	for i := 5; i < 10; i++ {
+		if code, body := requestTrip(t, second, fmt.Sprintf("t%d", i)); code != 200 {
+			t.Fatalf("request: %d %s", code, body)
+		}
+	}
+	assertExactlyOnce(t, srv.ClientURL(), "demo")
+	if strings.Contains(second.stderr.String(), "relay stopped") {
+		t.Fatal("the standby relay stopped")
+	}
+	first.kill9(t)
+	start := time.Now()
+	for i := 10; i < 20; i++ {
+		if code, body := requestTrip(t, second, fmt.Sprintf("t%d", i)); code != 200 {
+			t.Fatalf("request: %d %s", code, body)
+		}
+	}
+	if got := assertExactlyOnce(t, srv.ClientURL(), "demo"); got != 20 {
+		t.Fatalf("%d commands, want 20", got)
+	}
+	t.Logf("the standby relayed the last 10 commands %v after the active node was killed", time.Since(start).Round(10*time.Millisecond))
+	second.stop(t, syscall.SIGTERM)
+}
