@@ -386,7 +386,7 @@ func (f *loadFixture) rawLoad(ctx context.Context) error {
 			return err
 		}
 		count += got
-		if got < batch || pending == 0 {
+		if got == 0 || pending == 0 {
 			break
 		}
 	}

@@ -75,8 +75,15 @@ type batchRequest struct {
 	Seq       uint64     `json:"seq,omitempty"`
 	NextFor   string     `json:"next_by_subj,omitempty"`
 	Batch     int        `json:"batch"`
+	MaxBytes  int        `json:"max_bytes,omitempty"`
 	StartTime *time.Time `json:"start_time,omitempty"`
 }
+
+// batchMaxBytes caps one batch's payload. The server ends a batch early at
+// this size (or at its max_pending, 64 MiB by default, which could also
+// overrun a client's buffers); the reader then continues from where the
+// batch stopped, while the last message's Nats-Num-Pending says more match.
+const batchMaxBytes = 1 << 20
 
 // errNoMessages is the server's 404: nothing matches.
 var errNoMessages = errors.New("no messages")
@@ -87,6 +94,9 @@ var errNoMessages = errors.New("no messages")
 func (g *batchGetter) get(ctx context.Context, req batchRequest, fn func(*jetstream.RawStreamMsg) error) (got int, pending uint64, err error) {
 	if err := g.subscribe(); err != nil {
 		return 0, 0, fmt.Errorf("direct get: subscribe: %w", err)
+	}
+	if req.MaxBytes == 0 {
+		req.MaxBytes = batchMaxBytes
 	}
 	body, err := json.Marshal(req)
 	if err != nil {

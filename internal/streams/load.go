@@ -123,7 +123,9 @@ func (l *Log) scan(ctx context.Context, filter string, from uint64, limit int, f
 			return err
 		}
 		seen += got
-		if got < batch || pending == 0 || (limit > 0 && seen >= limit) {
+		// A batch may end short of its size when it hit max_bytes: only
+		// "nothing more pending" (or nothing at all) ends the scan.
+		if got == 0 || pending == 0 || (limit > 0 && seen >= limit) {
 			return nil
 		}
 	}
@@ -177,7 +179,7 @@ func (l *Log) FindDecision(ctx context.Context, typ, id, decisionID string, sinc
 			return Record{}, false, nil
 		case err != nil:
 			return Record{}, false, err
-		case got < req.Batch || pending == 0:
+		case got == 0 || pending == 0:
 			return Record{}, false, nil
 		}
 	}
