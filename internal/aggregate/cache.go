@@ -17,6 +17,11 @@ type entry struct {
 	// recent are the aggregate's decisions made with an idempotency key,
 	// back to the horizon: decision id → where it is and what asked for it.
 	recent map[string]recentDecision
+	// oldest is the earliest At in recent (zero when empty).
+	oldest time.Time
+	// recentSince, when set, says recent is complete only from that time
+	// on: a snapshot kept just the newest part (see maxRecentInSnapshot).
+	recentSince time.Time
 	// sinceSnapshot counts events folded since the last snapshot.
 	sinceSnapshot int
 }

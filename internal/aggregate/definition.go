@@ -131,10 +131,26 @@ func (d *Definition) Replay(events []Event) any {
 	return s
 }
 
+// copyState returns a deep copy of state through its JSON form, so a caller
+// can read it while the repository keeps evolving the original.
+func (d *Definition) copyState(state any) (any, error) {
+	raw, err := d.encode(state)
+	if err != nil {
+		return nil, err
+	}
+	return d.decodeSt(raw)
+}
+
 // Decide decodes the command payload and runs the kind's decide function
-// against state. It returns [ErrUnknownCommand], [ErrBadCommand] or a
-// rejection wrapping [ErrRejected].
-func (d *Definition) Decide(state any, kind string, payload json.RawMessage) (Decision, error) {
+// against state. It returns [ErrUnknownCommand], [ErrBadCommand], a
+// rejection wrapping [ErrRejected], or [ErrInvalidDecision] if decide
+// panicked.
+func (d *Definition) Decide(state any, kind string, payload json.RawMessage) (dec Decision, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			dec, err = Decision{}, fmt.Errorf("%w: %s.%s panicked: %v", ErrInvalidDecision, d.typ, kind, p)
+		}
+	}()
 	c, ok := d.commands[kind]
 	if !ok {
 		return Decision{}, fmt.Errorf("%w: %s has no command %q (it has: %v)", ErrUnknownCommand, d.typ, kind, d.Commands())
@@ -143,7 +159,7 @@ func (d *Definition) Decide(state any, kind string, payload json.RawMessage) (De
 	if err != nil {
 		return Decision{}, fmt.Errorf("%w: %s.%s: %v", ErrBadCommand, d.typ, kind, err)
 	}
-	dec, err := c.decide(state, cmd)
+	dec, err = c.decide(state, cmd)
 	if err != nil {
 		if errors.Is(err, ErrRejected) {
 			return Decision{}, err

@@ -223,8 +223,14 @@ func (r *Repository) Handle(ctx context.Context, cmd Command) (Result, error) {
 		return Result{}, err
 	}
 	for attempt := 0; ; attempt++ {
-		if rd, ok := e.recent[decisionID]; ok {
-			return r.replay(ctx, rd, dig)
+		if cmd.IdempotencyKey != "" {
+			rd, ok, err := r.findKeyed(ctx, e, cmd.Type, cmd.ID, decisionID)
+			if err != nil {
+				return Result{}, err
+			}
+			if ok {
+				return r.replay(ctx, rd, dig)
+			}
 		}
 		dec, err := def.Decide(e.state, cmd.Kind, cmd.Payload)
 		if err != nil {
@@ -282,7 +288,10 @@ func (r *Repository) Handle(ctx context.Context, cmd Command) (Result, error) {
 			res.Replayed = true
 			return res, nil
 		}
-		r.fold(def, e, rec)
+		if err := r.fold(def, e, rec); err != nil {
+			r.cache.remove(key)
+			return Result{}, err
+		}
 		if r.cfg.SnapshotEvery > 0 && e.sinceSnapshot >= r.cfg.SnapshotEvery {
 			r.writeSnapshot(ctx, def, cmd.Type, cmd.ID, e)
 		}
@@ -326,7 +335,13 @@ func (r *Repository) Get(ctx context.Context, typ, id string) (State, error) {
 	if e.pos.Seq == 0 {
 		return State{}, fmt.Errorf("%w: %s/%s has no events", ErrNotFound, typ, id)
 	}
-	return State{Type: typ, ID: id, Position: e.pos, Value: e.state}, nil
+	// A copy: the cached value goes on evolving under the lock while the
+	// caller reads (and marshals) this one without it.
+	value, err := def.copyState(e.state)
+	if err != nil {
+		return State{}, fmt.Errorf("copy state of %s/%s: %w", typ, id, err)
+	}
+	return State{Type: typ, ID: id, Position: e.pos, Value: value}, nil
 }
 
 // get returns the cached entry or loads it cold: snapshot + tail.
@@ -370,28 +385,69 @@ func (r *Repository) refresh(ctx context.Context, def *Definition, typ, id strin
 	}
 	r.stats.recordsRead.Add(int64(len(recs)))
 	for _, rec := range recs {
-		r.fold(def, e, rec)
+		if err := r.fold(def, e, rec); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// fold applies one stored decision to e. Replay only evolves: the commands
-// in rec are not dispatched here (the relay reads them from the log).
-func (r *Repository) fold(def *Definition, e *entry, rec streams.Record) {
+// fold applies one stored decision to e, all or nothing: if Evolve panics
+// the entry is left as it was and the panic is returned as an error (the
+// caller evicts the entry). Replay only evolves: the commands in rec are not
+// dispatched here (the relay reads them from the log).
+func (r *Repository) fold(def *Definition, e *entry, rec streams.Record) (err error) {
+	state := e.state
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %s.Evolve panicked on %s/%s seq %d: %v", ErrInvalidDecision, def.typ, rec.AggregateType, rec.AggregateID, rec.Seq, p)
+		}
+	}()
 	for _, ev := range rec.Events {
-		e.state = def.evolve(e.state, eventFrom(ev))
+		state = def.evolve(state, eventFrom(ev))
 	}
+	e.state = state
 	e.pos = rec.Position()
 	e.sinceSnapshot += len(rec.Events)
 	horizon := r.cfg.Now().Add(-r.cfg.IdempotencyHorizon)
 	if rec.IdempotencyKey != "" && rec.Events[0].Time.After(horizon) {
-		e.recent[rec.ID] = recentDecision{Seq: rec.Seq, Digest: rec.RequestDigest, At: rec.Events[0].Time}
-	}
-	for id, rd := range e.recent {
-		if rd.At.Before(horizon) {
-			delete(e.recent, id)
+		at := rec.Events[0].Time
+		e.recent[rec.ID] = recentDecision{Seq: rec.Seq, Digest: rec.RequestDigest, At: at}
+		if e.oldest.IsZero() || at.Before(e.oldest) {
+			e.oldest = at
 		}
 	}
+	// Prune only when something has expired: a full pass, then nothing
+	// until the new oldest entry expires.
+	if !e.oldest.IsZero() && e.oldest.Before(horizon) {
+		e.oldest = time.Time{}
+		for id, rd := range e.recent {
+			if rd.At.Before(horizon) {
+				delete(e.recent, id)
+			} else if e.oldest.IsZero() || rd.At.Before(e.oldest) {
+				e.oldest = rd.At
+			}
+		}
+	}
+	return nil
+}
+
+// findKeyed looks for a keyed decision the recent set may not hold: when a
+// snapshot carried only the newest part of it (recentSince after the
+// horizon's start), older ones are searched in the log.
+func (r *Repository) findKeyed(ctx context.Context, e *entry, typ, id, decisionID string) (recentDecision, bool, error) {
+	if rd, ok := e.recent[decisionID]; ok {
+		return rd, true, nil
+	}
+	horizon := r.cfg.Now().Add(-r.cfg.IdempotencyHorizon)
+	if e.recentSince.IsZero() || !e.recentSince.After(horizon) {
+		return recentDecision{}, false, nil // the set is complete for the horizon
+	}
+	rec, ok, err := r.log.FindDecision(ctx, typ, id, decisionID, horizon)
+	if err != nil || !ok {
+		return recentDecision{}, false, err
+	}
+	return recentDecision{Seq: rec.Seq, Digest: rec.RequestDigest, At: rec.Events[0].Time}, true, nil
 }
 
 // replay answers a retried request from the log.

@@ -305,7 +305,7 @@ func TestFoldKeepsOnlyKeyedDecisionsInsideTheHorizon(t *testing.T) {
 	now := time.Date(2026, 6, 1, 12, 0, 0, 0, time.UTC)
 	r := NewRepository(nil, nil, nil, Config{IdempotencyHorizon: time.Hour, Now: func() time.Time { return now }}, nil)
 	def := accountDef(1)
-	e := &entry{state: account{}, recent: map[string]recentDecision{
+	e := &entry{state: account{}, oldest: now.Add(-2 * time.Hour), recent: map[string]recentDecision{
 		"old":   {Seq: 1, At: now.Add(-2 * time.Hour)},
 		"young": {Seq: 2, At: now.Add(-30 * time.Minute)},
 	}}
@@ -313,9 +313,11 @@ func TestFoldKeepsOnlyKeyedDecisionsInsideTheHorizon(t *testing.T) {
 		return streams.Record{Seq: seq, Decision: streams.Decision{ID: id, IdempotencyKey: key, RequestDigest: "d",
 			Events: []streams.Event{{Type: "deposited", Version: seq, Time: at, Data: json.RawMessage(`{"amount":1}`)}}}}
 	}
-	r.fold(def, e, rec(3, "keyed", "k", now))
-	r.fold(def, e, rec(4, "unkeyed", "", now))
-	r.fold(def, e, rec(5, "stale", "k2", now.Add(-3*time.Hour)))
+	for _, rc := range []streams.Record{rec(3, "keyed", "k", now), rec(4, "unkeyed", "", now), rec(5, "stale", "k2", now.Add(-3*time.Hour))} {
+		if err := r.fold(def, e, rc); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, ok := e.recent["old"]; ok {
 		t.Error("a decision older than the horizon was kept")
 	}

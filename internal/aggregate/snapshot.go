@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -17,7 +18,10 @@ const snapshotVersion = 1
 
 // snapshot is what the snapshots bucket holds under <type>.<id>.
 type snapshot struct {
-	V           int                       `json:"v"`
+	V int `json:"v"`
+	// RecentSince, when set, says Recent holds only the decisions from then
+	// on (the newest maxRecentInSnapshot); older keys are found in the log.
+	RecentSince time.Time                 `json:"recent_since,omitzero"`
 	StateSchema int                       `json:"state_schema"`
 	Seq         uint64                    `json:"seq"`
 	Version     uint64                    `json:"version"`
@@ -27,6 +31,10 @@ type snapshot struct {
 }
 
 func snapshotKey(typ, id string) string { return typ + "." + id }
+
+// maxRecentInSnapshot bounds the idempotency keys a snapshot carries, so a
+// busy aggregate's snapshot stays well under the max message size.
+const maxRecentInSnapshot = 2000
 
 // readSnapshot returns the aggregate's snapshot as an entry, or ok=false
 // when there is none usable: missing, of another state schema (the state is
@@ -59,7 +67,13 @@ func (r *Repository) readSnapshot(ctx context.Context, def *Definition, typ, id 
 		s.Recent = map[string]recentDecision{}
 	}
 	r.stats.snapshotHits.Add(1)
-	return &entry{state: state, pos: streams.Position{Seq: s.Seq, Version: s.Version}, recent: s.Recent}, true
+	e := &entry{state: state, pos: streams.Position{Seq: s.Seq, Version: s.Version}, recent: s.Recent, recentSince: s.RecentSince}
+	for _, rd := range e.recent {
+		if e.oldest.IsZero() || rd.At.Before(e.oldest) {
+			e.oldest = rd.At
+		}
+	}
+	return e, true
 }
 
 // writeSnapshot stores e. A failure is logged, not returned: a snapshot only
@@ -68,9 +82,10 @@ func (r *Repository) writeSnapshot(ctx context.Context, def *Definition, typ, id
 	state, err := def.encode(e.state)
 	if err == nil {
 		var data []byte
+		recent, since := newestRecent(e)
 		data, err = json.Marshal(snapshot{
 			V: snapshotVersion, StateSchema: def.schema, Seq: e.pos.Seq, Version: e.pos.Version,
-			State: state, Recent: e.recent, Taken: r.cfg.Now().UTC(),
+			State: state, Recent: recent, RecentSince: since, Taken: r.cfg.Now().UTC(),
 		})
 		if err == nil {
 			_, err = r.snaps.Put(ctx, snapshotKey(typ, id), data)
@@ -82,4 +97,27 @@ func (r *Repository) writeSnapshot(ctx context.Context, def *Definition, typ, id
 	}
 	e.sinceSnapshot = 0
 	r.stats.snapshotsWritten.Add(1)
+}
+
+// newestRecent returns the entry's recent decisions for a snapshot: all of
+// them, or the newest maxRecentInSnapshot and the time from which that part
+// is complete.
+func newestRecent(e *entry) (map[string]recentDecision, time.Time) {
+	if len(e.recent) <= maxRecentInSnapshot {
+		return e.recent, e.recentSince
+	}
+	ids := make([]string, 0, len(e.recent))
+	for id := range e.recent {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b string) int { return e.recent[b].At.Compare(e.recent[a].At) })
+	out := make(map[string]recentDecision, maxRecentInSnapshot)
+	for _, id := range ids[:maxRecentInSnapshot] {
+		out[id] = e.recent[id]
+	}
+	since := e.recent[ids[maxRecentInSnapshot-1]].At
+	if e.recentSince.After(since) {
+		since = e.recentSince
+	}
+	return out, since
 }

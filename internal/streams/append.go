@@ -130,9 +130,10 @@ func (l *Log) findAfter(ctx context.Context, subject string, seq uint64, id stri
 // original returns the stored message seq, which a duplicate ack named as
 // the first copy of decision id.
 func (l *Log) original(ctx context.Context, subject, id string, seq uint64) (Record, error) {
-	m, err := l.events.GetMsg(ctx, seq)
+	m, err := l.leaderGet(ctx, seq, "")
 	if err != nil {
-		return Record{}, fmt.Errorf("append %s: read original of duplicate decision %s at seq %d: %w", subject, id, seq, err)
+		// Stored (the ack said so), but unreadable right now.
+		return Record{}, fmt.Errorf("append %s: %w: decision %s is stored at seq %d but could not be read back: %w", subject, ErrUnknownOutcome, id, seq, err)
 	}
 	if m.Subject != subject || m.Header.Get(jetstream.MsgIDHeader) != id {
 		return Record{}, fmt.Errorf("append %s: %w: decision %s is stored at seq %d on %s",
@@ -143,8 +144,8 @@ func (l *Log) original(ctx context.Context, subject, id string, seq uint64) (Rec
 
 // lastPosition reads where the aggregate on subject stands now.
 func (l *Log) lastPosition(ctx context.Context, subject string) (Position, error) {
-	m, err := l.events.GetLastMsgForSubject(ctx, subject)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
+	m, err := l.leaderGet(ctx, 0, subject)
+	if errors.Is(err, nats.ErrMsgNotFound) {
 		return Position{}, nil
 	}
 	if err != nil {
@@ -158,6 +159,24 @@ func (l *Log) lastPosition(ctx context.Context, subject string) (Position, error
 		return Position{}, err
 	}
 	return rec.Position(), nil
+}
+
+// leaderGet reads one message through the stream leader: by sequence, or
+// the last on subject when subject is set.
+func (l *Log) leaderGet(ctx context.Context, seq uint64, subject string) (*jetstream.RawStreamMsg, error) {
+	var (
+		m   *nats.RawStreamMsg
+		err error
+	)
+	if subject != "" {
+		m, err = l.leader.GetLastMsg(l.names.Events, subject, nats.Context(ctx))
+	} else {
+		m, err = l.leader.GetMsg(l.names.Events, seq, nats.Context(ctx))
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &jetstream.RawStreamMsg{Subject: m.Subject, Sequence: m.Sequence, Header: m.Header, Data: m.Data, Time: m.Time}, nil
 }
 
 // Last returns the aggregate's current position; the zero Position when it

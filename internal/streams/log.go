@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -62,6 +63,10 @@ type Log struct {
 	logger *slog.Logger
 	events jetstream.Stream
 	getter *batchGetter
+	// leader reads through the stream leader ($JS.API.STREAM.MSG.GET), not
+	// a direct get any replica may answer: for the reads that decide an
+	// append's outcome or a conflict's actual position.
+	leader nats.JetStreamContext
 }
 
 // Open returns the Log of namespace ns. The streams must exist (see
@@ -79,7 +84,18 @@ func Open(ctx context.Context, js jetstream.JetStream, ns string, cfg Config, lo
 	if !st.CachedInfo().Config.AllowDirect {
 		return nil, fmt.Errorf("open event log %s: direct get is disabled on the stream; run the node once to provision it", names.Events)
 	}
+	var lopts []nats.JSOpt
+	if o := js.Options(); o.APIPrefix != "" {
+		lopts = append(lopts, nats.APIPrefix(o.APIPrefix))
+	} else if o.Domain != "" {
+		lopts = append(lopts, nats.Domain(o.Domain))
+	}
+	leader, err := js.Conn().JetStream(lopts...)
+	if err != nil {
+		return nil, fmt.Errorf("open event log %s: %w", names.Events, err)
+	}
 	return &Log{
+		leader: leader,
 		js:     js,
 		names:  names,
 		cfg:    cfg,
