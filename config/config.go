@@ -148,7 +148,11 @@ type Outbox struct {
 // HTTP configures the HTTP API.
 type HTTP struct {
 	// Listen is host:port or "none" to disable HTTP. Default "127.0.0.1:8080".
+	// A host beyond loopback needs AllowRemote.
 	Listen string `yaml:"listen"`
+	// AllowRemote permits a non-loopback Listen. The HTTP API has no
+	// authentication of its own: only behind a proxy that has. Default false.
+	AllowRemote bool `yaml:"allow_remote"`
 }
 
 // Log configures the node's slog output.

@@ -181,8 +181,8 @@ func TestEveryFieldHasAnEnvVariable(t *testing.T) {
 		}
 	}
 	// Every leaf can be set from text; an unsupported type would fail here.
-	if len(fields) != 39 {
-		t.Errorf("got %d env fields, want 39 (update this count when the schema changes)", len(fields))
+	if len(fields) != 40 {
+		t.Errorf("got %d env fields, want 40 (update this count when the schema changes)", len(fields))
 	}
 	for name, f := range fields {
 		var c Config
@@ -381,5 +381,23 @@ func TestRedacted(t *testing.T) {
 	}
 	if cfg.NATS.Embedded.Auth.Password != "hunter2" || cfg.NATS.External.URLs[0] != "nats://u:pw9@a:4222" {
 		t.Error("Redacted modified the original")
+	}
+}
+
+func TestRemoteHTTPNeedsAllowRemote(t *testing.T) {
+	c := Default()
+	c.HTTP.Listen = "0.0.0.0:8080"
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "http.listen") || !strings.Contains(err.Error(), "allow_remote") {
+		t.Fatalf("non-loopback http.listen: %v", err)
+	}
+	c.HTTP.AllowRemote = true
+	if err := c.Validate(); err != nil {
+		t.Fatalf("with allow_remote: %v", err)
+	}
+	c = Default()
+	c.HTTP.Listen = "localhost:0"
+	if err := c.Validate(); err != nil {
+		t.Fatalf("loopback: %v", err)
 	}
 }

@@ -177,6 +177,12 @@ func setField(v reflect.Value, val string) error {
 			return errors.New("not a whole number")
 		}
 		v.SetInt(n)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(strings.TrimSpace(val))
+		if err != nil {
+			return errors.New("not a boolean: use true or false")
+		}
+		v.SetBool(b)
 	case reflect.Slice:
 		if v.Type().Elem().Kind() != reflect.String {
 			return fmt.Errorf("unsupported field type %s", v.Type())

@@ -67,7 +67,10 @@ func (c *Config) Validate() error {
 	} else if c.Streams.OutboxDuplicateWindow > 0 && c.Streams.OutboxDuplicateWindow < 2*o.AckWait {
 		v.add("streams.outbox_duplicate_window", c.Streams.OutboxDuplicateWindow, fmt.Sprintf("must be at least twice outbox.ack_wait (%s), so a redelivered decision's commands are still recognised as duplicates", o.AckWait))
 	}
-	v.listen("http.listen", c.HTTP.Listen)
+	if host, ok := v.listen("http.listen", c.HTTP.Listen); ok && c.HTTP.Listen != ListenNone && !isLoopback(host) && !c.HTTP.AllowRemote {
+		v.add("http.listen", c.HTTP.Listen, "the HTTP API has no authentication: listening beyond loopback would let anyone on the network send commands and append events; "+
+			"put it behind an authenticating proxy and set http.allow_remote: true, or listen on 127.0.0.1")
+	}
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	v.oneOf("log.format", c.Log.Format, "text", "json")
 	return errors.Join(v.errs...)

@@ -61,7 +61,8 @@ func (e *VersionConflictError) Unwrap() error { return ErrConflict }
 // AppendRaw appends req's events and commands as one decision, on the same
 // path as commands (the expectation is always set). With an idempotency key
 // a retry returns the first result, even after the aggregate moved on, for
-// the idempotency horizon. Errors: [ErrManagedType], a
+// the idempotency horizon (a keyed append reads the aggregate's decisions of
+// the horizon first: keep keys for appends that may be retried). Errors: [ErrManagedType], a
 // [*VersionConflictError], [ErrKeyReused], a [*streams.TokenError],
 // [streams.ErrInvalidDecision] (no events, invalid JSON), [ErrTooLarge].
 func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, error) {
@@ -96,16 +97,18 @@ func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, erro
 		d.Commands = append(d.Commands, streams.Command{Kind: c.Kind, Payload: c.Payload, Report: c.Report, DeliverAfter: c.DeliverAfter})
 	}
 
+	// A keyed append first looks for its decision within the horizon: the
+	// dedup window is minutes, the idempotency promise is the horizon.
+	if req.IdempotencyKey != "" {
+		if res, ok, err := r.findRaw(ctx, d); ok || err != nil {
+			return res, err
+		}
+	}
 	pos, err := r.log.Last(ctx, req.Type, req.ID)
 	if err != nil {
 		return Result{}, err
 	}
 	if pos.Version != req.ExpectedVersion {
-		if req.IdempotencyKey != "" {
-			if res, ok, err := r.findRaw(ctx, d); ok || err != nil {
-				return res, err
-			}
-		}
 		return Result{}, &VersionConflictError{Expected: req.ExpectedVersion, Actual: pos.Version}
 	}
 	rec, err := r.log.Append(ctx, d, pos)

@@ -23,8 +23,9 @@ type MicroService struct {
 	wg      sync.WaitGroup
 	timeout time.Duration
 
-	mu    sync.Mutex
-	stats map[string]*endpointStats // by endpoint name
+	mu       sync.Mutex
+	stats    map[string]*endpointStats // by endpoint name
+	stopping bool                      // set by Stop: late requests get 503
 }
 
 // endpointStats are counted by esjet because replies are sent from worker
@@ -49,7 +50,7 @@ func SubjectPrefix(ns string) string { return "esjet." + ns }
 // aggregate type (esjet.<ns>.<type>.<id>.<command|state|events>), the raw
 // event-store group and a types endpoint. version must be semver.
 func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, error) {
-	ms := &MicroService{s: s, nc: nc, sem: make(chan struct{}, 256), timeout: 30 * time.Second, stats: map[string]*endpointStats{}}
+	ms := &MicroService{s: s, nc: nc, sem: make(chan struct{}, 256), timeout: 10 * time.Second, stats: map[string]*endpointStats{}}
 	svc, err := micro.AddService(nc, micro.Config{
 		Name:        ServiceName,
 		Version:     version,
@@ -135,10 +136,25 @@ func (ms *MicroService) async(endpoint string, h func(micro.Request) (any, error
 			ms.reply(endpoint, start, req, nil, tooLarge(len(req.Data()), ms.s.maxBody))
 			return
 		}
-		ms.sem <- struct{}{}
+		// micro keeps dispatching what its subscriptions already received
+		// after Stop: those requests are told to go elsewhere, and the
+		// WaitGroup is never added to after Stop waits on it.
+		ms.mu.Lock()
+		if ms.stopping {
+			ms.mu.Unlock()
+			ms.reply(endpoint, start, req, nil, &Error{Status: 503, Code: "stopping", Message: "this node is shutting down; retry (with the same Idempotency-Key) on another"})
+			return
+		}
 		ms.wg.Add(1)
+		ms.mu.Unlock()
+		ms.sem <- struct{}{}
 		go func() {
 			defer func() { <-ms.sem; ms.wg.Done() }()
+			defer func() {
+				if p := recover(); p != nil {
+					ms.reply(endpoint, start, req, nil, fmt.Errorf("panic handling %s: %v", req.Subject(), p))
+				}
+			}()
 			v, err := h(req)
 			ms.reply(endpoint, start, req, v, err)
 		}()
@@ -191,9 +207,13 @@ func oneLine(s string) string {
 	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
 }
 
-// Stop unregisters the service and waits for in-flight requests.
+// Stop unregisters the service and waits for in-flight requests (bounded by
+// their own timeout).
 func (ms *MicroService) Stop() error {
 	err := ms.svc.Stop()
+	ms.mu.Lock()
+	ms.stopping = true
+	ms.mu.Unlock()
 	ms.wg.Wait()
 	return err
 }

@@ -266,8 +266,11 @@ func toError(err error) *Error {
 		return &Error{Status: 409, Code: "conflict", Message: err.Error()}
 	case errors.Is(err, aggregate.ErrTooLarge), errors.Is(err, streams.ErrTooLarge):
 		return &Error{Status: 413, Code: "too_large", Message: err.Error()}
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, streams.ErrUnknownOutcome):
-		return &Error{Status: 503, Code: "unavailable", Message: err.Error() + " (retry with the same Idempotency-Key)"}
+	case errors.Is(err, streams.ErrUnknownOutcome):
+		return &Error{Status: 503, Code: "outcome_unknown", Message: err.Error() +
+			" — the command may have been recorded: retry with the same Idempotency-Key, or read the aggregate's events before sending it again without one"}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return &Error{Status: 503, Code: "unavailable", Message: err.Error()}
 	default:
 		return &Error{Status: 500, Code: "internal", Message: err.Error()}
 	}

@@ -260,7 +260,8 @@ func (n *Node) startHTTP() error {
 	})
 	mux.HandleFunc("GET /readyz", n.handleReady)
 	mux.Handle("/v1/", n.api.Handler())
-	n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
 	n.httpDone = make(chan error, 1)
 	go func() {
 		err := n.httpSrv.Serve(ln)

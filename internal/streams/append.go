@@ -80,6 +80,10 @@ func (l *Log) Append(ctx context.Context, d Decision, after Position) (Record, e
 			l.logger.Warn("append attempt timed out; retrying with the same decision id",
 				"subject", subject, "decision_id", d.ID, "attempt", attempt, "error", err)
 			continue
+		case ctx.Err() != nil:
+			// The caller's context ended while the publish was out: it may
+			// have been stored.
+			return Record{}, fmt.Errorf("append %s (decision %s): %w: %w", subject, d.ID, ErrUnknownOutcome, ctx.Err())
 		default:
 			return Record{}, fmt.Errorf("append %s: %w", subject, err)
 		}
@@ -100,7 +104,7 @@ func (l *Log) Append(ctx context.Context, d Decision, after Position) (Record, e
 // no stream responder during a leader change.
 func ambiguous(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
-		return false
+		return false // the caller gave up: see the loop's ctx check
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
 		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders)

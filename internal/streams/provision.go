@@ -208,7 +208,7 @@ func provisionStream(ctx context.Context, js jetstream.JetStream, want jetstream
 		return Change{Name: want.Name, Action: "unchanged"}, nil
 	}
 	// Start from what exists so settings esjet does not manage (placement,
-	// metadata, sources an operator added) survive the update.
+	// metadata, compression) survive the update.
 	upd := have
 	upd.Description = want.Description
 	upd.Subjects = want.Subjects
@@ -247,6 +247,15 @@ func diffStream(have, want jetstream.StreamConfig) (diffs, immutable []string) {
 	}
 	if have.DenyPurge && !want.DenyPurge {
 		immutable = append(immutable, d("deny_purge", have.DenyPurge, want.DenyPurge))
+	}
+	// A mirror cannot take writes, and sources bring in messages that no
+	// expectation guarded (and, unless set, turn dedup off): neither is an
+	// esjet stream.
+	if have.Mirror != nil {
+		immutable = append(immutable, d("mirror", have.Mirror.Name, "none"))
+	}
+	if len(have.Sources) > 0 {
+		immutable = append(immutable, d("sources", len(have.Sources), "none"))
 	}
 	check := func(field string, differ bool, h, w any) {
 		if differ {
