@@ -60,7 +60,7 @@ func (l *Log) load(ctx context.Context, typ, id string, after Position) ([]Recor
 	}
 	var out []Record
 	next := after.Version + 1
-	err = l.scan(ctx, subject, after.Seq+1, 0, func(r Record) error {
+	err = l.scan(ctx, subject, after.Seq+1, 0, strict, func(r Record) error {
 		// A caller that knows only the sequence (Version 0 with Seq > 0)
 		// learns the version from the first record.
 		if after.Seq > 0 && after.Version == 0 && len(out) == 0 {
@@ -81,6 +81,9 @@ func (l *Log) load(ctx context.Context, typ, id string, after Position) ([]Recor
 
 // ReadFrom returns up to max records of the whole log (every aggregate)
 // starting at stream sequence from (0 or 1: the beginning), in log order.
+// A message that is not an esjet decision (published to an aggregate
+// subject by something else) is logged and skipped; Load of that aggregate
+// refuses it instead, with [ErrCorrupt].
 // max ≤ 0 means no limit. It is for projections, tools and reconciliation;
 // the relay uses a durable consumer.
 func (l *Log) ReadFrom(ctx context.Context, from uint64, max int) ([]Record, error) {
@@ -88,7 +91,7 @@ func (l *Log) ReadFrom(ctx context.Context, from uint64, max int) ([]Record, err
 		from = 1
 	}
 	var out []Record
-	err := l.scan(ctx, l.names.EventsFilter(), from, max, func(r Record) error {
+	err := l.scan(ctx, l.names.EventsFilter(), from, max, skipForeign, func(r Record) error {
 		out = append(out, r)
 		return nil
 	})
@@ -101,7 +104,16 @@ func (l *Log) ReadFrom(ctx context.Context, from uint64, max int) ([]Record, err
 // scan calls fn for each record on filter from sequence from, batch by batch,
 // until the stream has no more or limit records were passed (limit ≤ 0: no
 // limit).
-func (l *Log) scan(ctx context.Context, filter string, from uint64, limit int, fn func(Record) error) error {
+// scanMode says whether a scan steps over messages that are not esjet
+// decisions (logged), instead of stopping at them.
+type scanMode bool
+
+const (
+	strict      scanMode = false
+	skipForeign scanMode = true
+)
+
+func (l *Log) scan(ctx context.Context, filter string, from uint64, limit int, mode scanMode, fn func(Record) error) error {
 	seen := 0
 	for {
 		batch := l.cfg.LoadBatch
@@ -109,11 +121,16 @@ func (l *Log) scan(ctx context.Context, filter string, from uint64, limit int, f
 			batch = limit - seen
 		}
 		got, pending, err := l.getter.get(ctx, batchRequest{Seq: from, NextFor: filter, Batch: batch}, func(m *jetstream.RawStreamMsg) error {
+			from = m.Sequence + 1
 			rec, err := l.decode(m)
+			var de *DecodeError
+			if mode == skipForeign && errors.As(err, &de) {
+				l.logger.Warn("not an esjet decision; skipped", "subject", m.Subject, "seq", m.Sequence, "error", err)
+				return nil
+			}
 			if err != nil {
 				return err
 			}
-			from = m.Sequence + 1
 			return fn(rec)
 		})
 		if errors.Is(err, errNoMessages) {
