@@ -62,7 +62,7 @@ config/esjet.yaml) < ESJET_* environment variables < flags.`,
 	f.StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error")
 	f.StringVar(&g.logFormat, "log-format", "", "text or json")
 
-	root.AddCommand(newRunCmd(g), newVersionCmd(g), newStreamsCmd(g), newSendCmd(g), newStateCmd(g), newEventsCmd(g))
+	root.AddCommand(newRunCmd(g), newVersionCmd(g), newStreamsCmd(g), newSendCmd(g), newStateCmd(g), newEventsCmd(g), newOutboxCmd(g), newReconcileCmd(g))
 	return root
 }
 

@@ -151,6 +151,21 @@ func TestScannerStopsOnErrStopScanAndReturnsOtherErrors(t *testing.T) {
 	}
 }
 
+// A batch also ends at its byte limit (1 MiB a request); the scan goes on
+// by the pending count rather than stopping at a short batch.
+func TestScannerContinuesPastAShortBatch(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s)
+	name := scratchStream(t, js, 60, 100<<10) // ~10 messages per batch
+	sc := streams.NewScanner(js, name, 1000)
+	defer sc.Close()
+	got := collect(t, sc, streams.ScanRange{})
+	if fmt.Sprint(got) != fmt.Sprint(seqRange(1, 60, 1)) {
+		t.Fatalf("got %d messages: %v", len(got), got)
+	}
+}
+
 func TestScannerCloseIsIdempotentAndEndsScanning(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+
+	"github.com/esjet/esjet/internal/outbox"
+)
+
+// listCap is how many entries of each drift list the text output shows.
+const listCap = 20
+
+// repairReport is `esjet reconcile --repair --json`.
+type repairReport struct {
+	Before      outbox.Report `json:"before"`
+	Repaired    int           `json:"repaired"`
+	RepairError string        `json:"repair_error,omitempty"`
+	After       outbox.Report `json:"after"`
+}
+
+func newReconcileCmd(g *globals) *cobra.Command {
+	var (
+		repair, asJSON, noProgress bool
+		stuckAfter                 time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "reconcile",
+		Short: "Check that OUTBOX holds exactly the commands the log recorded; --repair re-publishes orphans",
+		Long: `Read every command recorded in the log, every message in OUTBOX (and the
+pending schedules of delayed commands), the receipts and the DLQ, and report
+per command kind: issued, in outbox, scheduled, in flight, done, failed,
+dead, not yet relayed, expired (aged out of OUTBOX), and the drift:
+
+  orphans     relayed (at or below the relay's ack floor) but neither in
+              OUTBOX nor done nor dead
+  duplicates  one command id stored more than once in OUTBOX (harmless:
+              receipts fold them; reported, never repaired)
+  stuck       in flight, with its newest OUTBOX copy older than --stuck-after
+
+Exit status: 0 when there is no drift, 1 otherwise (or on error).
+
+--repair re-publishes each orphan to OUTBOX from its decision, with its
+original command id as Nats-Msg-Id, then reconciles again and reports (and
+exits by) the state after the repair. With --json it prints
+{"before", "repaired", "after"} instead of one report.`,
+		Example: `  esjet reconcile
+  esjet reconcile --json --no-progress | jq .totals
+  esjet reconcile --repair`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if stuckAfter <= 0 {
+				return fmt.Errorf("--stuck-after %s: must be greater than 0, e.g. 15m", stuckAfter)
+			}
+			cfg, js, closeConn, err := g.outboxConnect(cmd)
+			if err != nil {
+				return err
+			}
+			defer closeConn()
+			ctx := cmd.Context()
+			rc := outbox.NewReconciler(js, cfg.Namespace, outbox.ReconcileConfig{StuckAfter: stuckAfter}, newLogger(cfg, g.stderr))
+			showBar := !noProgress && !asJSON && isTerminal(g.stderr)
+			run := func(what string) (outbox.Report, error) {
+				progress, finish := newProgressBar(g.stderr, what, showBar)
+				rep, err := rc.Run(ctx, progress)
+				finish()
+				return rep, err
+			}
+
+			rep, err := run("reconcile")
+			if err != nil {
+				return err
+			}
+			if !repair {
+				if asJSON {
+					if err := writeIndentedJSON(g.stdout, rep); err != nil {
+						return err
+					}
+				} else {
+					printReconcile(g.stdout, rep)
+				}
+				return driftExit(rep)
+			}
+
+			n, repairErr := rc.Repair(ctx, rep)
+			if repairErr != nil && !errors.Is(repairErr, outbox.ErrRepairDeduplicated) {
+				return fmt.Errorf("repaired %d orphan(s), then: %w", n, repairErr)
+			}
+			after, err := run("re-check")
+			if err != nil {
+				return fmt.Errorf("repaired %d orphan(s), then: %w", n, err)
+			}
+			if asJSON {
+				out := repairReport{Before: rep, Repaired: n, After: after}
+				if repairErr != nil {
+					out.RepairError = repairErr.Error()
+				}
+				if err := writeIndentedJSON(g.stdout, out); err != nil {
+					return err
+				}
+				return driftExit(after)
+			}
+			fmt.Fprintf(g.stdout, "before repair: drift %d (%d orphan(s), %d duplicate(s), %d stuck)\n",
+				rep.Drift(), rep.Totals.Orphans, rep.Totals.Duplicates, rep.Totals.Stuck)
+			fmt.Fprintf(g.stdout, "repaired %d orphan(s): re-published to OUTBOX with their original ids\n", n)
+			if repairErr != nil {
+				fmt.Fprintf(g.stdout, "not repaired yet: %v\n", repairErr)
+			}
+			fmt.Fprintln(g.stdout, "\nafter repair:")
+			printReconcile(g.stdout, after)
+			return driftExit(after)
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&repair, "repair", false, "re-publish orphans to OUTBOX with their original ids, then reconcile again")
+	f.BoolVar(&asJSON, "json", false, "print JSON instead of tables")
+	f.DurationVar(&stuckAfter, "stuck-after", 15*time.Minute, "report a command in flight this long without an outcome as stuck")
+	f.BoolVar(&noProgress, "no-progress", false, "no progress bar (it is also off with --json or when stderr is not a terminal)")
+	return cmd
+}
+
+// driftExit is exit status 1 (the report already said why) when there is
+// drift.
+func driftExit(rep outbox.Report) error {
+	if rep.Drift() > 0 {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// newProgressBar returns a progress callback drawing a bar on w, and a
+// finish func that removes it. When show is false both do nothing.
+func newProgressBar(w io.Writer, what string, show bool) (func(done, total uint64), func()) {
+	if !show {
+		return nil, func() {}
+	}
+	bar := progressbar.NewOptions64(-1,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(what),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowIts(),
+		progressbar.OptionSetItsString("msgs"),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionClearOnFinish(),
+	)
+	progress := func(done, total uint64) {
+		if int64(total) != bar.GetMax64() {
+			bar.ChangeMax64(int64(total))
+		}
+		_ = bar.Set64(int64(done))
+	}
+	return progress, func() { _ = bar.Finish() }
+}
+
+func printReconcile(w io.Writer, r outbox.Report) {
+	relay := fmt.Sprintf("relay ack floor %d of %d", r.RelayAckFloor, r.EventsLastSeq)
+	if !r.RelayConsumer {
+		relay = "the relay never ran"
+	}
+	fmt.Fprintf(w, "namespace %s: %d command(s) issued in %d decision message(s), %s\n", r.Namespace, r.Totals.Issued, r.Scanned.Events, relay)
+	if r.Undecodable > 0 {
+		fmt.Fprintf(w, "%d message(s) in the log are not esjet decisions (skipped, as the relay skips them)\n", r.Undecodable)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tISSUED\tIN OUTBOX\tSCHEDULED\tIN FLIGHT\tDONE\tFAILED\tDEAD\tNOT RELAYED\tEXPIRED\tORPHANS\tDUPLICATES\tSTUCK")
+	row := func(name string, c outbox.Counts) {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", name, c.Issued, c.InOutbox, c.Scheduled, c.InFlight,
+			c.Completed, c.Failed, c.Dead, c.NotYetRelayed, c.Expired, c.Orphans, c.Duplicates, c.Stuck)
+	}
+	for _, k := range r.KindNames() {
+		row(k, r.Kinds[k])
+	}
+	row("TOTAL", r.Totals)
+	_ = tw.Flush()
+	fmt.Fprintln(w)
+	if r.Drift() == 0 {
+		fmt.Fprintln(w, "no drift: OUTBOX holds every relayed command exactly once")
+		return
+	}
+	fmt.Fprintf(w, "drift %d: %d orphan(s), %d duplicate(s), %d stuck (in flight over %s)\n", r.Drift(), r.Totals.Orphans, r.Totals.Duplicates, r.Totals.Stuck, r.StuckAfter)
+	if len(r.Orphans) > 0 {
+		fmt.Fprintln(w, "\norphans (relayed, not in OUTBOX; `esjet reconcile --repair` re-publishes them):")
+		printList(w, len(r.Orphans), "  COMMAND ID\tKIND\tDECISION SEQ", func(i int) string {
+			o := r.Orphans[i]
+			return fmt.Sprintf("  %s\t%s\t%d", o.ID, o.Kind, o.DecisionSeq)
+		})
+	}
+	if len(r.Duplicates) > 0 {
+		fmt.Fprintln(w, "\nduplicates (stored more than once in OUTBOX; receipts fold them):")
+		printList(w, len(r.Duplicates), "  COMMAND ID\tKIND\tCOPIES", func(i int) string {
+			d := r.Duplicates[i]
+			return fmt.Sprintf("  %s\t%s\t%d", d.ID, d.Kind, d.Count)
+		})
+	}
+	if len(r.Stuck) > 0 {
+		fmt.Fprintf(w, "\nstuck (in flight for more than %s; see `esjet outbox <command-id>`):\n", r.StuckAfter)
+		printList(w, len(r.Stuck), "  COMMAND ID\tKIND\tOUTBOX SEQ\tSINCE", func(i int) string {
+			s := r.Stuck[i]
+			return fmt.Sprintf("  %s\t%s\t%d\t%s", s.ID, s.Kind, s.Seq, s.Since.Format(time.RFC3339))
+		})
+	}
+}
+
+// printList prints the first listCap of n lines under header, then how
+// many more there are.
+func printList(w io.Writer, n int, header string, line func(int) string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for i := range min(n, listCap) {
+		fmt.Fprintln(tw, line(i))
+	}
+	_ = tw.Flush()
+	if n > listCap {
+		fmt.Fprintf(w, "  … and %d more (--json lists them all)\n", n-listCap)
+	}
+}

@@ -1,0 +1,159 @@
+package outbox
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/natstest"
+	"github.com/esjet/esjet/internal/streams"
+)
+
+func TestInspectLagWhileTheRelayIsStoppedThenCaughtUp(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	e := newRCEnv(t, s, streams.ProvisionConfig{})
+	in := Inspect(e.js, e.ns)
+
+	lag, err := in.Lag(t.Context())
+	if err != nil || lag.RelayConsumer || lag.Unrelayed != 0 {
+		t.Fatalf("empty log, no relay: %+v %v", lag, err)
+	}
+	// The relay's consumer exists (a relay ran once), but none runs now.
+	if _, err := NewRelay(t.Context(), e.js, e.ns, RelayConfig{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	first := e.decide("a", streams.Command{Kind: "book_flight"})
+	e.decide("b", streams.Command{Kind: "book_flight"})
+	last := e.decide("c")
+	lag, err = in.Lag(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !lag.RelayConsumer || lag.Unrelayed != 3 || lag.AckFloor != 0 || lag.EventsLastSeq != last.Seq ||
+		lag.OldestSeq != first.Seq || lag.OldestAt.IsZero() || lag.OldestAge <= 0 {
+		t.Fatalf("stopped relay: %+v", lag)
+	}
+
+	rcStartRelay(t, e.js, e.ns)
+	rcWaitRelayed(t, e.js, e.names, last.Seq)
+	lag, err = in.Lag(t.Context())
+	if err != nil || lag.Unrelayed != 0 || lag.AckFloor != last.Seq || lag.OldestSeq != 0 || lag.OldestAge != 0 {
+		t.Fatalf("caught up: %+v %v", lag, err)
+	}
+}
+
+func TestInspectKindsCountsPendingInFlightDoneDead(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	e := newRCEnv(t, s, streams.ProvisionConfig{})
+	ctx := t.Context()
+	flight, hotel := streams.Command{Kind: "book_flight"}, streams.Command{Kind: "book_hotel"}
+	a := e.decide("a", flight, hotel)
+	b := e.decide("b", flight, hotel)
+	c := e.decide("c", hotel, streams.Command{Kind: "remind", DeliverAfter: time.Now().Add(time.Hour)})
+	for _, rec := range []streams.Record{a, b, c} {
+		for i := range rec.Commands {
+			e.publish(rec, i)
+		}
+	}
+	e.putReceipt(a.Commands[0].ID, "book_flight", OutcomeDone)
+	e.putReceipt(b.Commands[0].ID, "book_flight", OutcomeFailed)
+	e.deadLetter(b, 0, "no seats")
+	// book_hotel has workers: one message taken, not acked.
+	cons, err := e.js.CreateOrUpdateConsumer(ctx, e.names.Outbox, jetstream.ConsumerConfig{
+		Durable: WorkerConsumerName("book_hotel"), FilterSubject: CommandSubject(e.ns, "book_hotel"), AckPolicy: jetstream.AckExplicitPolicy,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range batch.Messages() {
+	}
+
+	kinds, err := Inspect(e.js, e.ns).Kinds(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []KindStats{
+		{Kind: "book_flight", Messages: 2, Pending: 2, Done: 1, Failed: 1, Dead: 1},
+		{Kind: "book_hotel", Messages: 3, Consumer: "esjet-worker-book_hotel", Pending: 2, InFlight: 1},
+		{Kind: "remind", Scheduled: 1},
+	}
+	if len(kinds) != len(want) {
+		t.Fatalf("kinds %+v", kinds)
+	}
+	for i := range want {
+		if kinds[i] != want[i] {
+			t.Errorf("kind %d:\n got %+v\nwant %+v", i, kinds[i], want[i])
+		}
+	}
+}
+
+func TestInspectCommandFindsCauseOutboxCopyReceiptAndDeadLetter(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	e := newRCEnv(t, s, streams.ProvisionConfig{})
+	ctx := t.Context()
+	e.decide("a") // version 1, no commands
+	rec := e.decide("a", streams.Command{Kind: "book_flight"}, streams.Command{Kind: "book_hotel", Report: true})
+	e.ackRelay(rec.Seq)
+	ack := e.publish(rec, 1)
+	e.putReceipt(rec.Commands[1].ID, "book_hotel", OutcomeFailed)
+	e.deadLetter(rec, 1, "hotel closed")
+	in := Inspect(e.js, e.ns)
+
+	info, err := in.Command(ctx, rec.Commands[1].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cause := info.Cause
+	if cause == nil || cause.AggregateType != "trip" || cause.AggregateID != "a" || cause.Version != 2 || cause.DecisionID != rec.ID ||
+		cause.Seq != rec.Seq || cause.Time.IsZero() || !cause.Report || info.Kind != "book_hotel" || !info.Relayed {
+		t.Fatalf("cause %+v (kind %q, relayed %v)", cause, info.Kind, info.Relayed)
+	}
+	if len(info.Outbox) != 1 || info.Outbox[0].Seq != ack.Sequence || info.Outbox[0].MsgID != rec.Commands[1].ID || info.Schedule != nil {
+		t.Fatalf("outbox %+v schedule %+v", info.Outbox, info.Schedule)
+	}
+	if info.Receipt == nil || info.Receipt.Outcome != OutcomeFailed {
+		t.Fatalf("receipt %+v", info.Receipt)
+	}
+	if len(info.Dead) != 1 || info.Dead[0].Error != "hotel closed" || info.Dead[0].Attempts != 5 || info.Dead[0].Worker != "node-1" {
+		t.Fatalf("dead %+v", info.Dead)
+	}
+
+	// The other command was recorded and relayed but never reached OUTBOX.
+	info, err = in.Command(ctx, rec.Commands[0].ID)
+	if err != nil || info.Cause == nil || len(info.Outbox) != 0 || info.Receipt != nil || len(info.Dead) != 0 {
+		t.Fatalf("orphan: %+v %v", info, err)
+	}
+
+	if _, err := in.Command(ctx, "trip:a:9:0"); !errors.Is(err, ErrUnknownCommand) {
+		t.Fatalf("unknown id: %v", err)
+	}
+	for _, bad := range []string{"", "trip:a:1", "trip:a:x:0", "trip:a.b:1:0", "trip:a:0:0", "trip:a:1:-1"} {
+		if _, err := in.Command(ctx, bad); err == nil || errors.Is(err, ErrUnknownCommand) {
+			t.Errorf("id %q: err = %v, want a format error", bad, err)
+		}
+	}
+}
+
+func TestInspectCommandFindsAPendingSchedule(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	e := newRCEnv(t, s, streams.ProvisionConfig{})
+	rec := e.decide("s", streams.Command{Kind: "remind", DeliverAfter: time.Now().Add(time.Hour)})
+	ack := e.publish(rec, 0)
+	info, err := Inspect(e.js, e.ns).Command(t.Context(), rec.Commands[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Schedule == nil || info.Schedule.Seq != ack.Sequence || len(info.Outbox) != 0 || info.Cause.DeliverAfter.IsZero() || info.Relayed {
+		t.Fatalf("%+v", info)
+	}
+}

@@ -1,0 +1,52 @@
+package outbox
+
+import (
+	"strings"
+	"time"
+)
+
+// Receipt outcomes.
+const (
+	OutcomeDone   = "done"   // the handler succeeded; the command is complete
+	OutcomeFailed = "failed" // terminally failed or retries exhausted (see the DLQ)
+)
+
+// Receipt is what a worker records in the receipts bucket (KV <ns>_receipts,
+// key [ReceiptKey]) once a command's outcome is known. A redelivered or
+// duplicated command finds it and is folded instead of run again.
+type Receipt struct {
+	CommandID string `json:"command_id"`
+	Kind      string `json:"kind"`
+	Outcome   string `json:"outcome"` // OutcomeDone or OutcomeFailed
+	// Attempts is how many times the handler ran.
+	Attempts int `json:"attempts"`
+	// LastError is the last attempt's error ("" when it succeeded).
+	LastError string `json:"last_error"`
+	// ResultDigest identifies the handler's result (a hash), so a repeated
+	// outcome can be told from a different one.
+	ResultDigest string    `json:"result_digest"`
+	At           time.Time `json:"at"`
+}
+
+// ReceiptKey is the receipts bucket key of a command: its id with ':'
+// replaced by '.' (trip:t1:4:0 → trip.t1.4.0). Command id tokens are
+// [A-Za-z0-9_-], so the key is a valid KV key and maps back unambiguously.
+func ReceiptKey(commandID string) string { return strings.ReplaceAll(commandID, ":", ".") }
+
+// commandIDFromKey reverses [ReceiptKey].
+func commandIDFromKey(key string) string { return strings.ReplaceAll(key, ".", ":") }
+
+// Headers a worker adds to a dead letter on <ns>.dlq.<kind>, beside the
+// OUTBOX message's own headers (HeaderCommandID and the others).
+const (
+	HeaderError    = "Esjet-Error"    // the last attempt's error
+	HeaderAttempts = "Esjet-Attempts" // how many times the handler ran
+	HeaderWorker   = "Esjet-Worker"   // the worker (node) that gave up
+)
+
+// WorkerConsumerPrefix names the durable consumer of one kind's workers on
+// OUTBOX: esjet-worker-<kind>.
+const WorkerConsumerPrefix = "esjet-worker-"
+
+// WorkerConsumerName is the durable consumer of kind's workers on OUTBOX.
+func WorkerConsumerName(kind string) string { return WorkerConsumerPrefix + kind }
