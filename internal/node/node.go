@@ -164,7 +164,11 @@ func RepositoryConfig(cfg config.Config) aggregate.Config {
 
 // LogConfig maps the node config to the event log's.
 func LogConfig(cfg config.Config) streams.Config {
-	return streams.Config{MaxMessageSize: int(cfg.Streams.MaxMessageSize)}
+	return streams.Config{
+		MaxMessageSize: int(cfg.Streams.MaxMessageSize),
+		// A schedule must still be in OUTBOX when it fires; keep an hour of margin.
+		MaxDelay: max(cfg.Streams.OutboxMaxAge.Std()-time.Hour, cfg.Streams.OutboxMaxAge.Std()/2),
+	}
 }
 
 // Log is the node's event log.

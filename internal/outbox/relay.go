@@ -104,7 +104,8 @@ func NewRelay(ctx context.Context, js jetstream.JetStream, ns string, cfg RelayC
 		logger = slog.New(slog.DiscardHandler)
 	}
 	names := streams.NamesFor(ns)
-	own, err := jetstream.New(js.Conn(), jetstream.WithPublishAsyncMaxPending(cfg.Batch*16))
+	own, err := jetstream.New(js.Conn(), jetstream.WithPublishAsyncMaxPending(cfg.Batch*16),
+		jetstream.WithPublishAsyncTimeout(cfg.AckWait/2))
 	if err != nil {
 		return nil, err
 	}
@@ -217,9 +218,27 @@ func (r *Relay) relay(ctx context.Context, msgs []jetstream.Msg) {
 			futs = append(futs, sent{msg: i, fut: fut, sched: cm.Subject != CommandSubject(r.names.Namespace, c.Kind)})
 		}
 	}
+	// One deadline for the whole batch; once it has passed, every publish
+	// still unanswered counts as failed (and the async timeout above makes
+	// sure each future does end).
 	timeout := time.NewTimer(r.cfg.AckWait / 2)
 	defer timeout.Stop()
+	expired := false
 	for _, s := range futs {
+		if expired {
+			select {
+			case ack := <-s.fut.Ok():
+				if ack.Duplicate {
+					r.duplicates.Add(1)
+				} else {
+					r.commands.Add(1)
+				}
+			default:
+				r.failures.Add(1)
+				failedAt = min(failedAt, s.msg)
+			}
+			continue
+		}
 		select {
 		case ack := <-s.fut.Ok():
 			switch {
@@ -236,6 +255,7 @@ func (r *Relay) relay(ctx context.Context, msgs []jetstream.Msg) {
 				"command_id", s.fut.Msg().Header.Get(HeaderCommandID), "error", err)
 			failedAt = min(failedAt, s.msg)
 		case <-timeout.C:
+			expired = true
 			r.failures.Add(1)
 			failedAt = min(failedAt, s.msg)
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,9 +33,18 @@ func (l *Log) Append(ctx context.Context, d Decision, after Position) (Record, e
 	if err != nil {
 		return Record{}, err
 	}
-	d, err = prepare(d, after, l.cfg.Now())
+	now := l.cfg.Now()
+	d, err = prepare(d, after, now)
 	if err != nil {
 		return Record{}, err
+	}
+	if l.cfg.MaxDelay > 0 {
+		for _, c := range d.Commands {
+			if c.DeliverAfter.After(now.Add(l.cfg.MaxDelay)) {
+				return Record{}, invalid("command %s (%s) is due %s, more than %s ahead: OUTBOX keeps a delayed command only for streams.outbox_max_age",
+					c.ID, c.Kind, c.DeliverAfter.Format(time.RFC3339), l.cfg.MaxDelay)
+			}
+		}
 	}
 	msg, err := encode(subject, d)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
@@ -60,5 +61,20 @@ func TestForeignMessageIsSkippedByReadFromAndRefusedByLoad(t *testing.T) {
 	}
 	if _, err := h.log.Load(t.Context(), "doc", "bad", Position{}); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Load of the aggregate with the foreign message: %v, want ErrCorrupt", err)
+	}
+}
+
+func TestDeliverAfterBeyondMaxDelayIsRefused(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	h := provisioned([]*server.Server{s}, 1)(t, Config{MaxDelay: time.Hour})
+	d := decision("doc", "late", "edited")
+	d.Commands = []Command{{Kind: "remind", DeliverAfter: time.Now().Add(2 * time.Hour)}}
+	if _, err := h.log.Append(t.Context(), d, Position{}); !errors.Is(err, ErrInvalidDecision) || !strings.Contains(err.Error(), "outbox_max_age") {
+		t.Fatalf("deliver-after beyond the bound: %v", err)
+	}
+	d.Commands[0].DeliverAfter = time.Now().Add(30 * time.Minute)
+	if _, err := h.log.Append(t.Context(), d, Position{}); err != nil {
+		t.Fatalf("within the bound: %v", err)
 	}
 }

@@ -30,6 +30,10 @@ type Config struct {
 	// LoadBatch is how many messages one batched direct get asks for. Zero
 	// means 1000.
 	LoadBatch int
+	// MaxDelay bounds a command's deliver-after: OUTBOX keeps a delayed
+	// command's schedule only for its max age, so a later one would be
+	// lost. Zero means no bound (set it to the outbox max age).
+	MaxDelay time.Duration
 	// Upcast, when set, is applied to every event read.
 	Upcast Upcaster
 	// Now is the clock for event times. Nil means time.Now.
