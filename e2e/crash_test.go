@@ -80,12 +80,27 @@ func assertExactlyOnce(t *testing.T, url, ns string) int {
 			if len(copies) != len(recorded) {
 				t.Fatalf("OUTBOX holds %d commands, the log recorded %d", len(copies), len(recorded))
 			}
+			reconcileClean(t, url, ns)
 			return len(recorded)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("%d of %d recorded commands never reached OUTBOX", missing, len(recorded))
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// reconcileClean runs `esjet reconcile` against the server and requires it
+// to report zero drift (exit 0).
+func reconcileClean(t *testing.T, url, ns string) {
+	t.Helper()
+	stdout, stderr, code := runCLIFail(t, t.TempDir(), "reconcile", "--json", "--no-progress", "--url", url, "--namespace", ns)
+	var rep struct {
+		Drift  uint64
+		Totals struct{ Issued, InOutbox uint64 } `json:"totals"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 0 || rep.Drift != 0 {
+		t.Fatalf("reconcile: exit %d, drift %d (%v)\n%s\n%s", code, rep.Drift, err, stdout, stderr)
 	}
 }
 

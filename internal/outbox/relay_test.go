@@ -249,3 +249,52 @@ func testRelayDelayed(t *testing.T, e *relayEnv) {
 		t.Fatal("the schedule message is still there after firing")
 	}
 }
+
+// TestRelayRestartedAfterTheDedupWindowStoresCopiesReconcileReports: the one
+// case the outbox cannot fold by itself. A relay whose decisions come back
+// after OUTBOX's dedup window has passed publishes their commands again;
+// reconcile names each such command as a duplicate (the workers' receipts
+// are what fold them into one effect).
+func TestRelayRestartedAfterTheDedupWindowStoresCopiesReconcileReports(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s)
+	ns := natstest.Namespace(t)
+	if _, err := streams.Provision(t.Context(), js, ns, streams.ProvisionConfig{OutboxDuplicateWindow: time.Second}, nil); err != nil {
+		t.Fatal(err)
+	}
+	l, err := streams.Open(t.Context(), js, ns, streams.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &relayEnv{js: js, ns: ns, log: l}
+	for i := range 5 {
+		e.appendWithCommands(t, fmt.Sprintf("w%d", i), "pay", 1, time.Time{})
+	}
+	r, stop := runRelay(t, e, RelayConfig{})
+	natstest.Eventually(t, 10*time.Second, func() bool { return r.Stats().Decisions == 5 })
+	stop()
+	time.Sleep(1500 * time.Millisecond) // let the 1s dedup window pass: nothing to poll
+	if err := js.DeleteConsumer(t.Context(), streams.NamesFor(ns).Events, ConsumerName); err != nil {
+		t.Fatal(err)
+	}
+	r2, _ := runRelay(t, e, RelayConfig{})
+	natstest.Eventually(t, 10*time.Second, func() bool { return r2.Stats().Decisions == 5 })
+	for id, n := range e.outboxByCommand(t) {
+		if n != 2 {
+			t.Fatalf("command %s stored %d times, want 2 (the window had passed)", id, n)
+		}
+	}
+	rep, err := NewReconciler(js, ns, ReconcileConfig{}, nil).Run(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Duplicates) != 5 || rep.Totals.Duplicates != 5 || rep.Totals.Orphans != 0 || rep.Drift() != 5 {
+		t.Fatalf("reconcile: %d duplicates listed, totals %+v, drift %d; want the 5 copies and nothing else", len(rep.Duplicates), rep.Totals, rep.Drift())
+	}
+	for _, d := range rep.Duplicates {
+		if d.Count != 2 {
+			t.Fatalf("duplicate %+v, want count 2", d)
+		}
+	}
+}
