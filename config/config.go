@@ -17,8 +17,13 @@ type Config struct {
 	Streams    Streams    `yaml:"streams"`
 	Aggregates Aggregates `yaml:"aggregates"`
 	Outbox     Outbox     `yaml:"outbox"`
-	HTTP       HTTP       `yaml:"http"`
-	Log        Log        `yaml:"log"`
+	// Workers says who carries out each command kind, keyed by kind. Kinds
+	// without an entry (and without a Go handler) wait in OUTBOX. Only the
+	// config file sets it (no environment variables).
+	Workers map[string]Worker `yaml:"workers"`
+	Demo    Demo              `yaml:"demo"`
+	HTTP    HTTP              `yaml:"http"`
+	Log     Log               `yaml:"log"`
 }
 
 // Values of [NATS.Mode].
@@ -145,6 +150,45 @@ type Outbox struct {
 	AckWait Duration `yaml:"ack_wait"`
 }
 
+// Values of [Worker.Target].
+const (
+	TargetNATS = "nats" // a NATS request to Subject
+	TargetHTTP = "http" // an HTTP POST to URL
+	TargetGo   = "go"   // a handler registered in Go (esjet.Options.Handlers)
+)
+
+// Worker configures one command kind's workers. Zero tunables mean their
+// defaults.
+type Worker struct {
+	// Target is "nats", "http" or "go".
+	Target string `yaml:"target"`
+	// Subject is the NATS request subject (target nats).
+	Subject string `yaml:"subject"`
+	// URL receives the POST (target http).
+	URL string `yaml:"url"`
+	// Pool is this node's workers for the kind. Default 4.
+	Pool int `yaml:"pool"`
+	// AckWait is the lease on a delivered command, kept alive while the
+	// handler runs. Default 30s.
+	AckWait Duration `yaml:"ack_wait"`
+	// Timeout cancels a handler. Default 30s.
+	Timeout Duration `yaml:"timeout"`
+	// MaxAttempts before the command is dead-lettered. Default 5.
+	MaxAttempts int `yaml:"max_attempts"`
+	// BackoffInitial and BackoffMax shape retry delays (doubling, ±20%
+	// jitter). Defaults 500ms and 1m.
+	BackoffInitial Duration `yaml:"backoff_initial"`
+	BackoffMax     Duration `yaml:"backoff_max"`
+}
+
+// Demo configures the trip-booking demo.
+type Demo struct {
+	// Services runs the demo's budget and supplier services inside the node
+	// and routes the trip's commands to them (unless workers says
+	// otherwise). Default true.
+	Services bool `yaml:"services"`
+}
+
 // HTTP configures the HTTP API.
 type HTTP struct {
 	// Listen is host:port or "none" to disable HTTP. Default "127.0.0.1:8080".
@@ -200,8 +244,10 @@ func Default() Config {
 			FailoverAfter: Duration(5 * time.Second),
 			AckWait:       Duration(30 * time.Second),
 		},
-		HTTP: HTTP{Listen: "127.0.0.1:8080"},
-		Log:  Log{Level: "info", Format: "text"},
+		Workers: map[string]Worker{},
+		Demo:    Demo{Services: true},
+		HTTP:    HTTP{Listen: "127.0.0.1:8080"},
+		Log:     Log{Level: "info", Format: "text"},
 	}
 }
 

@@ -181,8 +181,8 @@ func TestEveryFieldHasAnEnvVariable(t *testing.T) {
 		}
 	}
 	// Every leaf can be set from text; an unsupported type would fail here.
-	if len(fields) != 40 {
-		t.Errorf("got %d env fields, want 40 (update this count when the schema changes)", len(fields))
+	if len(fields) != 41 {
+		t.Errorf("got %d env fields, want 41 (update this count when the schema changes)", len(fields))
 	}
 	for name, f := range fields {
 		var c Config
@@ -399,5 +399,30 @@ func TestRemoteHTTPNeedsAllowRemote(t *testing.T) {
 	c.HTTP.Listen = "localhost:0"
 	if err := c.Validate(); err != nil {
 		t.Fatalf("loopback: %v", err)
+	}
+}
+
+func TestWorkersAreValidatedPerKind(t *testing.T) {
+	c := Default()
+	c.Workers = map[string]Worker{
+		"ok_nats":  {Target: TargetNATS, Subject: "svc.do"},
+		"ok_http":  {Target: TargetHTTP, URL: "http://127.0.0.1:9/x"},
+		"bad.kind": {Target: TargetGo},
+		"no_subj":  {Target: TargetNATS},
+		"bad_url":  {Target: TargetHTTP, URL: "ftp://x"},
+		"bad_tgt":  {Target: "smtp"},
+		"neg":      {Target: TargetGo, Pool: -1, AckWait: Duration(time.Millisecond)},
+	}
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("invalid workers accepted")
+	}
+	for _, want := range []string{"workers.bad.kind", "workers.no_subj.subject", "workers.bad_url.url", "workers.bad_tgt.target", "workers.neg.pool", "workers.neg.ack_wait"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %s:\n%v", want, err)
+		}
+	}
+	if strings.Contains(err.Error(), "ok_nats") || strings.Contains(err.Error(), "ok_http") {
+		t.Errorf("valid workers reported:\n%v", err)
 	}
 }

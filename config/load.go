@@ -118,6 +118,9 @@ func envFields() map[string]envField {
 				p = path + "." + tag
 			}
 			idx := append(append([]int(nil), index...), i)
+			if f.Type.Kind() == reflect.Map {
+				continue // set in the file only (workers)
+			}
 			if f.Type.Kind() == reflect.Struct && !reflect.PointerTo(f.Type).Implements(textUnmarshalerType) {
 				walk(f.Type, p, idx)
 				continue

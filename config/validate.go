@@ -35,6 +35,8 @@ var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 
 // Validate reports every problem in c, joined with errors.Join; each is a
 // *[FieldError]. It returns nil if c is usable.
+var kindPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
+
 func (c *Config) Validate() error {
 	v := &validator{}
 	if !namespacePattern.MatchString(c.Namespace) {
@@ -66,6 +68,39 @@ func (c *Config) Validate() error {
 		v.add("outbox.ack_wait", o.AckWait, "must be at least 1s")
 	} else if c.Streams.OutboxDuplicateWindow > 0 && c.Streams.OutboxDuplicateWindow < 2*o.AckWait {
 		v.add("streams.outbox_duplicate_window", c.Streams.OutboxDuplicateWindow, fmt.Sprintf("must be at least twice outbox.ack_wait (%s), so a redelivered decision's commands are still recognised as duplicates", o.AckWait))
+	}
+	for kind, w := range c.Workers {
+		path := "workers." + kind
+		if !kindPattern.MatchString(kind) {
+			v.add(path, kind, "a command kind is 1-128 characters of A-Z a-z 0-9 _ -")
+		}
+		switch w.Target {
+		case TargetNATS:
+			if w.Subject == "" || strings.ContainsAny(w.Subject, " \t*>") {
+				v.add(path+".subject", w.Subject, "a NATS target needs a literal subject, e.g. billing.charge")
+			}
+		case TargetHTTP:
+			if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				v.add(path+".url", w.URL, "an HTTP target needs an http:// or https:// URL")
+			}
+		case TargetGo:
+		default:
+			v.add(path+".target", w.Target, `use "nats", "http" or "go"`)
+		}
+		if w.Pool < 0 || w.Pool > 1000 {
+			v.add(path+".pool", w.Pool, "use 0 (default 4) to 1000")
+		}
+		if w.MaxAttempts < 0 {
+			v.add(path+".max_attempts", w.MaxAttempts, "use 0 (default 5) or more")
+		}
+		for name, d := range map[string]Duration{"ack_wait": w.AckWait, "timeout": w.Timeout, "backoff_initial": w.BackoffInitial, "backoff_max": w.BackoffMax} {
+			if d < 0 {
+				v.add(path+"."+name, d, "must not be negative (0 means the default)")
+			}
+		}
+		if w.AckWait > 0 && w.AckWait < Duration(time.Second) {
+			v.add(path+".ack_wait", w.AckWait, "must be at least 1s")
+		}
 	}
 	if host, ok := v.listen("http.listen", c.HTTP.Listen); ok && c.HTTP.Listen != ListenNone && !isLoopback(host) && !c.HTTP.AllowRemote {
 		v.add("http.listen", c.HTTP.Listen, "the HTTP API has no authentication: listening beyond loopback would let anyone on the network send commands and append events; "+

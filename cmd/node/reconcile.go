@@ -37,7 +37,8 @@ func newReconcileCmd(g *globals) *cobra.Command {
 		Long: `Read every command recorded in the log, every message in OUTBOX (and the
 pending schedules of delayed commands), the receipts and the DLQ, and report
 per command kind: issued, in outbox, scheduled, in flight, done, failed,
-dead, not yet relayed, expired (aged out of OUTBOX), and the drift:
+dead, discarded (by esjet dlq discard), not yet relayed, expired (aged out
+of OUTBOX), and the drift:
 
   orphans     relayed (at or below the relay's ack floor) but neither in
               OUTBOX nor done nor dead
@@ -176,10 +177,10 @@ func printReconcile(w io.Writer, r outbox.Report) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tISSUED\tIN OUTBOX\tSCHEDULED\tIN FLIGHT\tDONE\tFAILED\tDEAD\tNOT RELAYED\tEXPIRED\tORPHANS\tDUPLICATES\tSTUCK")
+	fmt.Fprintln(tw, "KIND\tISSUED\tIN OUTBOX\tSCHEDULED\tIN FLIGHT\tDONE\tFAILED\tDEAD\tDISCARDED\tNOT RELAYED\tEXPIRED\tORPHANS\tDUPLICATES\tSTUCK")
 	row := func(name string, c outbox.Counts) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", name, c.Issued, c.InOutbox, c.Scheduled, c.InFlight,
-			c.Completed, c.Failed, c.Dead, c.NotYetRelayed, c.Expired, c.Orphans, c.Duplicates, c.Stuck)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", name, c.Issued, c.InOutbox, c.Scheduled, c.InFlight,
+			c.Completed, c.Failed, c.Dead, c.Discarded, c.NotYetRelayed, c.Expired, c.Orphans, c.Duplicates, c.Stuck)
 	}
 	for _, k := range r.KindNames() {
 		row(k, r.Kinds[k])

@@ -62,7 +62,8 @@ config/esjet.yaml) < ESJET_* environment variables < flags.`,
 	f.StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error")
 	f.StringVar(&g.logFormat, "log-format", "", "text or json")
 
-	root.AddCommand(newRunCmd(g), newVersionCmd(g), newStreamsCmd(g), newSendCmd(g), newStateCmd(g), newEventsCmd(g), newOutboxCmd(g), newReconcileCmd(g))
+	root.AddCommand(newRunCmd(g), newVersionCmd(g), newStreamsCmd(g), newSendCmd(g), newStateCmd(g), newEventsCmd(g), newOutboxCmd(g), newReconcileCmd(g), newDLQCmd(g))
+	root.AddCommand(newDemoServicesCmd(g))
 	return root
 }
 

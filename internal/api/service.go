@@ -227,6 +227,14 @@ func tooLarge(n, max int) error {
 	return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: msg}
 }
 
+// Status is the status an operation's error is answered with (200 for nil).
+func Status(err error) int {
+	if err == nil {
+		return 200
+	}
+	return toError(err).Status
+}
+
 // toError maps any error from the operations to an [*Error].
 func toError(err error) *Error {
 	var ae *Error

@@ -17,6 +17,7 @@ import (
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/broker"
+	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/outbox"
 	"github.com/esjet/esjet/internal/streams"
 )
@@ -29,6 +30,9 @@ type Options struct {
 	Aggregates []*aggregate.Definition
 	// Version is reported by the micro service (semver); "" means 0.0.0.
 	Version string
+	// Handlers are Go handlers by command kind: a kind with target "go" in
+	// the config, or any kind here without a workers entry.
+	Handlers map[string]consumer.Handler
 }
 
 // Node is a running esjet node. Its methods are safe for concurrent use.
@@ -45,6 +49,10 @@ type Node struct {
 
 	relayStop context.CancelFunc
 	relayDone chan error
+
+	workers     []*consumer.Worker
+	workersStop context.CancelFunc
+	workersDone sync.WaitGroup
 
 	httpSrv  *http.Server
 	httpAddr string
@@ -109,6 +117,9 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	n.relayStop, n.relayDone = stop, make(chan error, 1)
 	go func() { n.relayDone <- n.relay.Run(rctx) }()
+	if err := n.startWorkers(ctx, opts.Handlers, logger); err != nil {
+		return nil, err
+	}
 	if cfg.HTTP.Listen != config.ListenNone {
 		if err := n.startHTTP(); err != nil {
 			return nil, err
@@ -209,6 +220,66 @@ func (n *Node) Run(ctx context.Context, grace time.Duration) error {
 	return errors.Join(runErr, n.Close(cctx))
 }
 
+// Workers are the node's command workers, one per kind.
+func (n *Node) Workers() []*consumer.Worker { return n.workers }
+
+// startWorkers starts a worker per configured kind and per Go handler.
+func (n *Node) startWorkers(ctx context.Context, handlers map[string]consumer.Handler, logger *slog.Logger) error {
+	kinds := map[string]consumer.KindConfig{}
+	for kind, w := range n.cfg.Workers {
+		kc := consumer.KindConfig{
+			Kind: kind, Workers: w.Pool, AckWait: w.AckWait.Std(), Timeout: w.Timeout.Std(), MaxAttempts: w.MaxAttempts,
+			BackoffInitial: w.BackoffInitial.Std(), BackoffMax: w.BackoffMax.Std(), Node: n.cfg.NATS.Embedded.ServerName,
+		}
+		switch w.Target {
+		case config.TargetNATS:
+			kc.Handler = consumer.NATSTarget{Conn: n.broker.Conn(), Subject: w.Subject}
+		case config.TargetHTTP:
+			kc.Handler = consumer.HTTPTarget{URL: w.URL}
+		case config.TargetGo:
+			h, ok := handlers[kind]
+			if !ok {
+				return fmt.Errorf("workers.%s: target \"go\" but no Go handler is registered for %s", kind, kind)
+			}
+			kc.Handler = h
+		}
+		kinds[kind] = kc
+	}
+	for kind, h := range handlers {
+		if _, ok := kinds[kind]; !ok {
+			kinds[kind] = consumer.KindConfig{Kind: kind, Handler: h, Node: n.cfg.NATS.Embedded.ServerName}
+		}
+	}
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	n.workersStop = stop
+	fb := feedback{api: n.api}
+	for _, kc := range kinds {
+		w, err := consumer.NewWorker(ctx, n.broker.JetStream(), n.cfg.Namespace, kc, fb, logger)
+		if err != nil {
+			return err
+		}
+		n.workers = append(n.workers, w)
+		n.workersDone.Go(func() { _ = w.Run(wctx) })
+	}
+	return nil
+}
+
+// feedback reports a command's outcome to its aggregate through the API, so
+// it takes the same path (and idempotency) as any command.
+type feedback struct{ api *api.Service }
+
+func (f feedback) Report(ctx context.Context, r consumer.Report) error {
+	_, err := f.api.Send(ctx, r.AggregateType, r.AggregateID, r.Kind, r.Payload,
+		api.Meta{IdempotencyKey: r.IdempotencyKey, CorrelationID: r.CorrelationID, CausationID: r.CausationID})
+	if err == nil {
+		return nil
+	}
+	if status := api.Status(err); status >= 400 && status < 500 && !errors.Is(err, aggregate.ErrConflict) {
+		return fmt.Errorf("%w: %w", consumer.ErrFeedbackRefused, err)
+	}
+	return err
+}
+
 // Relay is the node's outbox relay.
 func (n *Node) Relay() *outbox.Relay { return n.relay }
 
@@ -221,6 +292,16 @@ func (n *Node) Close(ctx context.Context) error {
 		if n.httpSrv != nil {
 			if err := n.httpSrv.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("shut down http: %w", err))
+			}
+		}
+		if n.workersStop != nil {
+			n.workersStop() // stop pulling; in-flight handlers finish
+			waited := make(chan struct{})
+			go func() { n.workersDone.Wait(); close(waited) }()
+			select {
+			case <-waited:
+			case <-ctx.Done():
+				errs = append(errs, fmt.Errorf("stop workers: %w", ctx.Err()))
 			}
 		}
 		if n.relayStop != nil {

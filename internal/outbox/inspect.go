@@ -143,7 +143,7 @@ func (in *Inspector) Kinds(ctx context.Context) ([]KindStats, error) {
 	if dlq, err := optionalStream(ctx, in.js, in.names.DLQ); err != nil {
 		return nil, err
 	} else if dlq != nil {
-		counts, err := subjectCounts(ctx, dlq, in.names.DLQFilter())
+		counts, err := subjectCounts(ctx, dlq, DeadLetterFilter(in.names.Namespace)) // not the audit records
 		if err != nil {
 			return nil, err
 		}
@@ -388,9 +388,9 @@ func (in *Inspector) Command(ctx context.Context, id string) (CommandInfo, error
 	if dlq, err := optionalStream(ctx, in.js, in.names.DLQ); err != nil {
 		return info, err
 	} else if dlq != nil {
-		rng := streams.ScanRange{Filter: in.names.DLQFilter()}
+		rng := streams.ScanRange{Filter: DeadLetterFilter(in.names.Namespace)} // not the audit records
 		if info.Kind != "" {
-			rng.Filter = in.names.Namespace + ".dlq." + info.Kind
+			rng.Filter = DeadLetterSubject(in.names.Namespace, info.Kind)
 		}
 		if err := in.find(ctx, in.names.DLQ, rng, id, func(c Copy, m *jetstream.RawStreamMsg) {
 			c.Error = m.Header.Get(HeaderError)

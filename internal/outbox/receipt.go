@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"encoding/json"
 	"strings"
 	"time"
 )
@@ -24,8 +25,11 @@ type Receipt struct {
 	LastError string `json:"last_error"`
 	// ResultDigest identifies the handler's result (a hash), so a repeated
 	// outcome can be told from a different one.
-	ResultDigest string    `json:"result_digest"`
-	At           time.Time `json:"at"`
+	ResultDigest string `json:"result_digest"`
+	// Result is the handler's result, kept so an outcome whose report to
+	// the aggregate was lost can be reported again without re-running it.
+	Result json.RawMessage `json:"result,omitempty"`
+	At     time.Time       `json:"at"`
 }
 
 // ReceiptKey is the receipts bucket key of a command: its id with ':'

@@ -68,11 +68,12 @@ type entry struct {
 	kind        string
 	decisionSeq uint64 // EVENTS sequence of the issuing decision; 0: not issued in the log
 	dueAt       int64  // when it could first be in OUTBOX: max(decision time, deliver-after), unix ns
-	copies      int    // messages on <ns>.outbox.<kind>
+	copies      int    // messages on <ns>.outbox.<kind>, re-drives from the DLQ not counted
 	lastSeq     uint64 // OUTBOX sequence of the newest copy
 	lastAt      int64  // its server time, unix ns
 	scheduled   bool   // a pending schedule on <ns>.schedule.>
 	dead        bool   // in the DLQ
+	discarded   bool   // its last DLQ audit record says discarded
 	outcome     string // receipt outcome, "" without one
 }
 
@@ -238,7 +239,11 @@ func (r *Reconciler) scanOutbox(ctx context.Context, s *scan, tick func()) error
 			s.scanned.Unidentified++
 		case strings.HasPrefix(m.Subject, outboxPrefix):
 			e := s.get(id, m.Subject[len(outboxPrefix):])
-			e.copies++
+			// A re-drive from the DLQ is a second copy by design, not a
+			// duplicate: it only counts when the relay's copy is gone.
+			if !IsRedrive(id, m.Header.Get(jetstream.MsgIDHeader)) || e.copies == 0 {
+				e.copies++
+			}
 			e.lastSeq, e.lastAt = m.Sequence, m.Time.UnixNano()
 		case strings.HasPrefix(m.Subject, schedulePrefix):
 			kind := m.Header.Get(HeaderCommandKind)
@@ -255,13 +260,18 @@ func (r *Reconciler) scanOutbox(ctx context.Context, s *scan, tick func()) error
 func (r *Reconciler) scanDLQ(ctx context.Context, s *scan, tick func()) error {
 	sc := streams.NewScanner(r.js, r.names.DLQ, r.cfg.Batch)
 	defer sc.Close()
-	prefix := r.names.Namespace + ".dlq."
+	prefix, auditPrefix := r.names.Namespace+".dlq.", r.names.Namespace+".dlq.audit."
 	_, err := sc.Scan(ctx, streams.ScanRange{Filter: r.names.DLQFilter()}, func(m *jetstream.RawStreamMsg) error {
 		tick()
 		s.scanned.DLQ++
 		id := m.Header.Get(HeaderCommandID)
 		if id == "" {
 			s.scanned.Unidentified++
+			return nil
+		}
+		if kind, ok := strings.CutPrefix(m.Subject, auditPrefix); ok {
+			// Stream order: the last action on the command wins.
+			s.get(id, kind).discarded = m.Header.Get(HeaderDLQAction) == AuditDiscarded
 			return nil
 		}
 		s.get(id, strings.TrimPrefix(m.Subject, prefix)).dead = true
@@ -337,11 +347,15 @@ func (r *Reconciler) classify(s *scan, rep *Report, now time.Time) {
 		if e.dead {
 			c.Dead++
 		}
+		discarded := e.discarded && !e.dead // still dead: the discard did not finish
+		if discarded {
+			c.Discarded++
+		}
 		if e.copies > 1 {
 			c.Duplicates++
 			rep.Duplicates = append(rep.Duplicates, Duplicate{ID: id, Kind: e.kind, Count: e.copies})
 		}
-		settled := e.outcome != "" || e.dead
+		settled := e.outcome != "" || e.dead || discarded
 		if e.copies > 0 && !settled {
 			c.InFlight++
 			if e.lastAt < stuckBefore {
@@ -411,6 +425,10 @@ type Counts struct {
 	Failed uint64 `json:"failed"`
 	// Dead: in the DLQ.
 	Dead uint64 `json:"dead"`
+	// Discarded: taken out of the DLQ by `esjet dlq discard` (its last
+	// audit record says so) and not dead again: settled, never an orphan
+	// or in flight.
+	Discarded uint64 `json:"discarded"`
 	// NotYetRelayed: issued by a decision the relay has not acked yet.
 	NotYetRelayed uint64 `json:"not_yet_relayed"`
 	// Expired: relayed, no outcome, no longer in OUTBOX, and its decision
@@ -418,7 +436,8 @@ type Counts struct {
 	// retention (max age): aged out, not lost.
 	Expired uint64 `json:"expired"`
 	// Orphans: issued by a decision at or below the relay's ack floor, not
-	// in OUTBOX (nor a pending schedule), no receipt, not dead, not expired.
+	// in OUTBOX (nor a pending schedule), no receipt, not dead, not
+	// discarded, not expired.
 	Orphans uint64 `json:"orphans"`
 	// Duplicates: ids stored more than once on <ns>.outbox.<kind>.
 	Duplicates uint64 `json:"duplicates"`
@@ -437,6 +456,7 @@ func (c *Counts) add(o Counts) {
 	c.Completed += o.Completed
 	c.Failed += o.Failed
 	c.Dead += o.Dead
+	c.Discarded += o.Discarded
 	c.NotYetRelayed += o.NotYetRelayed
 	c.Expired += o.Expired
 	c.Orphans += o.Orphans

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/esjet/esjet/demo/services"
+	"github.com/esjet/esjet/internal/broker"
+)
+
+func newDemoServicesCmd(g *globals) *cobra.Command {
+	var fails, slows []string
+	cmd := &cobra.Command{
+		Use:   "demo-services",
+		Short: "Run the trip demo's budget, flights and hotels services (NATS request handlers on demo.svc.>)",
+		Long: `Run the "outside world" of the trip demo: a budget service and two suppliers
+that esjet's workers call by NATS request on demo.svc.> (queue group
+demo-services). Each repeated delivery of one command performs its effect
+once (idempotency receipts in the KV bucket demo_services_receipts).
+
+Make a service fail on demand, at start with --fail/--slow, or at runtime:
+  nats req demo.svc.control '{"service":"flights","mode":"transient","count":2}'
+Modes: ok, transient (retryable "supplier busy"), terminal (budget refused /
+no seats / no rooms), slow (sleep, then answer). A count makes the mode apply
+to the next N requests only. Flights to "Atlantis" always fail with "no seats".
+
+Runs until SIGINT or SIGTERM.`,
+		Example: `  esjet demo-services
+  esjet demo-services --fail flights=terminal --fail hotels=transient:2 --slow budget=3s`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts := services.Options{Fail: map[string]services.Mode{}}
+			var problems []error
+			add := func(parse func(string) (string, services.Mode, error), specs []string) {
+				for _, spec := range specs {
+					name, m, err := parse(spec)
+					if err == nil {
+						if _, dup := opts.Fail[name]; dup {
+							err = fmt.Errorf("%s: the mode of %s given twice; give one --fail or --slow per service", spec, name)
+						}
+					}
+					if err != nil {
+						problems = append(problems, err)
+						continue
+					}
+					opts.Fail[name] = m
+				}
+			}
+			add(services.ParseFail, fails)
+			add(services.ParseSlow, slows)
+			if err := errors.Join(problems...); err != nil {
+				return err
+			}
+			cfg, err := g.load(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			logger := newLogger(cfg, g.stderr)
+			ctx := cmd.Context()
+			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			nc, err := broker.Connect(cctx, cfg, "esjet demo-services")
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			lost := closed(nc)
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			svc, err := services.Start(cctx, nc, js, opts, logger)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "demo services ready on %s (nats %s)\n", services.SubjectAll, nc.ConnectedUrlRedacted())
+			select {
+			case <-ctx.Done():
+			case <-lost:
+				_ = svc.Close()
+				return errors.New("demo-services: the connection to NATS closed")
+			}
+			return svc.Close()
+		},
+	}
+	cmd.Flags().StringArrayVar(&fails, "fail", nil, "service=mode[:count]: make budget, flights or hotels fail (transient or terminal), for count requests or until changed")
+	cmd.Flags().StringArrayVar(&slows, "slow", nil, "service=delay[:count]: make a service sleep before answering")
+	return cmd
+}
+
+// closed returns a channel closed when nc closes for good (broker.Connect
+// does not reconnect: a node that stops ends the demo services too).
+func closed(nc *nats.Conn) <-chan struct{} {
+	ch := make(chan struct{})
+	var once sync.Once
+	nc.SetClosedHandler(func(*nats.Conn) { once.Do(func() { close(ch) }) })
+	if nc.IsClosed() {
+		once.Do(func() { close(ch) })
+	}
+	return ch
+}

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/natstest"
+	"github.com/esjet/esjet/internal/outbox"
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// dlqTestNode runs a node in-process on a fixed loopback port until the
+// test ends and returns the flags that reach it.
+func dlqTestNode(t *testing.T, ns string) []string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	flags := []string{"--data-dir", filepath.Join(t.TempDir(), "data"), "--listen", addr, "--http", "none", "--namespace", ns}
+	ctx, cancel := context.WithCancel(context.Background())
+	var nodeOut, nodeErr natstest.Buffer
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, append([]string{"run"}, flags...), nil, &nodeOut, &nodeErr) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("node: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("node did not stop")
+		}
+	})
+	natstest.Eventually(t, 30*time.Second, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("node returned before ready: %v\n%s", err, nodeErr.String())
+		default:
+		}
+		return strings.Contains(nodeOut.String(), " ready: ")
+	})
+	return flags
+}
+
+// dlqCLI runs one esjet command in-process with stdin.
+func dlqCLI(t *testing.T, flags []string, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	root := newRootCmd(nil, &stdout, &stderr)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetArgs(append(args, flags...))
+	err := root.ExecuteContext(t.Context())
+	return stdout.String(), stderr.String(), err
+}
+
+// TestDLQCommandsAgainstARunningNode plants dead letters of a kind no
+// worker serves (the node's workers must not touch them), then drives
+// ls, show, retry, discard and a bulk retry as an operator would.
+func TestDLQCommandsAgainstARunningNode(t *testing.T) {
+	ns := "dlqcli"
+	flags := dlqTestNode(t, ns)
+	nc, err := nats.Connect("nats://" + flags[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := t.Context()
+	names := streams.NamesFor(ns)
+
+	// kill stores a command in OUTBOX as the relay would and dead-letters
+	// it as a worker would.
+	kill := func(id, kind, reason string, at time.Time) uint64 {
+		t.Helper()
+		m := nats.NewMsg(outbox.CommandSubject(ns, kind))
+		m.Data = []byte(`{"parcel":"` + id + `"}`)
+		m.Header.Set(jetstream.MsgIDHeader, id)
+		m.Header.Set(outbox.HeaderCommandID, id)
+		m.Header.Set(outbox.HeaderCommandKind, kind)
+		m.Header.Set(outbox.HeaderAggregateType, "parcel")
+		ack, err := js.PublishMsg(ctx, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dack, err := js.PublishMsg(ctx, outbox.DeadLetterMsg(ns, m, ack.Sequence, reason, 3, "node-1", at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dack.Sequence
+	}
+	now := time.Now()
+	kill("parcel:p1:1:0", "ship_parcel", "HTTP 503 from carrier", now.Add(-2*time.Hour))
+	seq2 := kill("parcel:p2:1:0", "ship_parcel", "HTTP 409: address rejected", now.Add(-time.Minute))
+	kill("parcel:p3:1:0", "label_parcel", "printer on fire", now)
+
+	out, _, err := dlqCLI(t, flags, "", "dlq", "ls")
+	if err != nil || !strings.Contains(out, "SEQ") || !strings.Contains(out, "COMMAND ID") ||
+		!strings.Contains(out, "parcel:p1:1:0") || !strings.Contains(out, "printer on fire") || !strings.Contains(out, "3 dead letter(s)") {
+		t.Fatalf("dlq ls: %v\n%s", err, out)
+	}
+	var list []outbox.DeadLetter
+	out, _, err = dlqCLI(t, flags, "", "dlq", "ls", "--kind", "ship_parcel", "--older-than", "1h", "--json")
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].ID != "parcel:p1:1:0" {
+		t.Fatalf("dlq ls --kind --older-than --json: %v\n%s", err, out)
+	}
+	out, _, err = dlqCLI(t, flags, "", "dlq", "ls", "--error", "address", "--newer-than", "10m", "--json")
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].Seq != seq2 {
+		t.Fatalf("dlq ls --error --newer-than --json: %v\n%s", err, out)
+	}
+	out, _, err = dlqCLI(t, flags, "", "dlq", "ls", "--kind", "nothing_here")
+	if err != nil || !strings.Contains(out, "no dead letters") {
+		t.Fatalf("dlq ls of an empty kind: %v\n%s", err, out)
+	}
+
+	out, _, err = dlqCLI(t, flags, "", "dlq", "show", "parcel:p2:1:0")
+	if err != nil || !strings.Contains(out, "HTTP 409: address rejected") || !strings.Contains(out, `"parcel": "parcel:p2:1:0"`) ||
+		!strings.Contains(out, "history: none") {
+		t.Fatalf("dlq show: %v\n%s", err, out)
+	}
+
+	// Retry one by seq: back in OUTBOX with a new msg id.
+	out, _, err = dlqCLI(t, flags, "", "dlq", "retry", strconv.FormatUint(seq2, 10))
+	wantID := "parcel:p2:1:0:redrive:" + strconv.FormatUint(seq2, 10)
+	if err != nil || !strings.Contains(out, "retried seq "+strconv.FormatUint(seq2, 10)) || !strings.Contains(out, wantID) {
+		t.Fatalf("dlq retry: %v\n%s", err, out)
+	}
+	ost, _ := js.Stream(ctx, names.Outbox)
+	last, err := ost.GetLastMsgForSubject(ctx, outbox.CommandSubject(ns, "ship_parcel"))
+	if err != nil || last.Header.Get(jetstream.MsgIDHeader) != wantID || last.Header.Get(outbox.HeaderCommandID) != "parcel:p2:1:0" {
+		t.Fatalf("OUTBOX after retry: %v %v", last, err)
+	}
+	var det outbox.DeadLetterDetail
+	if _, _, err := dlqCLI(t, flags, "", "dlq", "show", "parcel:p2:1:0"); err == nil || !strings.Contains(err.Error(), "retried by") {
+		t.Fatalf("show after retry: %v", err)
+	}
+
+	// Discard needs a reason.
+	if _, _, err := dlqCLI(t, flags, "", "dlq", "discard", "parcel:p3:1:0"); err == nil || !strings.Contains(err.Error(), "--reason") {
+		t.Fatalf("discard without a reason: %v", err)
+	}
+	out, _, err = dlqCLI(t, flags, "", "dlq", "discard", "parcel:p3:1:0", "--reason", "printer replaced; relabelled by hand")
+	if err != nil || !strings.Contains(out, "discarded seq") || !strings.Contains(out, "relabelled by hand") {
+		t.Fatalf("dlq discard: %v\n%s", err, out)
+	}
+
+	// Bulk retry asks first.
+	kill("parcel:p4:1:0", "ship_parcel", "HTTP 503 from carrier", now)
+	_, stderr, err := dlqCLI(t, flags, "n\n", "dlq", "retry", "--kind", "ship_parcel")
+	if err == nil || !strings.Contains(err.Error(), "nothing retried") || !strings.Contains(stderr, "Retry 2 dead letters of kind ship_parcel? [y/N]") {
+		t.Fatalf("bulk retry answered n: %v\n%s", err, stderr)
+	}
+	if _, _, err := dlqCLI(t, flags, "", "dlq", "retry", "--kind", "ship_parcel"); err == nil || !strings.Contains(err.Error(), "--yes") {
+		t.Fatalf("bulk retry without an answer: %v", err)
+	}
+	out, _, err = dlqCLI(t, flags, "", "dlq", "ls", "--kind", "ship_parcel", "--json")
+	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 2 {
+		t.Fatalf("dead letters after a refused bulk retry: %v\n%s", err, out)
+	}
+	out, _, err = dlqCLI(t, flags, "y\n", "dlq", "retry", "--kind", "ship_parcel")
+	if err != nil || !strings.Contains(out, "retried 2 of 2 dead letters of kind ship_parcel") || strings.Count(out, "retried seq") != 2 {
+		t.Fatalf("bulk retry answered y: %v\n%s", err, out)
+	}
+	out, _, err = dlqCLI(t, flags, "", "dlq", "ls", "--json")
+	if err != nil || strings.TrimSpace(out) != "[]" {
+		t.Fatalf("DLQ after everything: %v\n%s", err, out)
+	}
+	if _, _, err := dlqCLI(t, flags, "", "dlq", "retry"); err == nil || !strings.Contains(err.Error(), "--kind") {
+		t.Fatalf("retry of nothing: %v", err)
+	}
+
+	// The re-driven copy fails again: a new entry, shown with the history
+	// of the earlier one.
+	dack, err := js.PublishMsg(ctx, outbox.DeadLetterMsg(ns, &nats.Msg{Subject: last.Subject, Header: last.Header, Data: last.Data},
+		last.Sequence, "still 409", 1, "node-2", time.Now()))
+	if err != nil || dack.Duplicate {
+		t.Fatalf("dead letter of the re-drive: %+v, %v", dack, err)
+	}
+	seq5 := dack.Sequence
+	out, _, err = dlqCLI(t, flags, "", "dlq", "show", "parcel:p2:1:0", "--json")
+	if err != nil || json.Unmarshal([]byte(out), &det) != nil || det.Seq != seq5 || len(det.History) != 1 || det.History[0].DLQSeq != seq2 {
+		t.Fatalf("dlq show --json: %v\n%s", err, out)
+	}
+
+	// Reconcile knows what the DLQ did: no drift, one discarded, the
+	// re-driven commands in flight, none dead but the new entry.
+	var rep outbox.Report
+	out, _, err = dlqCLI(t, flags, "", "reconcile", "--json", "--no-progress")
+	if err != nil || json.Unmarshal([]byte(out), &rep) != nil {
+		t.Fatalf("reconcile: %v\n%s", err, out)
+	}
+	ship, label := rep.Kinds["ship_parcel"], rep.Kinds["label_parcel"]
+	if rep.Drift() != 0 || label.Discarded != 1 || label.InFlight != 0 || ship.InFlight != 2 || ship.Dead != 1 || ship.Duplicates != 0 {
+		t.Fatalf("reconcile after the DLQ actions:\n%s", out)
+	}
+	if out, _, err := dlqCLI(t, flags, "", "reconcile", "--no-progress"); err != nil || !strings.Contains(out, "DISCARDED") {
+		t.Fatalf("reconcile text: %v\n%s", err, out)
+	}
+}
+
+func TestConfirmRefusesAStdinThatIsNotATerminal(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "stdin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	_, _ = f.WriteString("y\n")
+	_, _ = f.Seek(0, 0)
+	var w bytes.Buffer
+	ok, err := confirm(f, &w, "Retry? [y/N] ")
+	if ok || err == nil || !strings.Contains(err.Error(), "--yes") || w.Len() != 0 {
+		t.Fatalf("confirm from a file: %v, %v, prompt %q", ok, err, w.String())
+	}
+	for in, want := range map[string]bool{"y\n": true, "YES\n": true, "n\n": false, "\n": false, "sure\n": false} {
+		if ok, err := confirm(strings.NewReader(in), &w, "? "); ok != want || err != nil {
+			t.Errorf("answer %q: %v, %v", in, ok, err)
+		}
+	}
+}

@@ -1,0 +1,63 @@
+package services
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Request headers esjet's NATS target sends.
+const (
+	HeaderIdempotencyKey   = "Idempotency-Key" // the command id: the receiver's key
+	HeaderCommandID        = "Esjet-Command-Id"
+	HeaderCommandKind      = "Esjet-Command-Kind"
+	HeaderAttempt          = "Esjet-Attempt" // 1, 2, …
+	HeaderAggregateType    = "Esjet-Aggregate-Type"
+	HeaderAggregateID      = "Esjet-Aggregate-Id"
+	HeaderAggregateVersion = "Esjet-Aggregate-Version"
+)
+
+// Reply is a reply body: {"result": …} on success, {"error": …,
+// "retryable": …, "retry_after_ms": …} on failure.
+type Reply struct {
+	Result       json.RawMessage `json:"result,omitempty"`
+	Error        string          `json:"error,omitempty"`
+	Retryable    bool            `json:"retryable,omitempty"`
+	RetryAfterMS int64           `json:"retry_after_ms,omitempty"`
+}
+
+// The wire shapes: a success always has "result" (null for none), a
+// failure always says whether it is retryable.
+type (
+	successReply struct {
+		Result json.RawMessage `json:"result"`
+	}
+	failureReply struct {
+		Error        string `json:"error"`
+		Retryable    bool   `json:"retryable"`
+		RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
+	}
+)
+
+func success(result json.RawMessage) []byte {
+	if result == nil {
+		result = json.RawMessage("null")
+	}
+	data, _ := json.Marshal(successReply{Result: result})
+	return data
+}
+
+func failure(f *Failure) []byte {
+	data, _ := json.Marshal(failureReply{Error: f.Message, Retryable: f.Retryable, RetryAfterMS: f.RetryAfter.Milliseconds()})
+	return data
+}
+
+// Failure is an effect's refusal, as the reply reports it.
+type Failure struct {
+	Message    string
+	Retryable  bool
+	RetryAfter time.Duration // zero: the caller's own backoff
+}
+
+func (f *Failure) Error() string { return f.Message }
+
+func terminal(msg string) *Failure { return &Failure{Message: msg} }

@@ -1,0 +1,450 @@
+package consumer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/outbox"
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// KindConfig is how one command kind is carried out. The zero value of every
+// tunable means its default.
+type KindConfig struct {
+	Kind    string
+	Handler Handler
+	// Workers is this node's pool for the kind. Zero means 4.
+	Workers int
+	// AckWait is the lease on a delivered command, kept alive by heartbeats
+	// while the handler runs. Zero means 30s.
+	AckWait time.Duration
+	// Timeout cancels a handler's context. Zero means 30s.
+	Timeout time.Duration
+	// MaxAttempts bounds the attempts before the command is dead-lettered.
+	// Zero means 5.
+	MaxAttempts int
+	// BackoffInitial and BackoffMax shape the retry delay: initial × 2^(n-1),
+	// capped, ±20% jitter. Zero means 500ms and 1m.
+	BackoffInitial time.Duration
+	BackoffMax     time.Duration
+	// Node names this worker in dead letters. Empty means the host name.
+	Node string
+}
+
+func (c *KindConfig) setDefaults() {
+	if c.Workers == 0 {
+		c.Workers = 4
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 30 * time.Second
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 5
+	}
+	if c.BackoffInitial == 0 {
+		c.BackoffInitial = 500 * time.Millisecond
+	}
+	if c.BackoffMax == 0 {
+		c.BackoffMax = time.Minute
+	}
+	if c.Node == "" {
+		c.Node, _ = os.Hostname()
+	}
+}
+
+// Feedback sends a command's outcome to the aggregate that issued it, as a
+// command with an idempotency key (a repeat records nothing new).
+type Feedback interface {
+	Report(ctx context.Context, r Report) error
+}
+
+// Report is one outcome going back to its aggregate.
+type Report struct {
+	AggregateType, AggregateID string
+	Kind                       string // <kind>_done or <kind>_failed
+	Payload                    []byte // an outbox.Outcome as JSON
+	IdempotencyKey             string
+	CorrelationID, CausationID string
+}
+
+// ErrFeedbackRefused wraps a feedback error that no retry will change (the
+// aggregate rejected the outcome, or its type is not served here): the
+// worker logs it and acks the command.
+var ErrFeedbackRefused = errors.New("consumer: outcome refused by the aggregate")
+
+// outcome is the payload of <kind>_done / <kind>_failed (the shape of
+// esjet.Outcome, which aggregates decode).
+type outcome struct {
+	CommandID string          `json:"command_id"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	Attempts  int             `json:"attempts,omitempty"`
+}
+
+// Stats are a worker's counters.
+type Stats struct {
+	Done, Retried, Dead, Skipped, Poison, FeedbackErrors int64
+}
+
+// Worker runs one kind's commands on this node.
+type Worker struct {
+	js       jetstream.JetStream
+	names    streams.Names
+	cfg      KindConfig
+	fb       Feedback
+	logger   *slog.Logger
+	cons     jetstream.Consumer
+	receipts jetstream.KeyValue
+
+	done, retried, dead, skipped, poison, feedbackErrors atomic.Int64
+}
+
+// ConsumerConfig is the durable consumer a kind's workers share.
+func ConsumerConfig(ns string, cfg KindConfig) jetstream.ConsumerConfig {
+	cfg.setDefaults()
+	return jetstream.ConsumerConfig{
+		Durable:       outbox.WorkerConsumerName(cfg.Kind),
+		Description:   "esjet workers for " + cfg.Kind,
+		FilterSubject: outbox.CommandSubject(ns, cfg.Kind),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       cfg.AckWait,
+		// The worker counts attempts itself and dead-letters; the server
+		// never drops a command silently.
+		MaxDeliver:    -1,
+		MaxAckPending: 10_000,
+	}
+}
+
+// NewWorker creates (or updates) the kind's durable consumer on OUTBOX.
+// logger may be nil.
+func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindConfig, fb Feedback, logger *slog.Logger) (*Worker, error) {
+	cfg.setDefaults()
+	if err := streams.ValidateToken("command kind", cfg.Kind); err != nil {
+		return nil, err
+	}
+	if cfg.Handler == nil {
+		return nil, fmt.Errorf("worker %s: no handler", cfg.Kind)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	names := streams.NamesFor(ns)
+	cons, err := js.CreateOrUpdateConsumer(ctx, names.Outbox, ConsumerConfig(ns, cfg))
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: consumer on %s: %w", cfg.Kind, names.Outbox, err)
+	}
+	kv, err := js.KeyValue(ctx, names.Receipts)
+	if err != nil {
+		return nil, fmt.Errorf("worker %s: receipts bucket: %w", cfg.Kind, err)
+	}
+	return &Worker{js: js, names: names, cfg: cfg, fb: fb, cons: cons, receipts: kv,
+		logger: logger.With("component", "worker", "consumer", outbox.WorkerConsumerName(cfg.Kind))}, nil
+}
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() Stats {
+	return Stats{Done: w.done.Load(), Retried: w.retried.Load(), Dead: w.dead.Load(), Skipped: w.skipped.Load(),
+		Poison: w.poison.Load(), FeedbackErrors: w.feedbackErrors.Load()}
+}
+
+// Run pulls and handles commands until ctx ends, then stops pulling, lets
+// the handlers in flight finish (each bounded by its timeout), and returns.
+func (w *Worker) Run(ctx context.Context) error {
+	free := make(chan struct{}, w.cfg.Workers)
+	for range w.cfg.Workers {
+		free <- struct{}{}
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	handleCtx := context.WithoutCancel(ctx) // in-flight work finishes after ctx ends
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-free:
+		}
+		// Pull as many as are free right now, no more: a pulled message's
+		// lease starts at once, so it must start at once.
+		n := 1
+	more:
+		for n < w.cfg.Workers {
+			select {
+			case <-free:
+				n++
+			default:
+				break more
+			}
+		}
+		msgs := w.fetch(ctx, n)
+		for range n - len(msgs) {
+			free <- struct{}{}
+		}
+		for _, m := range msgs {
+			wg.Add(1)
+			go func() {
+				defer func() { free <- struct{}{}; wg.Done() }()
+				w.handle(handleCtx, m)
+			}()
+		}
+	}
+}
+
+// fetch takes up to n messages that are there now, or else waits (briefly,
+// to notice ctx) for one.
+func (w *Worker) fetch(ctx context.Context, n int) []jetstream.Msg {
+	var msgs []jetstream.Msg
+	if b, err := w.cons.FetchNoWait(n); err == nil {
+		for m := range b.Messages() {
+			msgs = append(msgs, m)
+		}
+	}
+	if len(msgs) > 0 || ctx.Err() != nil {
+		return msgs
+	}
+	b, err := w.cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second), jetstream.FetchContext(ctx))
+	if err != nil {
+		if ctx.Err() == nil {
+			w.logger.Debug("fetch", "error", err)
+			time.Sleep(100 * time.Millisecond)
+		}
+		return nil
+	}
+	for m := range b.Messages() {
+		msgs = append(msgs, m)
+	}
+	return msgs
+}
+
+// handle runs one delivery to its outcome.
+func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
+	meta, err := m.Metadata()
+	if err != nil {
+		w.logger.Error("message without metadata", "subject", m.Subject(), "error", err)
+		_ = m.Term()
+		return
+	}
+	raw := &nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()}
+	if raw.Header == nil {
+		raw.Header = nats.Header{}
+	}
+	d := deliveryFrom(raw, int(meta.NumDelivered))
+	log := w.logger.With("command_id", d.CommandID, "seq", meta.Sequence.Stream, "attempt", d.Attempt)
+	if d.CommandID == "" {
+		w.poison.Add(1)
+		w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, errors.New("no Esjet-Command-Id header: not an esjet command"))
+		return
+	}
+	if len(d.Payload) > 0 && !json.Valid(d.Payload) {
+		w.poison.Add(1)
+		w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, errors.New("the payload is not valid JSON"))
+		return
+	}
+	if rc, ok := w.receipt(ctx, d.CommandID); ok && rc.Outcome == outbox.OutcomeDone {
+		// Done already (a redelivery after a lost ack, or a duplicate
+		// copy): do not run it again; make sure its outcome was reported.
+		w.skipped.Add(1)
+		if !w.report(ctx, log, d, true, rc.Result, "") {
+			_ = m.NakWithDelay(w.backoff(d.Attempt))
+			return
+		}
+		w.ack(ctx, log, m)
+		return
+	}
+	if d.Attempt > w.cfg.MaxAttempts {
+		// Redelivered past the limit without an outcome (workers died
+		// mid-handler): give up rather than loop.
+		w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, fmt.Errorf("%d deliveries without an outcome", d.Attempt-1))
+		return
+	}
+
+	result, herr := w.run(ctx, m, d)
+	if herr == nil {
+		w.saveReceipt(ctx, log, outbox.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: outbox.OutcomeDone,
+			Attempts: d.Attempt, ResultDigest: digest(result), Result: result, At: time.Now().UTC()})
+		if !w.report(ctx, log, d, true, result, "") {
+			_ = m.NakWithDelay(w.backoff(d.Attempt))
+			return
+		}
+		w.done.Add(1)
+		w.ack(ctx, log, m)
+		return
+	}
+	terminal, after := classify(herr)
+	if !terminal && d.Attempt < w.cfg.MaxAttempts {
+		delay := after
+		if delay == 0 {
+			delay = w.backoff(d.Attempt)
+		}
+		w.retried.Add(1)
+		log.Info("retrying", "error", herr, "delay", delay)
+		_ = m.NakWithDelay(delay)
+		return
+	}
+	w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, herr)
+}
+
+// run calls the handler with a deadline, keeping the lease alive meanwhile.
+func (w *Worker) run(ctx context.Context, m jetstream.Msg, d Delivery) (result json.RawMessage, err error) {
+	hctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
+	defer cancel()
+	stop := make(chan struct{})
+	var hb sync.WaitGroup
+	hb.Go(func() {
+		t := time.NewTicker(max(w.cfg.AckWait/3, 100*time.Millisecond))
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				_ = m.InProgress()
+			}
+		}
+	})
+	defer func() {
+		close(stop)
+		hb.Wait()
+		if p := recover(); p != nil {
+			result, err = nil, fmt.Errorf("handler panicked: %v", p)
+		}
+	}()
+	return w.cfg.Handler.Handle(hctx, d)
+}
+
+// deadLetter records a terminal failure: DLQ entry, failed receipt, the
+// failure reported to the aggregate, then term. If the DLQ write fails the
+// message is nak'ed and comes back: nothing is lost.
+func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.Msg, raw *nats.Msg, seq uint64, d Delivery, cause error) {
+	dl := outbox.DeadLetterMsg(w.names.Namespace, raw, seq, oneLine(cause), d.Attempt, w.cfg.Node, time.Now().UTC())
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err := w.js.PublishMsg(pctx, dl, jetstream.WithExpectStream(w.names.DLQ))
+	cancel()
+	if err != nil {
+		log.Error("dead letter not written; the command will come back", "error", err)
+		_ = m.NakWithDelay(w.backoff(d.Attempt))
+		return
+	}
+	w.dead.Add(1)
+	log.Warn("dead-lettered", "error", cause)
+	if d.CommandID != "" {
+		w.saveReceipt(ctx, log, outbox.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: outbox.OutcomeFailed,
+			Attempts: d.Attempt, LastError: oneLine(cause), At: time.Now().UTC()})
+		w.report(ctx, log, d, false, nil, oneLine(cause)) // best effort: the DLQ entry is the record
+	}
+	_ = m.TermWithReason(oneLine(cause))
+}
+
+// report sends the outcome to the aggregate when the decision asked for it.
+// It returns false when the report should be tried again later.
+func (w *Worker) report(ctx context.Context, log *slog.Logger, d Delivery, ok bool, result json.RawMessage, errText string) bool {
+	if !d.Report || w.fb == nil || d.AggregateType == "" {
+		return true
+	}
+	out := outcome{CommandID: d.CommandID, Result: result, Error: errText, Attempts: d.Attempt}
+	kind, key := d.Kind+"_done", d.CommandID+"/done"
+	if !ok {
+		kind, key = d.Kind+"_failed", d.CommandID+"/failed"
+	}
+	payload, _ := json.Marshal(out)
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	err := w.fb.Report(rctx, Report{AggregateType: d.AggregateType, AggregateID: d.AggregateID, Kind: kind, Payload: payload,
+		IdempotencyKey: key, CorrelationID: d.CorrelationID, CausationID: d.CommandID})
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, ErrFeedbackRefused):
+		log.Warn("outcome refused by the aggregate", "kind", kind, "error", err)
+		return true
+	default:
+		w.feedbackErrors.Add(1)
+		log.Warn("outcome not reported; will retry", "kind", kind, "error", err)
+		return false
+	}
+}
+
+// ack acknowledges and waits for the server to confirm it.
+func (w *Worker) ack(ctx context.Context, log *slog.Logger, m jetstream.Msg) {
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := m.DoubleAck(actx); err != nil {
+		// The command comes back; its receipt makes the next delivery a
+		// no-op.
+		log.Warn("ack not confirmed", "error", err)
+	}
+}
+
+// receipt reads a command's receipt.
+func (w *Worker) receipt(ctx context.Context, id string) (outbox.Receipt, bool) {
+	e, err := w.receipts.Get(ctx, outbox.ReceiptKey(id))
+	if err != nil {
+		return outbox.Receipt{}, false
+	}
+	var rc outbox.Receipt
+	if json.Unmarshal(e.Value(), &rc) != nil {
+		return outbox.Receipt{}, false
+	}
+	return rc, true
+}
+
+// saveReceipt creates the command's receipt, or replaces a failed one (a
+// dead letter re-driven and now done). A done receipt is never replaced.
+func (w *Worker) saveReceipt(ctx context.Context, log *slog.Logger, rc outbox.Receipt) {
+	data, _ := json.Marshal(rc)
+	key := outbox.ReceiptKey(rc.CommandID)
+	for range 3 {
+		_, err := w.receipts.Create(ctx, key, data)
+		if err == nil {
+			return
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			log.Error("receipt not written", "error", err)
+			return
+		}
+		e, gerr := w.receipts.Get(ctx, key)
+		if gerr != nil {
+			continue
+		}
+		var old outbox.Receipt
+		if json.Unmarshal(e.Value(), &old) == nil && old.Outcome == outbox.OutcomeDone {
+			return
+		}
+		if _, err := w.receipts.Update(ctx, key, data, e.Revision()); err == nil {
+			return
+		}
+	}
+	log.Error("receipt not written after retries", "command_id", rc.CommandID)
+}
+
+// backoff is the delay before attempt+1.
+func (w *Worker) backoff(attempt int) time.Duration {
+	d := w.cfg.BackoffInitial << min(max(attempt-1, 0), 20)
+	d = min(d, w.cfg.BackoffMax)
+	jitter := time.Duration(rand.Int64N(int64(d)/5+1)) - d/10
+	return max(d+jitter, time.Millisecond)
+}
+
+func digest(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:16])
+}

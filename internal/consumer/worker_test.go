@@ -1,0 +1,386 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/natstest"
+	"github.com/esjet/esjet/internal/outbox"
+	"github.com/esjet/esjet/internal/streams"
+)
+
+type wEnv struct {
+	js jetstream.JetStream
+	nc *nats.Conn
+	ns string
+	fb *recorder
+}
+
+func newWEnv(t *testing.T, s *server.Server) *wEnv {
+	t.Helper()
+	nc, js := natstest.Connect(t, s)
+	ns := natstest.Namespace(t)
+	if _, err := streams.Provision(t.Context(), js, ns, streams.ProvisionConfig{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return &wEnv{js: js, nc: nc, ns: ns, fb: &recorder{}}
+}
+
+// recorder is the aggregate side: it records the outcomes reported.
+type recorder struct {
+	mu      sync.Mutex
+	reports []Report
+	keys    map[string]bool
+}
+
+func (r *recorder) Report(_ context.Context, rep Report) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.keys == nil {
+		r.keys = map[string]bool{}
+	}
+	if r.keys[rep.IdempotencyKey] {
+		return nil // what the repository does with a repeated key
+	}
+	r.keys[rep.IdempotencyKey] = true
+	r.reports = append(r.reports, rep)
+	return nil
+}
+
+func (r *recorder) all() []Report {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Report(nil), r.reports...)
+}
+
+// command publishes a command to OUTBOX as the relay does.
+func (e *wEnv) command(t *testing.T, kind, id string, payload string) string {
+	t.Helper()
+	cmdID := fmt.Sprintf("trip:%s:1:0", id)
+	m := nats.NewMsg(outbox.CommandSubject(e.ns, kind))
+	m.Data = []byte(payload)
+	for k, v := range map[string]string{
+		jetstream.MsgIDHeader: cmdID, outbox.HeaderCommandID: cmdID, outbox.HeaderCommandKind: kind,
+		outbox.HeaderAggregateType: "trip", outbox.HeaderAggregateID: id, outbox.HeaderVersion: "1",
+		outbox.HeaderDecisionID: "d-" + id, outbox.HeaderReport: "true",
+	} {
+		m.Header.Set(k, v)
+	}
+	if _, err := e.js.PublishMsg(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	return cmdID
+}
+
+func (e *wEnv) start(t *testing.T, kc KindConfig) *Worker {
+	t.Helper()
+	w, err := NewWorker(t.Context(), e.js, e.ns, kc, e.fb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return w
+}
+
+func (e *wEnv) receipt(t *testing.T, id string) (outbox.Receipt, bool) {
+	t.Helper()
+	kv, err := e.js.KeyValue(t.Context(), streams.NamesFor(e.ns).Receipts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := kv.Get(t.Context(), outbox.ReceiptKey(id))
+	if err != nil {
+		return outbox.Receipt{}, false
+	}
+	var rc outbox.Receipt
+	_ = json.Unmarshal(entry.Value(), &rc)
+	return rc, true
+}
+
+func (e *wEnv) deadLetters(t *testing.T) int {
+	t.Helper()
+	st, err := e.js.Stream(t.Context(), streams.NamesFor(e.ns).DLQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return int(st.CachedInfo().State.Msgs)
+}
+
+func fast(kind string, h Handler) KindConfig {
+	return KindConfig{Kind: kind, Handler: h, Workers: 2, AckWait: 2 * time.Second, Timeout: time.Second,
+		MaxAttempts: 5, BackoffInitial: 20 * time.Millisecond, BackoffMax: 100 * time.Millisecond, Node: "test"}
+}
+
+func TestWorker(t *testing.T) {
+	s := natstest.RunServer(t)
+	t.Run("fails twice then succeeds: one effect, three attempts, a receipt", func(t *testing.T) { t.Parallel(); testFlaky(t, newWEnv(t, s)) })
+	t.Run("terminal failure: dead letter, failed receipt, failure reported", func(t *testing.T) { t.Parallel(); testTerminal(t, newWEnv(t, s)) })
+	t.Run("attempts exhausted: dead letter", func(t *testing.T) { t.Parallel(); testExhausted(t, newWEnv(t, s)) })
+	t.Run("poison payload: dead letter after one attempt", func(t *testing.T) { t.Parallel(); testPoison(t, newWEnv(t, s)) })
+	t.Run("a command already done is acked without running", func(t *testing.T) { t.Parallel(); testDoneReceipt(t, newWEnv(t, s)) })
+	t.Run("handler past its deadline is cancelled", func(t *testing.T) { t.Parallel(); testDeadline(t, newWEnv(t, s)) })
+	t.Run("heartbeats keep the lease past AckWait", func(t *testing.T) { t.Parallel(); testHeartbeat(t, newWEnv(t, s)) })
+	t.Run("two nodes share 1000 commands, each effect once", func(t *testing.T) { t.Parallel(); testTwoNodes(t, newWEnv(t, s)) })
+	t.Run("HTTP target: 500, 429 with Retry-After, 409", func(t *testing.T) { t.Parallel(); testHTTPTarget(t, newWEnv(t, s)) })
+	t.Run("NATS target: result and errors", func(t *testing.T) { t.Parallel(); testNATSTarget(t, newWEnv(t, s)) })
+}
+
+func testFlaky(t *testing.T, e *wEnv) {
+	var calls, effects atomic.Int64
+	w := e.start(t, fast("pay", HandlerFunc(func(ctx context.Context, d Delivery) (json.RawMessage, error) {
+		if calls.Add(1) <= 2 {
+			return nil, errors.New("gateway busy")
+		}
+		effects.Add(1)
+		return json.RawMessage(`{"paid":true}`), nil
+	})))
+	id := e.command(t, "pay", "f1", `{"amount":5}`)
+	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Done == 1 })
+	if calls.Load() != 3 || effects.Load() != 1 {
+		t.Fatalf("%d calls, %d effects; want 3 and 1", calls.Load(), effects.Load())
+	}
+	rc, ok := e.receipt(t, id)
+	if !ok || rc.Outcome != outbox.OutcomeDone || rc.Attempts != 3 || string(rc.Result) != `{"paid":true}` {
+		t.Fatalf("receipt %+v %v", rc, ok)
+	}
+	reps := e.fb.all()
+	if len(reps) != 1 || reps[0].Kind != "pay_done" || reps[0].AggregateID != "f1" || reps[0].IdempotencyKey != id+"/done" {
+		t.Fatalf("reports %+v", reps)
+	}
+	var out outcome
+	_ = json.Unmarshal(reps[0].Payload, &out)
+	if out.CommandID != id || string(out.Result) != `{"paid":true}` || out.Attempts != 3 {
+		t.Fatalf("reported outcome %+v", out)
+	}
+}
+
+func testTerminal(t *testing.T, e *wEnv) {
+	var calls atomic.Int64
+	w := e.start(t, fast("book", HandlerFunc(func(ctx context.Context, d Delivery) (json.RawMessage, error) {
+		calls.Add(1)
+		return nil, Terminal(errors.New("no seats"))
+	})))
+	id := e.command(t, "book", "t1", `{}`)
+	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Dead == 1 })
+	if calls.Load() != 1 || e.deadLetters(t) != 1 {
+		t.Fatalf("%d calls, %d dead letters", calls.Load(), e.deadLetters(t))
+	}
+	rc, _ := e.receipt(t, id)
+	if rc.Outcome != outbox.OutcomeFailed || rc.LastError == "" {
+		t.Fatalf("receipt %+v", rc)
+	}
+	natstest.Eventually(t, 5*time.Second, func() bool { return len(e.fb.all()) == 1 })
+	if r := e.fb.all()[0]; r.Kind != "book_failed" || r.IdempotencyKey != id+"/failed" {
+		t.Fatalf("report %+v", r)
+	}
+	// The command is termed: it does not come back.
+	cons, _ := e.js.Consumer(t.Context(), streams.NamesFor(e.ns).Outbox, outbox.WorkerConsumerName("book"))
+	natstest.Eventually(t, 5*time.Second, func() bool {
+		info, err := cons.Info(t.Context())
+		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
+	})
+}
+
+func testExhausted(t *testing.T, e *wEnv) {
+	var calls atomic.Int64
+	kc := fast("sync", HandlerFunc(func(ctx context.Context, d Delivery) (json.RawMessage, error) {
+		calls.Add(1)
+		return nil, errors.New("still down")
+	}))
+	kc.MaxAttempts = 3
+	w := e.start(t, kc)
+	e.command(t, "sync", "x1", `{}`)
+	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Dead == 1 })
+	if calls.Load() != 3 || w.Stats().Retried != 2 {
+		t.Fatalf("%d calls, stats %+v; want 3 calls then the dead letter", calls.Load(), w.Stats())
+	}
+}
+
+func testPoison(t *testing.T, e *wEnv) {
+	var calls atomic.Int64
+	w := e.start(t, fast("mail", HandlerFunc(func(ctx context.Context, d Delivery) (json.RawMessage, error) {
+		calls.Add(1)
+		return nil, nil
+	})))
+	e.command(t, "mail", "p1", `{not json`)
+	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Dead == 1 })
+	if calls.Load() != 0 || w.Stats().Poison != 1 || w.Stats().Retried != 0 {
+		t.Fatalf("handler called %d times, stats %+v", calls.Load(), w.Stats())
+	}
+}
+
+func testDoneReceipt(t *testing.T, e *wEnv) {
+	kv, _ := e.js.KeyValue(t.Context(), streams.NamesFor(e.ns).Receipts)
+	id := "trip:r1:1:0"
+	rc, _ := json.Marshal(outbox.Receipt{CommandID: id, Kind: "ship", Outcome: outbox.OutcomeDone, Attempts: 1, Result: json.RawMessage(`{"n":1}`)})
+	if _, err := kv.Create(t.Context(), outbox.ReceiptKey(id), rc); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	w := e.start(t, fast("ship", HandlerFunc(func(ctx context.Context, d Delivery) (json.RawMessage, error) {
+		calls.Add(1)
+		return nil, nil
+	})))
+	e.command(t, "ship", "r1", `{}`)
+	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Skipped == 1 })
+	if calls.Load() != 0 {
+		t.Fatal("the handler ran for a command already done")
+	}
+	natstest.Eventually(t, 5*time.Second, func() bool { return len(e.fb.all()) == 1 })
+}
+
+func testDeadline(t *testing.T, e *wEnv) {
+	var cancelled atomic.Int64
+	kc := fast("slow", HandlerFunc(func(ctx context.Context, d Delivery) (json.RawMessage, error) {
+		<-ctx.Done()
+		cancelled.Add(1)
+		return nil, Terminal(ctx.Err())
+	}))
+	kc.Timeout = 200 * time.Millisecond
+	w := e.start(t, kc)
+	e.command(t, "slow", "s1", `{}`)
+	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Dead == 1 })
+	if cancelled.Load() != 1 {
+		t.Fatalf("handler context cancelled %d times", cancelled.Load())
+	}
+}
+
+func testHeartbeat(t *testing.T, e *wEnv) {
+	var calls atomic.Int64
+	kc := fast("long", HandlerFunc(func(ctx context.Context, d Delivery) (json.RawMessage, error) {
+		calls.Add(1)
+		select {
+		case <-time.After(2500 * time.Millisecond): // longer than AckWait
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}))
+	kc.AckWait, kc.Timeout = time.Second, 5*time.Second
+	w := e.start(t, kc)
+	e.command(t, "long", "h1", `{}`)
+	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Done == 1 })
+	if calls.Load() != 1 {
+		t.Fatalf("handler ran %d times: the lease expired under a running handler", calls.Load())
+	}
+}
+
+func testTwoNodes(t *testing.T, e *wEnv) {
+	var mu sync.Mutex
+	effects := map[string]int{}
+	var byNode [2]atomic.Int64
+	mk := func(node int) Handler {
+		return HandlerFunc(func(ctx context.Context, d Delivery) (json.RawMessage, error) {
+			mu.Lock()
+			effects[d.IdempotencyKey()]++
+			mu.Unlock()
+			byNode[node].Add(1)
+			return nil, nil
+		})
+	}
+	a := e.start(t, KindConfig{Kind: "note", Handler: mk(0), Workers: 4, Node: "a"})
+	b := e.start(t, KindConfig{Kind: "note", Handler: mk(1), Workers: 4, Node: "b"})
+	for i := range 1000 {
+		e.command(t, "note", fmt.Sprintf("n%d", i), `{}`)
+	}
+	natstest.Eventually(t, 30*time.Second, func() bool { return a.Stats().Done+b.Stats().Done == 1000 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(effects) != 1000 {
+		t.Fatalf("%d distinct effects, want 1000", len(effects))
+	}
+	for k, n := range effects {
+		if n != 1 {
+			t.Fatalf("command %s applied %d times", k, n)
+		}
+	}
+	if byNode[0].Load() == 0 || byNode[1].Load() == 0 {
+		t.Fatalf("work not shared: %d and %d", byNode[0].Load(), byNode[1].Load())
+	}
+	t.Logf("node a %d, node b %d", byNode[0].Load(), byNode[1].Load())
+}
+
+func testHTTPTarget(t *testing.T, e *wEnv) {
+	var mu sync.Mutex
+	seen := map[string][]time.Time{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		key := r.Header.Get(HeaderIdempotencyKey)
+		mu.Lock()
+		seen[key] = append(seen[key], time.Now())
+		n := len(seen[key])
+		mu.Unlock()
+		switch {
+		case r.Header.Get(outbox.HeaderAggregateID) == "conflict":
+			http.Error(w, "already booked differently", http.StatusConflict)
+		case r.Header.Get(outbox.HeaderAggregateID) == "busy" && n == 1:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+		case r.Header.Get(outbox.HeaderAggregateID) == "broken" && n == 1:
+			http.Error(w, "boom", http.StatusInternalServerError)
+		default:
+			if r.Header.Get(HeaderAttempt) != fmt.Sprint(n) {
+				http.Error(w, "attempt header "+r.Header.Get(HeaderAttempt), http.StatusBadRequest)
+				return
+			}
+			_, _ = w.Write([]byte(`{"ok":true}`))
+		}
+	}))
+	defer srv.Close()
+	w := e.start(t, fast("post", HTTPTarget{URL: srv.URL}))
+	busy := e.command(t, "post", "busy", `{}`)
+	broken := e.command(t, "post", "broken", `{}`)
+	conflict := e.command(t, "post", "conflict", `{}`)
+	natstest.Eventually(t, 15*time.Second, func() bool { return w.Stats().Done == 2 && w.Stats().Dead == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen[busy]) != 2 || seen[busy][1].Sub(seen[busy][0]) < 900*time.Millisecond {
+		t.Fatalf("429 with Retry-After 1: attempts at %v", seen[busy])
+	}
+	if len(seen[broken]) != 2 {
+		t.Fatalf("500: %d attempts, want 2", len(seen[broken]))
+	}
+	if len(seen[conflict]) != 1 {
+		t.Fatalf("409: %d attempts, want 1 (terminal)", len(seen[conflict]))
+	}
+	if rc, _ := e.receipt(t, conflict); rc.Outcome != outbox.OutcomeFailed {
+		t.Fatalf("409 receipt %+v", rc)
+	}
+}
+
+func testNATSTarget(t *testing.T, e *wEnv) {
+	sub, err := e.nc.Subscribe("svc.reserve", func(m *nats.Msg) {
+		switch m.Header.Get(outbox.HeaderAggregateID) {
+		case "bad":
+			_ = m.Respond([]byte(`{"error":"sold out","retryable":false}`))
+		default:
+			_ = m.Respond([]byte(`{"result":{"key":"` + m.Header.Get(HeaderIdempotencyKey) + `"}}`))
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	w := e.start(t, fast("reserve", NATSTarget{Conn: e.nc, Subject: "svc.reserve"}))
+	good := e.command(t, "reserve", "good", `{}`)
+	e.command(t, "reserve", "bad", `{}`)
+	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Done == 1 && w.Stats().Dead == 1 })
+	rc, _ := e.receipt(t, good)
+	if string(rc.Result) != `{"key":"`+good+`"}` {
+		t.Fatalf("result %s: the idempotency key did not reach the service", rc.Result)
+	}
+}

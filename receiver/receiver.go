@@ -1,0 +1,203 @@
+package receiver
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+)
+
+var (
+	// ErrConflict means the key was already used with different parameters
+	// (their SHA-256 digests differ). It is terminal: the caller reused an
+	// idempotency key for another request.
+	ErrConflict = errors.New("receiver: idempotency key reused with different parameters")
+	// ErrInProgress means another delivery of the key holds a fresh claim
+	// and ctx ended while Do waited for it to finish. It is retryable.
+	ErrInProgress = errors.New("receiver: another delivery of this key is in progress")
+	// ErrNotRecorded means the effect ran and succeeded, but its result
+	// could not be stored: Do returns the result with this error. Report
+	// success to the producer if you can; a later delivery finds the claim
+	// unfinished and, after Lease, runs the effect again.
+	ErrNotRecorded = errors.New("receiver: the effect ran but its result was not recorded")
+	// ErrInvalidKey means the idempotency key is empty or longer than
+	// [MaxKeyLen].
+	ErrInvalidKey = errors.New("receiver: invalid idempotency key")
+)
+
+// Receiver folds repeated deliveries of one idempotency key into one effect.
+// It is safe for concurrent use, by any number of goroutines and processes
+// sharing its bucket.
+type Receiver struct {
+	kv    jetstream.KeyValue
+	cfg   Config
+	owner string // host/pid prefix of every claim's owner
+}
+
+// writeTimeout bounds the writes that must happen even after the caller's
+// context ended: recording a result, releasing a claim.
+const writeTimeout = 5 * time.Second
+
+// New creates or updates the KV bucket cfg.Bucket (idempotent: receivers on
+// many nodes may call it at once) and returns a receiver that keeps its
+// receipts there.
+func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Receiver, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      cfg.Bucket,
+		Description: "esjet receiver: idempotency keys, parameter digests and results",
+		History:     1,
+		TTL:         cfg.Retention,
+		Replicas:    cfg.Replicas,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("receiver: bucket %s: %w", cfg.Bucket, err)
+	}
+	host, _ := os.Hostname()
+	return &Receiver{kv: kv, cfg: cfg, owner: fmt.Sprintf("%s:%d", host, os.Getpid())}, nil
+}
+
+// Config returns the receiver's configuration with defaults applied.
+func (r *Receiver) Config() Config { return r.cfg }
+
+const (
+	stateRunning = "running"
+	stateDone    = "done"
+)
+
+// record is the JSON value stored under a key.
+type record struct {
+	State     string          `json:"state"`
+	Digest    string          `json:"digest"` // hex SHA-256 of the parameters
+	Owner     string          `json:"owner,omitempty"`
+	ClaimedAt time.Time       `json:"claimed_at,omitzero"`
+	RenewedAt time.Time       `json:"renewed_at,omitzero"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	DoneAt    time.Time       `json:"done_at,omitzero"`
+}
+
+// Do runs effect at most once per key, in effect: the first delivery of key
+// claims it atomically and runs effect; later deliveries with the same
+// params get the stored result with replayed=true, without running it.
+//
+//   - Same key, different params: an error wrapping [ErrConflict].
+//   - Another delivery holds a fresh claim: Do waits for it to finish and
+//     returns its result (replayed=true), or returns an error wrapping
+//     [ErrInProgress] if ctx ends first. If the claim goes stale (its owner
+//     stopped renewing it for Lease), Do takes it over — exactly one waiter
+//     wins — and runs effect.
+//   - effect fails: the claim is released and effect's error is returned
+//     unchanged, so callers can classify it; the next delivery runs effect
+//     again.
+//   - effect succeeds but the result cannot be stored: the result and an
+//     error wrapping [ErrNotRecorded].
+//
+// effect receives ctx. A panic in effect releases the claim and propagates.
+func (r *Receiver) Do(ctx context.Context, key string, params []byte, effect func(ctx context.Context) (json.RawMessage, error)) (result json.RawMessage, replayed bool, err error) {
+	if key == "" || len(key) > MaxKeyLen {
+		return nil, false, fmt.Errorf("%w: %d bytes, want 1 to %d", ErrInvalidKey, len(key), MaxKeyLen)
+	}
+	k := encodeKey(key)
+	digest := digestOf(params)
+
+	var w jetstream.KeyWatcher
+	defer func() {
+		if w != nil {
+			_ = w.Stop()
+		}
+	}()
+	waiting := false // a fresh claim of another delivery was seen
+	inProgress := func(err error) error {
+		if waiting && ctx.Err() != nil {
+			return fmt.Errorf("%w: key %q: %w", ErrInProgress, key, ctx.Err())
+		}
+		return fmt.Errorf("receiver: key %q: %w", key, err)
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, false, inProgress(err)
+		}
+		owner := r.owner + "/" + nuid.Next()
+		rev, err := r.kv.Create(ctx, k, claimValue(digest, owner))
+		if err == nil {
+			return r.run(ctx, key, k, rev, digest, owner, effect)
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, false, inProgress(err)
+		}
+		e, err := r.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // released or expired since Create: claim again
+		}
+		if err != nil {
+			return nil, false, inProgress(err)
+		}
+		var rec record
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			return nil, false, fmt.Errorf("receiver: key %q holds an unreadable record (bucket %s, revision %d): %w", key, r.cfg.Bucket, e.Revision(), err)
+		}
+		if rec.Digest != digest {
+			return nil, false, fmt.Errorf("%w: key %q was first used with parameters of digest %.12s…, now %.12s…", ErrConflict, key, rec.Digest, digest)
+		}
+		switch rec.State {
+		case stateDone:
+			return rec.Result, true, nil
+		case stateRunning:
+		default:
+			return nil, false, fmt.Errorf("receiver: key %q has unknown state %q (bucket %s)", key, rec.State, r.cfg.Bucket)
+		}
+		staleIn := r.cfg.Lease - time.Since(e.Created())
+		if staleIn <= 0 {
+			// Take over at the revision read: of several waiters, one wins.
+			rev, err := r.kv.Update(ctx, k, claimValue(digest, owner), e.Revision())
+			if err == nil {
+				return r.run(ctx, key, k, rev, digest, owner, effect)
+			}
+			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+				continue
+			}
+			return nil, false, inProgress(err)
+		}
+		waiting = true
+		if w == nil {
+			// Watch from now on, then read again, so no change is missed.
+			if w, err = r.kv.Watch(ctx, k, jetstream.UpdatesOnly()); err != nil {
+				w = nil
+				return nil, false, inProgress(err)
+			}
+			continue
+		}
+		t := time.NewTimer(staleIn)
+		select {
+		case _, ok := <-w.Updates():
+			if !ok {
+				w = nil // stopped (ctx ended or the connection closed): the loop decides
+			}
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+	}
+}
+
+func digestOf(params []byte) string {
+	sum := sha256.Sum256(params)
+	return hex.EncodeToString(sum[:])
+}
+
+func claimValue(digest, owner string) []byte {
+	now := time.Now().UTC()
+	data, _ := json.Marshal(record{State: stateRunning, Digest: digest, Owner: owner, ClaimedAt: now, RenewedAt: now})
+	return data
+}
