@@ -1,11 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/demo/services"
 	"github.com/esjet/esjet/demo/trip"
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/node"
@@ -33,9 +37,27 @@ func runNode(cmd *cobra.Command, g *globals) error {
 	}
 	logger := newLogger(cfg, g.stderr)
 	ctx := cmd.Context()
+	if cfg.Demo.Services {
+		// The trip's commands go to the in-process demo services unless the
+		// config routes them elsewhere.
+		workers := map[string]config.Worker{}
+		for kind, subject := range services.KindSubjects {
+			workers[kind] = config.Worker{Target: config.TargetNATS, Subject: subject}
+		}
+		maps.Copy(workers, cfg.Workers)
+		cfg.Workers = workers
+	}
 	n, err := node.Start(ctx, cfg, node.Options{Logger: logger, Aggregates: []*aggregate.Definition{trip.Definition()}, Version: semver()})
 	if err != nil {
 		return err
+	}
+	if cfg.Demo.Services {
+		svc, err := services.Start(ctx, n.Broker().Conn(), n.JetStream(), services.Options{}, logger)
+		if err != nil {
+			_ = n.Close(context.WithoutCancel(ctx))
+			return fmt.Errorf("start demo services: %w", err)
+		}
+		n.OnClose(func() { _ = svc.Close() })
 	}
 	natsURL := n.Broker().ClientURL()
 	if natsURL == "" {

@@ -46,15 +46,23 @@ func requestHeaders(d Delivery) map[string]string {
 
 // reply is a target's answer: {"result": …} or {"error": …, "retryable": …}.
 type reply struct {
-	Result       json.RawMessage `json:"result"`
-	Error        string          `json:"error"`
-	Retryable    bool            `json:"retryable"`
-	RetryAfterMs int64           `json:"retry_after_ms"`
+	Result       *json.RawMessage `json:"result"`
+	Error        string           `json:"error"`
+	Retryable    bool             `json:"retryable"`
+	RetryAfterMs int64            `json:"retry_after_ms"`
 }
 
 func (r reply) outcome() (json.RawMessage, error) {
 	if r.Error == "" {
-		return r.Result, nil
+		if r.Result == nil {
+			// Neither key: not an answer this protocol knows. Ask again
+			// rather than take it for a success.
+			return nil, Retry(errors.New(`reply has neither "result" nor "error"`), 0)
+		}
+		if string(*r.Result) == "null" {
+			return nil, nil
+		}
+		return *r.Result, nil
 	}
 	err := errors.New(r.Error)
 	if r.Retryable {

@@ -60,7 +60,13 @@ type Node struct {
 
 	closeOnce sync.Once
 	closeErr  error
+	onClose   []func()
 }
+
+// OnClose registers fn to run first when the node closes (last registered,
+// first run): for things started on the node's connection, such as
+// in-process services, which must stop before it drains.
+func (n *Node) OnClose(fn func()) { n.onClose = append(n.onClose, fn) }
 
 // Start brings a node up and returns when it is ready: JetStream answers,
 // the streams and buckets match cfg, and the HTTP listener (if any) accepts.
@@ -288,6 +294,9 @@ func (n *Node) Relay() *outbox.Relay { return n.relay }
 // then the broker (drain, then the embedded server). It is idempotent.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
+		for i := len(n.onClose) - 1; i >= 0; i-- {
+			n.onClose[i]()
+		}
 		var errs []error
 		if n.httpSrv != nil {
 			if err := n.httpSrv.Shutdown(ctx); err != nil {
