@@ -34,7 +34,11 @@ func TestDemoServicesServeUntilContextEnds(t *testing.T) {
 	defer stopNode()
 	var nodeOut, nodeErr natstest.Buffer
 	nodeDone := make(chan error, 1)
-	go func() { nodeDone <- run(nodeCtx, append([]string{"run"}, flags...), nil, &nodeOut, &nodeErr) }()
+	// The node's own in-process demo services are off: this test talks to
+	// the standalone ones only.
+	go func() {
+		nodeDone <- run(nodeCtx, append([]string{"run"}, flags...), []string{"ESJET_DEMO_SERVICES=false"}, &nodeOut, &nodeErr)
+	}()
 	defer func() {
 		stopNode()
 		select {
