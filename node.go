@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/api"
+	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/node"
 )
 
@@ -27,9 +29,31 @@ func LoadConfig(path string, environ []string) (Config, error) { return config.L
 type Options struct {
 	Config     Config
 	Aggregates []*Definition
+	// Handlers carry out command kinds in Go, by kind: esjet runs a worker
+	// pool for each (sizes and retries from the config's workers section).
+	Handlers map[string]Handler
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger
 }
+
+// Delivery is one attempt at one command, as a Go handler gets it: the
+// command id (its idempotency key), kind, payload, attempt number and the
+// issuing aggregate and version.
+type Delivery = consumer.Delivery
+
+// Handler carries out one command kind. Return the result (JSON, may be
+// nil) or an error: Retry(err, after) asks for another attempt, Terminal(err)
+// dead-letters it and reports <kind>_failed; any other error is retried.
+type Handler = consumer.Handler
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc = consumer.HandlerFunc
+
+// Retry marks a handler error retryable, after a delay (0: the backoff).
+func Retry(err error, after time.Duration) error { return consumer.Retry(err, after) }
+
+// Terminal marks a handler error terminal: no retry, a dead letter.
+func Terminal(err error) error { return consumer.Terminal(err) }
 
 // Result is what handling a command did: the aggregate's new version, the
 // recorded events and the commands issued.
@@ -59,7 +83,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := opts.Config.Validate(); err != nil {
 		return nil, fmt.Errorf("esjet: invalid configuration: %w", err)
 	}
-	n, err := node.Start(ctx, opts.Config, node.Options{Logger: opts.Logger, Aggregates: opts.Aggregates, Version: Version})
+	n, err := node.Start(ctx, opts.Config, node.Options{Logger: opts.Logger, Aggregates: opts.Aggregates, Version: Version, Handlers: opts.Handlers})
 	if err != nil {
 		return nil, err
 	}
