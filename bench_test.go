@@ -2,6 +2,7 @@ package esjet
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -286,4 +287,83 @@ func BenchmarkLoadColdVsWarm(b *testing.B) {
 			b.ReportMetric(percentile(lat, 0.99), "p99-ms")
 		})
 	}
+}
+
+type benchAcct struct{ Charged int }
+
+func benchAccount() *Definition {
+	def := Define("acct", 1, func(s benchAcct, e Event) benchAcct {
+		if e.Type == "charged" {
+			s.Charged++
+		}
+		return s
+	})
+	On(def, "pay", func(s benchAcct, c benchAdd) (Decision, error) {
+		return Emit("payment_requested", c).Issue("charge", c), nil
+	})
+	On(def, "charge_done", func(s benchAcct, o Outcome) (Decision, error) {
+		return Emit("charged", o), nil
+	})
+	On(def, "charge_failed", func(s benchAcct, o Outcome) (Decision, error) {
+		return Emit("charge_failed", o), nil
+	})
+	return def.Definition()
+}
+
+// BenchmarkEndToEnd is the whole loop, one command at a time: Send(pay) →
+// decision (issues charge) → relay → OUTBOX → worker runs a no-op Go
+// handler → receipt → charge_done back to the aggregate → "charged" is in
+// the log. It reports p50/p99 of that time.
+func BenchmarkEndToEnd(b *testing.B) {
+	cfg := DefaultConfig()
+	cfg.Namespace = "test"
+	cfg.NATS.Embedded.DataDir = b.TempDir()
+	cfg.NATS.Embedded.Listen = "127.0.0.1:0"
+	cfg.NATS.Embedded.Sync = config.SyncInterval
+	cfg.HTTP.Listen = "none"
+	cfg.Demo.Services = false
+	n, err := Start(context.Background(), Options{Config: cfg, Aggregates: []*Definition{benchAccount()},
+		Handlers: map[string]Handler{"charge": HandlerFunc(func(context.Context, Delivery) (json.RawMessage, error) { return nil, nil })}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = n.Close(context.Background()) })
+	nc, err := nats.Connect(n.NATSURL())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(nc.Close)
+	charged := make(chan string, 16)
+	sub, err := nc.Subscribe("test.evt.acct.*", func(m *nats.Msg) {
+		if m.Header.Get("Esjet-Event-Types") == "charged" {
+			charged <- m.Header.Get("Esjet-Aggregate-Id")
+		}
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	ctx := context.Background()
+	var lat []time.Duration
+	i := 0
+	for b.Loop() {
+		id := fmt.Sprintf("a%d", i)
+		t0 := time.Now()
+		if _, err := n.Send(ctx, "acct", id, "pay", benchAdd{By: 1}); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case got := <-charged:
+			if got != id {
+				b.Fatalf("charged %s, want %s", got, id)
+			}
+		case <-time.After(10 * time.Second):
+			b.Fatalf("%s never charged", id)
+		}
+		lat = append(lat, time.Since(t0))
+		i++
+	}
+	slices.Sort(lat)
+	b.ReportMetric(percentile(lat, 0.50), "p50-ms")
+	b.ReportMetric(percentile(lat, 0.99), "p99-ms")
 }

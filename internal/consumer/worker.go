@@ -218,7 +218,11 @@ func (w *Worker) fetch(ctx context.Context, n int) []jetstream.Msg {
 	if len(msgs) > 0 || ctx.Err() != nil {
 		return msgs
 	}
-	b, err := w.cons.Fetch(1, jetstream.FetchMaxWait(2*time.Second), jetstream.FetchContext(ctx))
+	// Wait for the next message, up to 2s so ctx is noticed (FetchContext
+	// carries the deadline; it cannot be combined with FetchMaxWait).
+	fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	b, err := w.cons.Fetch(1, jetstream.FetchContext(fctx))
 	if err != nil {
 		if ctx.Err() == nil {
 			w.logger.Debug("fetch", "error", err)
