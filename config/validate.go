@@ -70,6 +70,11 @@ func (c *Config) Validate() error {
 		v.add("streams.outbox_duplicate_window", c.Streams.OutboxDuplicateWindow, fmt.Sprintf("must be at least twice outbox.ack_wait (%s), so a redelivered decision's commands are still recognised as duplicates", o.AckWait))
 	}
 	for kind, w := range c.Workers {
+		// A worker that crashes after writing a dead letter is redelivered
+		// after its ack_wait; the DLQ must still drop the second write.
+		if aw := w.AckWait; aw > 0 && c.Streams.DuplicateWindow > 0 && c.Streams.DuplicateWindow < 2*aw {
+			v.add("streams.duplicate_window", c.Streams.DuplicateWindow, fmt.Sprintf("must be at least twice workers.%s.ack_wait (%s), so a dead letter written twice by a redelivered worker is dropped", kind, aw))
+		}
 		path := "workers." + kind
 		if !kindPattern.MatchString(kind) {
 			v.add(path, kind, "a command kind is 1-128 characters of A-Z a-z 0-9 _ -")

@@ -156,14 +156,24 @@ func printCommand(w io.Writer, c outbox.CommandInfo) {
 	} else {
 		fmt.Fprintln(tw, "cause\tnot in the log (published to OUTBOX by another producer?)")
 	}
+	relayCopies := 0
+	for _, cp := range c.Outbox {
+		if !outbox.IsRedrive(c.ID, cp.MsgID) {
+			relayCopies++
+		}
+	}
 	switch {
 	case len(c.Outbox) == 0 && c.Schedule == nil:
 		fmt.Fprintln(tw, "outbox\tnot in OUTBOX")
-	case len(c.Outbox) > 1:
-		fmt.Fprintf(tw, "outbox\t%d copies (a duplicate: receipts fold it)\n", len(c.Outbox))
+	case relayCopies > 1:
+		fmt.Fprintf(tw, "outbox\t%d copies from the relay (a duplicate: receipts fold it)\n", relayCopies)
 	}
 	for _, cp := range c.Outbox {
-		fmt.Fprintf(tw, "outbox\tseq %d, %s, msg id %s\n", cp.Seq, cp.Time.Format(time.RFC3339Nano), cp.MsgID)
+		note := ""
+		if outbox.IsRedrive(c.ID, cp.MsgID) {
+			note = " (re-driven from the DLQ)"
+		}
+		fmt.Fprintf(tw, "outbox\tseq %d, %s, msg id %s%s\n", cp.Seq, cp.Time.Format(time.RFC3339Nano), cp.MsgID, note)
 	}
 	if c.Schedule != nil {
 		fmt.Fprintf(tw, "schedule\tpending: seq %d on %s, stored %s\n", c.Schedule.Seq, c.Schedule.Subject, c.Schedule.Time.Format(time.RFC3339Nano))

@@ -37,6 +37,10 @@ func (n Names) OutboxFilter() string { return n.Namespace + ".outbox.>" }
 // the OUTBOX stream).
 func (n Names) ScheduleFilter() string { return n.Namespace + ".schedule.>" }
 
+// DLQFilter is every subject of the DLQ stream: dead letters on
+// <ns>.dlq.<kind> and their audit trail on <ns>.dlq.audit.<kind>. To read
+// dead letters only, use outbox.DeadLetterFilter.
+//
 // DLQFilter is the subject filter of the dead-letter stream.
 func (n Names) DLQFilter() string { return n.Namespace + ".dlq.>" }
 
