@@ -242,7 +242,7 @@ func Default() Config {
 		Outbox: Outbox{
 			RelayBatch:    256,
 			FailoverAfter: Duration(5 * time.Second),
-			AckWait:       Duration(30 * time.Second),
+			AckWait:       Duration(10 * time.Second),
 		},
 		Workers: map[string]Worker{},
 		Demo:    Demo{Services: true},

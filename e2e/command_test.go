@@ -71,7 +71,7 @@ func post(t *testing.T, url, body string, hdr map[string]string) (int, []byte) {
 func TestTripThroughTheCLI(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	n := startNode(t, dir)
+	n := startNodeEnv(t, dir, noDemo)
 	at := []string{"--listen", n.natsListen}
 
 	out := runCLI(t, dir, append([]string{"send", "trip", "t1", "request_trip", tripRequest, "--key", "k1"}, at...)...)
@@ -111,7 +111,7 @@ func TestTripThroughTheCLI(t *testing.T) {
 func TestIdempotencyKeyHoldsAcrossARestart(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	n := startNode(t, dir)
+	n := startNodeEnv(t, dir, noDemo)
 	url := "http://" + n.httpAddr + "/v1/trip/t1/request_trip"
 	key := map[string]string{"Idempotency-Key": "trip-t1-request"}
 	code, body := post(t, url, tripRequest, key)
@@ -122,7 +122,7 @@ func TestIdempotencyKeyHoldsAcrossARestart(t *testing.T) {
 	_ = json.Unmarshal(body, &first)
 	n.stop(t, syscall.SIGTERM)
 
-	n = startNode(t, dir) // empty cache: the answer must come from the log
+	n = startNodeEnv(t, dir, noDemo) // empty cache: the answer must come from the log
 	url = "http://" + n.httpAddr + "/v1/trip/t1/request_trip"
 	code, body = post(t, url, tripRequest, key)
 	var again cmdResult
@@ -146,8 +146,8 @@ func TestIdempotencyKeyHoldsAcrossARestart(t *testing.T) {
 // trip through both: no update is lost and versions stay contiguous.
 func TestTwoNodeProcessesShareOneAggregate(t *testing.T) {
 	t.Parallel()
-	a := startNode(t, t.TempDir())
-	b := startNode(t, t.TempDir(), "--url", a.natsURL)
+	a := startNodeEnv(t, t.TempDir(), noDemo)
+	b := startNodeEnv(t, t.TempDir(), noDemo, "--url", a.natsURL)
 	if code, body := post(t, "http://"+a.httpAddr+"/v1/trip/hot/request_trip", tripRequest, nil); code != 200 {
 		t.Fatalf("request_trip: %d %s", code, body)
 	}

@@ -16,6 +16,10 @@ import (
 	"github.com/esjet/esjet/internal/natstest"
 )
 
+// noDemo runs a node without the in-process demo services: commands stay
+// in OUTBOX, so these tests see exactly what the log and the relay did.
+var noDemo = []string{"ESJET_DEMO_SERVICES=false"}
+
 // commandCopies reads, through NATS only, every command id recorded in the
 // namespace's decisions and how many times each is stored in OUTBOX.
 func commandCopies(t *testing.T, url, ns string) (recorded []string, copies map[string]int) {
@@ -115,7 +119,7 @@ func requestTrip(t *testing.T, n *node, id string) (int, []byte) {
 func TestCrashAfterAppendBeforeReply(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	n := startNodeEnv(t, dir, []string{"ESJET_FAILPOINT=after-append"})
+	n := startNodeEnv(t, dir, append(noDemo, "ESJET_FAILPOINT=after-append"))
 	req, _ := newPostRequest(t, "http://"+n.httpAddr+"/v1/trip/c1/request_trip", tripRequest, map[string]string{"Idempotency-Key": "c1-req"})
 	if resp, err := httpClient.Do(req); err == nil {
 		resp.Body.Close()
@@ -123,7 +127,7 @@ func TestCrashAfterAppendBeforeReply(t *testing.T) {
 	}
 	n.crashed(t)
 
-	n = startNode(t, dir)
+	n = startNodeEnv(t, dir, noDemo)
 	code, body := requestTrip(t, n, "c1")
 	var res cmdResult
 	_ = json.Unmarshal(body, &res)
@@ -143,11 +147,11 @@ func TestCrashAfterAppendBeforeReply(t *testing.T) {
 func TestCrashBetweenRelayPublishAndAck(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	n := startNodeEnv(t, dir, []string{"ESJET_FAILPOINT=relay-after-publish"})
+	n := startNodeEnv(t, dir, append(noDemo, "ESJET_FAILPOINT=relay-after-publish"))
 	requestTrip(t, n, "r1") // the relay publishes lock_budget, then the process dies
 	n.crashed(t)
 
-	n = startNode(t, dir)
+	n = startNodeEnv(t, dir, noDemo)
 	for i := 2; i <= 5; i++ {
 		if code, body := requestTrip(t, n, fmt.Sprintf("r%d", i)); code != 200 {
 			t.Fatalf("request %d: %d %s", i, code, body)
@@ -164,7 +168,10 @@ func TestCrashBetweenRelayPublishAndAck(t *testing.T) {
 func TestKill9MidLoad(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	n := startNode(t, dir)
+	// Decisions the killed relay held come back after the relay's ack_wait:
+	// keep it short so the test does not wait the default.
+	env := append(noDemo, "ESJET_OUTBOX_ACK_WAIT=2s")
+	n := startNodeEnv(t, dir, env)
 	var sent atomic.Int64
 	var wg sync.WaitGroup
 	stop := make(chan struct{})
@@ -191,7 +198,7 @@ func TestKill9MidLoad(t *testing.T) {
 	close(stop)
 	wg.Wait()
 
-	n = startNode(t, dir)
+	n = startNodeEnv(t, dir, env)
 	got := assertExactlyOnce(t, n.natsURL, "demo")
 	if got < 200 {
 		t.Fatalf("only %d commands recorded after %d acknowledged requests", got, sent.Load())
@@ -207,7 +214,7 @@ func TestKill9MidLoad(t *testing.T) {
 func TestTwoNodesOneActiveRelayAndFailover(t *testing.T) {
 	t.Parallel()
 	srv := natstest.RunServer(t)
-	failover := []string{"ESJET_OUTBOX_FAILOVER_AFTER=2s"}
+	failover := append(noDemo, "ESJET_OUTBOX_FAILOVER_AFTER=2s")
 	first := startNodeEnv(t, t.TempDir(), failover, "--url", srv.ClientURL())
 	for i := range 5 {
 		if code, body := requestTrip(t, first, fmt.Sprintf("t%d", i)); code != 200 {

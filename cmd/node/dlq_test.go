@@ -34,7 +34,9 @@ func dlqTestNode(t *testing.T, ns string) []string {
 	ctx, cancel := context.WithCancel(context.Background())
 	var nodeOut, nodeErr natstest.Buffer
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, append([]string{"run"}, flags...), []string{"ESJET_DEMO_SERVICES=false"}, &nodeOut, &nodeErr) }()
+	go func() {
+		done <- run(ctx, append([]string{"run"}, flags...), []string{"ESJET_DEMO_SERVICES=false"}, &nodeOut, &nodeErr)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -39,7 +39,9 @@ func TestReconcileAndOutboxCommandsAgainstARunningNode(t *testing.T) {
 	defer cancel()
 	var nodeOut, nodeErr natstest.Buffer
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, append([]string{"run"}, flags...), []string{"ESJET_DEMO_SERVICES=false"}, &nodeOut, &nodeErr) }()
+	go func() {
+		done <- run(ctx, append([]string{"run"}, flags...), []string{"ESJET_DEMO_SERVICES=false"}, &nodeOut, &nodeErr)
+	}()
 	defer func() {
 		cancel()
 		select {

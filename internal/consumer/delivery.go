@@ -65,13 +65,13 @@ type RetryableError struct {
 	After time.Duration
 }
 
-func (e *RetryableError) Error() string { return "retryable: " + e.Err.Error() }
+func (e *RetryableError) Error() string { return e.Err.Error() }
 func (e *RetryableError) Unwrap() error { return e.Err }
 
 // TerminalError says no attempt will ever succeed: dead-letter it now.
 type TerminalError struct{ Err error }
 
-func (e *TerminalError) Error() string { return "terminal: " + e.Err.Error() }
+func (e *TerminalError) Error() string { return e.Err.Error() }
 func (e *TerminalError) Unwrap() error { return e.Err }
 
 // Retry marks err retryable, optionally after a delay (0: the backoff).

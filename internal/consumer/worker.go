@@ -280,9 +280,12 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 
 	result, herr := w.run(ctx, m, d)
 	if herr == nil {
-		w.saveReceipt(ctx, log, outbox.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: outbox.OutcomeDone,
+		// Report what the receipt holds: if another worker finished first
+		// (this one lost its lease), its result is the one on record, and
+		// every report of the command stays identical.
+		rc := w.saveReceipt(ctx, log, outbox.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: outbox.OutcomeDone,
 			Attempts: d.Attempt, ResultDigest: digest(result), Result: result, At: time.Now().UTC()})
-		if !w.report(ctx, log, d, true, result, "") {
+		if !w.report(ctx, log, d, true, rc.Result, "") {
 			_ = m.NakWithDelay(w.backoff(d.Attempt))
 			return
 		}
@@ -361,7 +364,9 @@ func (w *Worker) report(ctx context.Context, log *slog.Logger, d Delivery, ok bo
 	if !d.Report || w.fb == nil || d.AggregateType == "" {
 		return true
 	}
-	out := outcome{CommandID: d.CommandID, Result: result, Error: errText, Attempts: d.Attempt}
+	// No attempt count in the payload: every report of one outcome must be
+	// byte-identical, or the aggregate would take a repeat for a conflict.
+	out := outcome{CommandID: d.CommandID, Result: result, Error: errText}
 	kind, key := d.Kind+"_done", d.CommandID+"/done"
 	if !ok {
 		kind, key = d.Kind+"_failed", d.CommandID+"/failed"
@@ -409,18 +414,19 @@ func (w *Worker) receipt(ctx context.Context, id string) (outbox.Receipt, bool) 
 }
 
 // saveReceipt creates the command's receipt, or replaces a failed one (a
-// dead letter re-driven and now done). A done receipt is never replaced.
-func (w *Worker) saveReceipt(ctx context.Context, log *slog.Logger, rc outbox.Receipt) {
+// dead letter re-driven and now done). A done receipt is never replaced: it
+// is returned instead, so the caller reports the outcome on record.
+func (w *Worker) saveReceipt(ctx context.Context, log *slog.Logger, rc outbox.Receipt) outbox.Receipt {
 	data, _ := json.Marshal(rc)
 	key := outbox.ReceiptKey(rc.CommandID)
 	for range 3 {
 		_, err := w.receipts.Create(ctx, key, data)
 		if err == nil {
-			return
+			return rc
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			log.Error("receipt not written", "error", err)
-			return
+			return rc
 		}
 		e, gerr := w.receipts.Get(ctx, key)
 		if gerr != nil {
@@ -428,13 +434,14 @@ func (w *Worker) saveReceipt(ctx context.Context, log *slog.Logger, rc outbox.Re
 		}
 		var old outbox.Receipt
 		if json.Unmarshal(e.Value(), &old) == nil && old.Outcome == outbox.OutcomeDone {
-			return
+			return old
 		}
 		if _, err := w.receipts.Update(ctx, key, data, e.Revision()); err == nil {
-			return
+			return rc
 		}
 	}
 	log.Error("receipt not written after retries", "command_id", rc.CommandID)
+	return rc
 }
 
 // backoff is the delay before attempt+1.

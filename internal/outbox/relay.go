@@ -31,7 +31,8 @@ type RelayConfig struct {
 	// renewed every PinnedTTL/2, and JetStream wants at least 1s).
 	PinnedTTL time.Duration
 	// AckWait is how long a fetched decision may stay unacknowledged before
-	// JetStream redelivers it. Zero means 30s.
+	// JetStream redelivers it: after a relay dies, what it held comes back
+	// after this. Zero means 10s.
 	AckWait time.Duration
 	// Now is the clock deciding whether a delayed command is still due
 	// later. Nil means time.Now.
@@ -46,7 +47,7 @@ func (c *RelayConfig) setDefaults() {
 		c.PinnedTTL = 5 * time.Second
 	}
 	if c.AckWait == 0 {
-		c.AckWait = 30 * time.Second
+		c.AckWait = 10 * time.Second
 	}
 	if c.Now == nil {
 		c.Now = time.Now
