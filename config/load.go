@@ -28,6 +28,9 @@ const EnvConfigFile = "ESJET_CONFIG"
 // is not a config field, and the typo check leaves it alone.
 const EnvFailpoint = "ESJET_FAILPOINT"
 
+// EnvFailpoints is the many-point form of [EnvFailpoint].
+const EnvFailpoints = "ESJET_FAILPOINTS"
+
 // EnvPrefix starts every environment override.
 const EnvPrefix = "ESJET_"
 
@@ -152,7 +155,7 @@ func applyEnv(cfg *Config, environ []string) error {
 	var errs []error
 	for _, kv := range environ {
 		name, val, ok := strings.Cut(kv, "=")
-		if !ok || !strings.HasPrefix(name, EnvPrefix) || name == EnvConfigFile || name == EnvFailpoint {
+		if !ok || !strings.HasPrefix(name, EnvPrefix) || name == EnvConfigFile || name == EnvFailpoint || name == EnvFailpoints {
 			continue
 		}
 		f, ok := fields[name]

@@ -247,6 +247,7 @@ func (r *Repository) Handle(ctx context.Context, cmd Command) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
+		failpoint.Hit(failpoint.BeforeAppend)
 		rec, err := r.log.Append(ctx, sd, e.pos)
 		var conflict *streams.ConflictError
 		switch {

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/esjet/esjet/internal/failpoint"
 	"github.com/esjet/esjet/internal/outbox"
 	"github.com/esjet/esjet/internal/streams"
 )
@@ -278,18 +279,22 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 
+	failpoint.Hit(failpoint.WorkerBeforeCall)
 	result, herr := w.run(ctx, m, d)
+	failpoint.Hit(failpoint.WorkerAfterCall)
 	if herr == nil {
 		// Report what the receipt holds: if another worker finished first
 		// (this one lost its lease), its result is the one on record, and
 		// every report of the command stays identical.
 		rc := w.saveReceipt(ctx, log, outbox.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: outbox.OutcomeDone,
 			Attempts: d.Attempt, ResultDigest: digest(result), Result: result, At: time.Now().UTC()})
+		failpoint.Hit(failpoint.WorkerAfterReceipt)
 		if !w.report(ctx, log, d, true, rc.Result, "") {
 			_ = m.NakWithDelay(w.backoff(d.Attempt))
 			return
 		}
 		w.done.Add(1)
+		failpoint.Hit(failpoint.WorkerBeforeAck)
 		w.ack(ctx, log, m)
 		return
 	}

@@ -1,63 +1,141 @@
-// Package failpoint lets crash tests kill the process at a named point.
+// Package failpoint lets crash tests kill (or pause) the process at named
+// points.
 //
-// When the environment variable ESJET_FAILPOINT names a point and the code
-// reaches Hit(point), the process sends itself SIGKILL on the spot: no
-// defers run, no buffers flush, no connection is drained — the worst moment
-// an operator's kill -9 or a power cut could choose. Points are compiled in
-// always; with the variable unset, Hit is a string comparison.
+// ESJET_FAILPOINTS arms points, comma-separated, each "point=action":
 //
-// ESJET_FAILPOINT may name a point with a count, "relay-after-publish:3",
-// to crash on the third time it is reached.
+//	ESJET_FAILPOINTS=after-append=kill@3,worker-after-call=kill,relay-after-publish=sleep(2s)
+//
+// kill sends the process SIGKILL on the spot: no defers run, no buffers
+// flush, no connection is drained — the worst moment an operator's kill -9
+// or a power cut could choose. sleep(d) pauses the calling goroutine. @N acts
+// on the Nth time the point is reached (default: the first). The older
+// ESJET_FAILPOINT=point[:N] form means point=kill@N. Points are compiled in
+// always; with nothing armed, Hit is a map lookup on an empty map.
 package failpoint
 
 import (
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
-// EnvVar names the failpoint to crash at.
-const EnvVar = "ESJET_FAILPOINT"
-
-// Points used by esjet, for tests and operators.
+// EnvVar arms failpoints; EnvVarSingle is the older one-point form.
 const (
-	// AfterAppend: a decision is stored and acknowledged, before the reply.
-	AfterAppend = "after-append"
-	// RelayAfterPublish: the relay published a batch's commands to OUTBOX
-	// and got their acks, before it acked the decisions.
-	RelayAfterPublish = "relay-after-publish"
-	// RelayBeforePublish: the relay fetched decisions, before publishing.
-	RelayBeforePublish = "relay-before-publish"
+	EnvVar       = "ESJET_FAILPOINTS"
+	EnvVarSingle = "ESJET_FAILPOINT"
 )
 
-var (
-	armed string
-	after int64
-	hits  atomic.Int64
+// Points used by esjet.
+const (
+	BeforeAppend       = "before-append"        // a decision is made, not yet stored
+	AfterAppend        = "after-append"         // stored and acknowledged, before the reply
+	RelayBeforePublish = "relay-before-publish" // the relay fetched decisions, before publishing
+	RelayAfterPublish  = "relay-after-publish"  // OUTBOX acked the batch's commands, before the relay acks
+	WorkerBeforeCall   = "worker-before-call"   // a worker is about to call the handler
+	WorkerAfterCall    = "worker-after-call"    // the handler returned, nothing recorded yet
+	WorkerAfterReceipt = "worker-after-receipt" // the receipt is written, the result not yet reported
+	WorkerBeforeAck    = "worker-before-ack"    // the result is reported, the command not yet acked
 )
+
+// Known lists every point, for validation and docs.
+var Known = []string{BeforeAppend, AfterAppend, RelayBeforePublish, RelayAfterPublish,
+	WorkerBeforeCall, WorkerAfterCall, WorkerAfterReceipt, WorkerBeforeAck}
+
+type action struct {
+	kill  bool
+	sleep time.Duration
+	at    int64 // act on this hit (1-based)
+	hits  atomic.Int64
+}
+
+var armed map[string]*action
 
 func init() {
-	v := os.Getenv(EnvVar)
-	if v == "" {
-		return
+	var err error
+	armed, err = Parse(os.Getenv(EnvVar))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "esjet: %s: %v\n", EnvVar, err)
+		os.Exit(2)
 	}
-	armed, after = v, 1
-	if name, n, ok := strings.Cut(v, ":"); ok {
-		if c, err := strconv.ParseInt(n, 10, 64); err == nil && c > 0 {
-			armed, after = name, c
+	if v := os.Getenv(EnvVarSingle); v != "" {
+		name, n, _ := strings.Cut(v, ":")
+		spec := name + "=kill"
+		if n != "" {
+			spec += "@" + n
+		}
+		more, err := Parse(spec)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "esjet: %s: %v\n", EnvVarSingle, err)
+			os.Exit(2)
+		}
+		if armed == nil {
+			armed = more
+		} else {
+			for k, a := range more {
+				armed[k] = a
+			}
 		}
 	}
 }
 
-// Hit kills the process with SIGKILL if point is the armed failpoint and
-// this is the configured hit.
+// Parse reads a failpoints spec ("point=kill@3,point2=sleep(2s)").
+func Parse(spec string) (map[string]*action, error) {
+	if strings.TrimSpace(spec) == "" {
+		return nil, nil
+	}
+	out := map[string]*action{}
+	for _, item := range strings.Split(spec, ",") {
+		name, act, ok := strings.Cut(strings.TrimSpace(item), "=")
+		if !ok {
+			return nil, fmt.Errorf("%q: want point=kill[@N] or point=sleep(d)[@N]", item)
+		}
+		known := false
+		for _, k := range Known {
+			known = known || k == name
+		}
+		if !known {
+			return nil, fmt.Errorf("unknown failpoint %q (known: %s)", name, strings.Join(Known, ", "))
+		}
+		a := &action{at: 1}
+		if body, n, ok := strings.Cut(act, "@"); ok {
+			c, err := strconv.ParseInt(n, 10, 64)
+			if err != nil || c < 1 {
+				return nil, fmt.Errorf("%q: @%s is not a positive count", item, n)
+			}
+			a.at, act = c, body
+		}
+		switch {
+		case act == "kill":
+			a.kill = true
+		case strings.HasPrefix(act, "sleep(") && strings.HasSuffix(act, ")"):
+			d, err := time.ParseDuration(act[len("sleep(") : len(act)-1])
+			if err != nil {
+				return nil, fmt.Errorf("%q: %v", item, err)
+			}
+			a.sleep = d
+		default:
+			return nil, fmt.Errorf("%q: action %q: want kill or sleep(d)", item, act)
+		}
+		out[name] = a
+	}
+	return out, nil
+}
+
+// Hit acts if point is armed and this is the hit it waits for.
 func Hit(point string) {
-	if armed == "" || point != armed {
+	a := armed[point]
+	if a == nil {
 		return
 	}
-	if hits.Add(1) < after {
+	if n := a.hits.Add(1); n != a.at {
+		return
+	}
+	if a.sleep > 0 {
+		time.Sleep(a.sleep)
 		return
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)

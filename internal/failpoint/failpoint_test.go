@@ -1,0 +1,48 @@
+package failpoint
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParse(t *testing.T) {
+	got, err := Parse("after-append=kill@3, worker-after-call=kill,relay-after-publish=sleep(2s)@2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := got[AfterAppend]; a == nil || !a.kill || a.at != 3 {
+		t.Errorf("after-append: %+v", a)
+	}
+	if a := got[WorkerAfterCall]; a == nil || !a.kill || a.at != 1 {
+		t.Errorf("worker-after-call: %+v", a)
+	}
+	if a := got[RelayAfterPublish]; a == nil || a.sleep != 2*time.Second || a.at != 2 {
+		t.Errorf("relay-after-publish: %+v", a)
+	}
+	for _, bad := range []string{"nope=kill", "after-append", "after-append=explode", "after-append=kill@0", "after-append=sleep(x)"} {
+		if _, err := Parse(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+	if _, err := Parse("nope=kill"); err == nil || !strings.Contains(err.Error(), "known:") {
+		t.Errorf("unknown point error does not list the known ones: %v", err)
+	}
+}
+
+func TestSleepActsOnTheConfiguredHitOnly(t *testing.T) {
+	a, _ := Parse("before-append=sleep(50ms)@2")
+	armed = a
+	defer func() { armed = nil }()
+	t0 := time.Now()
+	Hit(BeforeAppend)
+	if time.Since(t0) > 40*time.Millisecond {
+		t.Fatal("slept on the first hit")
+	}
+	t0 = time.Now()
+	Hit(BeforeAppend)
+	if time.Since(t0) < 50*time.Millisecond {
+		t.Fatal("did not sleep on the second hit")
+	}
+	Hit("worker-before-ack") // not armed: nothing
+}
