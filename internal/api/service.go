@@ -274,6 +274,9 @@ func toError(err error) *Error {
 		return &Error{Status: 409, Code: "conflict", Message: err.Error()}
 	case errors.Is(err, aggregate.ErrTooLarge), errors.Is(err, streams.ErrTooLarge):
 		return &Error{Status: 413, Code: "too_large", Message: err.Error()}
+	case errors.Is(err, streams.ErrStorageFull):
+		return &Error{Status: http.StatusInsufficientStorage, Code: "storage_full", Message: err.Error() +
+			" — nothing was written; free space or raise the JetStream storage limits (nats.embedded.max_store), then retry"}
 	case errors.Is(err, streams.ErrUnknownOutcome):
 		return &Error{Status: 503, Code: "outcome_unknown", Message: err.Error() +
 			" — the command may have been recorded: retry with the same Idempotency-Key, or read the aggregate's events before sending it again without one"}

@@ -83,6 +83,8 @@ func (l *Log) Append(ctx context.Context, d Decision, after Position) (Record, e
 				return Record{}, fmt.Errorf("append %s: read actual position: %w", subject, perr)
 			}
 			return Record{}, &ConflictError{Subject: subject, Expected: after, Actual: actual, Err: err}
+		case isStorageFull(err):
+			return Record{}, fmt.Errorf("append %s: %w: %w", subject, ErrStorageFull, err)
 		case isTooLarge(err):
 			return Record{}, fmt.Errorf("append %s: %w: %w", subject, ErrTooLarge, err)
 		case ambiguous(ctx, err):

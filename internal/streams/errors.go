@@ -30,6 +30,11 @@ var (
 	// different aggregate or decision inside the dedup window.
 	ErrDuplicateDecisionID = errors.New("streams: decision id already used")
 
+	// ErrStorageFull reports an append JetStream refused for lack of
+	// storage (account or server limits, a full disk). Nothing was written;
+	// retry once space is freed or the limits are raised.
+	ErrStorageFull = errors.New("streams: storage full")
+
 	// ErrCorrupt is wrapped by [*DecodeError] and by integrity failures found
 	// while loading (a gap in an aggregate's versions).
 	ErrCorrupt = errors.New("streams: corrupt log entry")
@@ -92,6 +97,20 @@ func isConflict(err error) bool {
 	if errors.As(err, &apiErr) {
 		return apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+	}
+	return false
+}
+
+// isStorageFull reports JetStream's out-of-storage errors: 10047
+// (insufficient storage resources), 10023 (insufficient resources), 10077
+// (the store failed to write).
+func isStorageFull(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case 10047, 10023, 10077:
+			return true
+		}
 	}
 	return false
 }
