@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -22,35 +20,10 @@ import (
 // subject answers, and the command returns cleanly when its context ends
 // (what SIGINT/SIGTERM do).
 func TestDemoServicesServeUntilContextEnds(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	flags := []string{"--data-dir", filepath.Join(t.TempDir(), "data"), "--listen", addr, "--http", "none", "--namespace", "demosvc"}
-
-	nodeCtx, stopNode := context.WithCancel(t.Context())
-	defer stopNode()
-	var nodeOut, nodeErr natstest.Buffer
-	nodeDone := make(chan error, 1)
-	// The node's own in-process demo services are off: this test talks to
-	// the standalone ones only.
-	go func() {
-		nodeDone <- run(nodeCtx, append([]string{"run"}, flags...), []string{"ESJET_DEMO_SERVICES=false"}, &nodeOut, &nodeErr)
-	}()
-	defer func() {
-		stopNode()
-		select {
-		case err := <-nodeDone:
-			if err != nil {
-				t.Errorf("node: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("node did not stop")
-		}
-	}()
-	waitFor(t, &nodeOut, &nodeErr, nodeDone, " ready: ")
+	// The node's own in-process demo services are off (startTestNode):
+	// this test talks to the standalone ones only.
+	flags := startTestNode(t, "demosvc")
+	addr := flagValue(flags, "--listen")
 
 	svcCtx, stopSvc := context.WithCancel(t.Context())
 	defer stopSvc()

@@ -2,11 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,49 +12,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/outbox"
 	"github.com/esjet/esjet/internal/streams"
 )
 
-// dlqTestNode runs a node in-process on a fixed loopback port until the
-// test ends and returns the flags that reach it.
-func dlqTestNode(t *testing.T, ns string) []string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	flags := []string{"--data-dir", filepath.Join(t.TempDir(), "data"), "--listen", addr, "--http", "none", "--namespace", ns}
-	ctx, cancel := context.WithCancel(context.Background())
-	var nodeOut, nodeErr natstest.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, append([]string{"run"}, flags...), []string{"ESJET_DEMO_SERVICES=false"}, &nodeOut, &nodeErr)
-	}()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("node: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("node did not stop")
-		}
-	})
-	natstest.Eventually(t, 30*time.Second, func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("node returned before ready: %v\n%s", err, nodeErr.String())
-		default:
-		}
-		return strings.Contains(nodeOut.String(), " ready: ")
-	})
-	return flags
-}
+// dlqTestNode runs a node in-process until the test ends (see startTestNode).
+func dlqTestNode(t *testing.T, ns string) []string { return startTestNode(t, ns) }
 
 // dlqCLI runs one esjet command in-process with stdin.
 func dlqCLI(t *testing.T, flags []string, stdin string, args ...string) (string, string, error) {

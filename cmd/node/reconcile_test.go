@@ -2,12 +2,9 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -26,45 +23,8 @@ import (
 // node → exit 0 with JSON totals; a deleted OUTBOX message → exit 1 naming
 // the orphan.
 func TestReconcileAndOutboxCommandsAgainstARunningNode(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
 	ns := "clitest" // the node has a data dir of its own
-	flags := []string{"--data-dir", filepath.Join(t.TempDir(), "data"), "--listen", addr, "--http", "none", "--namespace", ns}
-
-	ctx, cancel := context.WithCancel(t.Context())
-	defer cancel()
-	var nodeOut, nodeErr natstest.Buffer
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, append([]string{"run"}, flags...), []string{"ESJET_DEMO_SERVICES=false"}, &nodeOut, &nodeErr)
-	}()
-	defer func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("node: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Error("node did not stop")
-		}
-	}()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(nodeOut.String(), " ready: ") {
-		select {
-		case err := <-done:
-			t.Fatalf("node returned before ready: %v\n%s", err, nodeErr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node not ready:\n%s", nodeErr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	flags := startTestNode(t, ns)
 
 	cli := func(args ...string) (string, string, error) {
 		var stdout, stderr bytes.Buffer
@@ -117,7 +77,7 @@ func TestReconcileAndOutboxCommandsAgainstARunningNode(t *testing.T) {
 	}
 
 	// Plant an orphan: delete the command from OUTBOX.
-	nc, err := nats.Connect("nats://" + addr)
+	nc, err := nats.Connect("nats://" + flagValue(flags, "--listen"))
 	if err != nil {
 		t.Fatal(err)
 	}

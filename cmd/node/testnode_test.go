@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/esjet/esjet/internal/natstest"
+)
+
+// startTestNode runs `esjet run` in-process on a fixed loopback port (the
+// CLI refuses port 0) without the demo services, until the test ends, and
+// returns the flags that reach it.
+func startTestNode(t *testing.T, ns string) []string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	flags := []string{"--data-dir", filepath.Join(t.TempDir(), "data"), "--listen", addr, "--http", "none", "--namespace", ns}
+	ctx, cancel := context.WithCancel(context.Background())
+	var nodeOut, nodeErr natstest.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"run"}, flags...), []string{"ESJET_DEMO_SERVICES=false"}, &nodeOut, &nodeErr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("node: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("node did not stop")
+		}
+	})
+	natstest.Eventually(t, 30*time.Second, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("node returned before ready: %v\n%s", err, nodeErr.String())
+		default:
+		}
+		return strings.Contains(nodeOut.String(), " ready: ")
+	})
+	return flags
+}
+
+// flagValue returns the value after name in flags.
+func flagValue(flags []string, name string) string {
+	for i := 0; i+1 < len(flags); i++ {
+		if flags[i] == name {
+			return flags[i+1]
+		}
+	}
+	return ""
+}
