@@ -1,0 +1,446 @@
+// Package bench is `esjet bench`: how fast esjet is on this machine, each
+// phase paired with raw JetStream doing the same work on the same server in
+// the same run, so the ratio survives the noise of a shared machine when
+// the absolute numbers do not.
+//
+// Every paired phase interleaves rounds of esjet and raw (which goes first
+// alternates) so both sides share the machine's noise, as the package
+// benchmarks (bench_test.go files) do.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/aggregate"
+	"github.com/esjet/esjet/internal/broker"
+	"github.com/esjet/esjet/internal/consumer"
+	"github.com/esjet/esjet/internal/node"
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// Phase names, in the order they run.
+const (
+	PhaseAppend  = "append"
+	PhaseMicro   = "micro"
+	PhaseRelay   = "relay"
+	PhaseEffects = "effects"
+	PhaseE2E     = "e2e"
+	PhaseLoad    = "load"
+	PhaseReplay  = "replay"
+)
+
+// AllPhases are the phases a run does by default, in order.
+var AllPhases = []string{PhaseAppend, PhaseMicro, PhaseRelay, PhaseEffects, PhaseE2E, PhaseLoad, PhaseReplay}
+
+// Defaults.
+const (
+	DefaultDuration   = 4 * time.Second
+	DefaultAggregates = 1000
+	DefaultWorkers    = 32
+	// drainBatch is how many decisions (relay) or commands (effects) one
+	// round fills and drains in duration mode.
+	drainBatch = 5000
+	// loadEvents is the size of the aggregate the load phase reads cold.
+	loadEvents = 1000
+	// replayMin is the least log the replay phase reads: it tops the log up
+	// to that many decisions first.
+	replayMin = 20_000
+	// slice is one round of one side in duration mode.
+	slice = 500 * time.Millisecond
+)
+
+// Options configure a run.
+type Options struct {
+	// Config is the node's validated configuration. In embedded mode Run
+	// overrides the data directory (a temporary one), listens on
+	// 127.0.0.1:0 and turns HTTP and the demo off.
+	Config config.Config
+	// Duration is the measured time per phase (both sides together);
+	// ignored when Count > 0.
+	Duration time.Duration
+	// Count is the number of operations per side per phase.
+	Count      int
+	Rate       float64
+	Aggregates int
+	Skew       string
+	Workers    int
+	Phases     []string
+	Version    string
+	// Logger receives the node's logs; nil discards them.
+	Logger *slog.Logger
+	// Progress, when set, is called at the start of each phase; it returns
+	// a function taking the phase's progress (0 … 1) and a finish func.
+	Progress func(phase string) (update func(float64), finish func())
+}
+
+func (o *Options) setDefaults() error {
+	if o.Duration <= 0 {
+		o.Duration = DefaultDuration
+	}
+	if o.Aggregates == 0 {
+		o.Aggregates = DefaultAggregates
+	}
+	if o.Workers == 0 {
+		o.Workers = DefaultWorkers
+	}
+	if o.Skew == "" {
+		o.Skew = SkewUniform
+	}
+	if len(o.Phases) == 0 {
+		o.Phases = AllPhases
+	}
+	switch {
+	case o.Aggregates < 1:
+		return fmt.Errorf("--aggregates %d: need at least 1", o.Aggregates)
+	case o.Workers < 1:
+		return fmt.Errorf("--workers %d: need at least 1", o.Workers)
+	case o.Count < 0:
+		return fmt.Errorf("--count %d: must not be negative", o.Count)
+	case o.Rate < 0:
+		return fmt.Errorf("--rate %g: must not be negative", o.Rate)
+	}
+	if _, err := NewPicker(o.Skew, o.Aggregates, 1); err != nil {
+		return fmt.Errorf("--skew: %w", err)
+	}
+	for _, p := range o.Phases {
+		if !slices.Contains(AllPhases, p) {
+			return fmt.Errorf("--phases: unknown phase %q (phases: %s)", p, strings.Join(AllPhases, ","))
+		}
+	}
+	// Run in the canonical order whatever order they were given in.
+	var ordered []string
+	for _, p := range AllPhases {
+		if slices.Contains(o.Phases, p) {
+			ordered = append(ordered, p)
+		}
+	}
+	o.Phases = ordered
+	return nil
+}
+
+// env is what the phases share: the node, connections and the raw side's
+// streams.
+type env struct {
+	opts   Options
+	cfg    config.Config
+	ns     string
+	node   *node.Node
+	nodeJS jetstream.JetStream // the node's own (in-process when embedded) connection
+	tcp    *nats.Conn          // a TCP client, as a micro client would be
+	tcpJS  jetstream.JetStream
+	ids    []string // aggregate ids of the append and micro phases
+	raw    *rawAppender
+	// namespaces this run provisioned besides the node's (deleted at the
+	// end in external mode; the embedded store is removed whole).
+	extra []string
+}
+
+// Run starts (or connects to) the server, runs the phases one after
+// another and returns the report. A failing phase is reported with its
+// error and the run goes on; Run fails only when it cannot start.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	if err := opts.setDefaults(); err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	cfg := opts.Config
+	cfg.HTTP.Listen = config.ListenNone
+	cfg.Demo.Services = false
+	// The node's only worker: a no-op Go handler for charge (e2e), with one
+	// worker per client.
+	cfg.Workers = map[string]config.Worker{"charge": {Target: config.TargetGo, Pool: opts.Workers}}
+	embedded := cfg.NATS.Mode == config.ModeEmbedded
+	if embedded {
+		dir, err := os.MkdirTemp("", "esjet-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		cfg.NATS.Embedded.DataDir = dir
+		cfg.NATS.Embedded.Listen = "127.0.0.1:0"
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	e := &env{opts: opts, cfg: cfg, ns: cfg.Namespace}
+	if !embedded {
+		// Never write into (let alone delete) a namespace that holds data.
+		if err := refuseExisting(ctx, cfg, e.ns, e.ns+"_raw"); err != nil {
+			return nil, err
+		}
+	}
+	n, err := node.Start(ctx, cfg, node.Options{
+		Logger: opts.Logger, Aggregates: []*aggregate.Definition{Account()}, Version: opts.Version,
+		Handlers: map[string]consumer.Handler{"charge": consumer.HandlerFunc(noop)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.node, e.nodeJS = n, n.JetStream()
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if !embedded {
+			for _, ns := range append([]string{e.ns}, e.extra...) {
+				deleteNamespace(cctx, e.nodeJS, ns, cfg)
+			}
+		}
+		_ = n.Close(cctx)
+	}()
+	if err := e.connectTCP(ctx); err != nil {
+		return nil, err
+	}
+	defer e.tcp.Close()
+	if err := e.setupRaw(ctx); err != nil {
+		return nil, err
+	}
+
+	rep := &Report{
+		Version: opts.Version, GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
+		Started: started.UTC().Format(time.RFC3339),
+		Server:  Server{Embedded: embedded, Sync: cfg.NATS.Embedded.Sync, Replicas: cfg.Streams.Replicas, Namespace: e.ns},
+		Params:  Params{Count: opts.Count, Rate: opts.Rate, Aggregates: opts.Aggregates, Skew: opts.Skew, Workers: opts.Workers, Phases: opts.Phases},
+	}
+	if opts.Count == 0 {
+		rep.Params.DurationSeconds = opts.Duration.Seconds()
+	}
+	if !embedded {
+		rep.Server.Sync = "cluster"
+		rep.Server.URL = redact(cfg.NATS.External.URLs)
+	}
+	for _, name := range opts.Phases {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		update, finish := func(float64) {}, func() {}
+		if opts.Progress != nil {
+			update, finish = opts.Progress(name)
+		}
+		phases, err := e.runPhase(ctx, name, update)
+		finish()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			phases = append(phases, Phase{Name: name, Description: describe[name], Error: err.Error()})
+		}
+		rep.Phases = append(rep.Phases, phases...)
+	}
+	rep.Notes = notes(rep, opts)
+	rep.Seconds = time.Since(started).Seconds()
+	return rep, nil
+}
+
+var describe = map[string]string{
+	PhaseAppend:  "commands through the Go API vs raw conditional appends on the node's connection",
+	PhaseMicro:   "commands through NATS micro from a TCP client vs raw conditional appends from a TCP client",
+	PhaseRelay:   "the relay draining recorded decisions to OUTBOX vs raw consume + publish + AckAll of the same messages",
+	PhaseEffects: "workers with a no-op handler draining OUTBOX vs raw fetch + ack of the same messages",
+	PhaseE2E:     "command → relay → worker → outcome recorded on the aggregate (no raw pair)",
+	PhaseLoad:    "cold load of a 1,000-event aggregate (cache off) vs raw batched direct get of its messages",
+	PhaseReplay:  "Log.ReadFrom of the whole log vs a raw ordered consumer reading it",
+}
+
+func (e *env) runPhase(ctx context.Context, name string, progress func(float64)) ([]Phase, error) {
+	switch name {
+	case PhaseAppend:
+		return e.appendPhase(ctx, progress)
+	case PhaseMicro:
+		return e.microPhase(ctx, progress)
+	case PhaseRelay:
+		return e.relayPhase(ctx, progress)
+	case PhaseEffects:
+		return e.effectsPhase(ctx, progress)
+	case PhaseE2E:
+		return e.e2ePhase(ctx, progress)
+	case PhaseLoad:
+		return e.loadPhase(ctx, progress)
+	case PhaseReplay:
+		return e.replayPhase(ctx, progress)
+	}
+	return nil, fmt.Errorf("unknown phase %q", name)
+}
+
+func noop(context.Context, consumer.Delivery) (json.RawMessage, error) { return nil, nil }
+
+// connectTCP opens the TCP client: to the embedded server's random port,
+// or to the cluster, with the configured auth and TLS either way.
+func (e *env) connectTCP(ctx context.Context) error {
+	cfg := e.cfg
+	if cfg.NATS.Mode == config.ModeEmbedded {
+		u, err := url.Parse(e.node.Broker().ClientURL())
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("the embedded server has no TCP listener (%q)", e.node.Broker().ClientURL())
+		}
+		cfg.NATS.Embedded.Listen = u.Host
+	}
+	nc, err := broker.Connect(ctx, cfg, "esjet-bench")
+	if err != nil {
+		return err
+	}
+	e.tcp = nc
+	e.tcpJS, err = jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return err
+	}
+	return nil
+}
+
+// refuseExisting fails if any of the namespaces already has an event
+// stream on the cluster.
+func refuseExisting(ctx context.Context, cfg config.Config, namespaces ...string) error {
+	nc, err := broker.Connect(ctx, cfg, "esjet-bench-check")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	for _, ns := range namespaces {
+		_, err := js.Stream(ctx, streams.NamesFor(ns).Events)
+		if err == nil {
+			return fmt.Errorf("namespace %s already exists on this cluster: the benchmark writes and then deletes its namespace, so pick an unused one with --namespace", ns)
+		}
+		if !errors.Is(err, jetstream.ErrStreamNotFound) {
+			return err
+		}
+	}
+	return nil
+}
+
+// provision creates namespace ns's streams and buckets like the node's.
+func (e *env) provision(ctx context.Context, ns string) (*streams.Log, error) {
+	if _, err := streams.Provision(ctx, e.nodeJS, ns, node.ProvisionConfig(e.cfg), nil); err != nil {
+		return nil, fmt.Errorf("provision %s: %w", ns, err)
+	}
+	if !slices.Contains(e.extra, ns) {
+		e.extra = append(e.extra, ns)
+	}
+	return streams.Open(ctx, e.nodeJS, ns, node.LogConfig(e.cfg), nil)
+}
+
+// deleteNamespace removes what provision created.
+func deleteNamespace(ctx context.Context, js jetstream.JetStream, ns string, cfg config.Config) {
+	names := streams.NamesFor(ns)
+	pc := node.ProvisionConfig(cfg)
+	for _, sc := range streams.StreamConfigs(names, pc) {
+		_ = js.DeleteStream(ctx, sc.Name)
+	}
+	for _, kc := range streams.BucketConfigs(names, pc) {
+		_ = js.DeleteKeyValue(ctx, kc.Bucket)
+	}
+}
+
+func redact(urls []string) string {
+	out := make([]string, len(urls))
+	for i, s := range urls {
+		if u, err := url.Parse(s); err == nil && u.User != nil {
+			u.User = url.User("redacted")
+			s = u.String()
+		}
+		out[i] = s
+	}
+	return strings.Join(out, ",")
+}
+
+// plan is how a paired phase splits its work into interleaved rounds.
+type plan struct {
+	rounds int
+	ops    []int         // count mode: operations per round per side
+	slice  time.Duration // duration mode: time per round per side
+}
+
+// planFor splits the phase's budget: in count mode up to 4 rounds of
+// count/4 per side, in duration mode rounds of `slice` per side.
+func (e *env) planFor(sides int) plan {
+	if c := e.opts.Count; c > 0 {
+		rounds := min(4, max(1, c/50))
+		p := plan{rounds: rounds}
+		for i := range rounds {
+			p.ops = append(p.ops, c/rounds+btoi(i < c%rounds))
+		}
+		return p
+	}
+	per := e.opts.Duration / time.Duration(sides)
+	rounds := max(1, int(per/slice))
+	return plan{rounds: rounds, slice: per / time.Duration(rounds)}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// spec is the run spec of round i of a side.
+func (p plan) spec(i, workers int, rate float64, classify func(error) Outcome, done *atomic.Int64) Spec {
+	s := Spec{Workers: workers, Rate: rate, Classify: classify, Done: done}
+	if p.ops != nil {
+		s.Ops = p.ops[i]
+	} else {
+		s.For = p.slice
+		if rate > 0 {
+			// The due times restart each round: split the rate's
+			// operations evenly instead of cutting a round mid-schedule.
+			s.Ops = max(1, int(rate*p.slice.Seconds()))
+		}
+	}
+	return s
+}
+
+// interleave runs rounds of each side in turn, rotating which goes first,
+// and returns each side's accumulated result.
+func interleave(ctx context.Context, p plan, progress func(float64), sides ...func(ctx context.Context, round int) Result) []Result {
+	out := make([]Result, len(sides))
+	for i := range p.rounds {
+		for j := range sides {
+			k := (i + j) % len(sides)
+			if ctx.Err() != nil {
+				return out
+			}
+			out[k].Add(sides[k](ctx, i))
+			progress(float64(i*len(sides)+j+1) / float64(p.rounds*len(sides)))
+		}
+	}
+	return out
+}
+
+// ticker calls progress with f() every 200 ms until the returned stop.
+func ticker(progress func(float64), f func() float64) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				progress(min(f(), 1))
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }

@@ -1,0 +1,57 @@
+package bench
+
+import (
+	"fmt"
+	"strings"
+)
+
+// notes explain the table: what the ratio is, how noisy it is, the sync
+// mode, and what the counts mean.
+func notes(r *Report, o Options) []string {
+	var n []string
+	n = append(n, "RATIO = esjet ops/s ÷ raw JetStream ops/s (throughput; 1.00 = as fast as raw), each pair measured in interleaved rounds on the same server in this run. Latencies are esjet's (raw's are in --json).")
+	noise := fmt.Sprintf("Noise: %d CPU(s), client and server in one process", r.CPUs)
+	if !r.Server.Embedded {
+		noise = fmt.Sprintf("Noise: %d CPU(s) here, server at %s", r.CPUs, r.Server.URL)
+	}
+	n = append(n, noise+"; absolute ops/s drift from run to run on a shared machine, the ratios much less — read a ratio change under ~0.1 as noise, and compare runs by ratio.")
+	switch r.Server.Sync {
+	case "always":
+		n = append(n, "Sync always: the server fsyncs every write before acknowledging it (no acknowledged write is lost, even on power loss); writes cost an fsync each.")
+	case "interval":
+		n = append(n, "Sync interval: the server fsyncs periodically (nats.embedded.sync_interval), so writes are fast but an OS crash or power loss can lose writes acknowledged since the last fsync. Use --sync always for the durable figure.")
+	default:
+		n = append(n, fmt.Sprintf("External cluster: fsync is the servers' own setting; streams R%d.", r.Server.Replicas))
+	}
+	load := "closed loop"
+	if o.Rate > 0 {
+		load = fmt.Sprintf("fixed arrival rate %g/s per round, latency from each operation's scheduled time (no coordinated omission); at a rate both sides keep up with, the throughput ratio stays near 1 — compare latencies", o.Rate)
+	}
+	size := fmt.Sprintf("%s per phase", o.Duration)
+	if o.Count > 0 {
+		size = fmt.Sprintf("%d operations per side per phase", o.Count)
+	}
+	n = append(n, fmt.Sprintf("Load: %s, %d workers, %d aggregates (%s), %s.", load, o.Workers, o.Aggregates, o.Skew, size))
+	var units []string
+	for _, p := range r.Phases {
+		if p.Unit != "" {
+			units = append(units, p.Name+"="+p.Unit)
+		}
+	}
+	if len(units) > 0 {
+		n = append(n, "One operation: "+strings.Join(units, ", ")+". relay, effects and replay drain a batch: throughput only, no per-operation latency.")
+	}
+	for _, p := range r.Phases {
+		if p.Name != PhaseAppend && p.Name != PhaseMicro {
+			continue
+		}
+		n = append(n, fmt.Sprintf("%s: %d command(s) answered 409 (conflict rate %.4f), %d version conflict(s) retried inside the repository, %d of %d command(s) queued behind another on the same aggregate (raw: %d) — one node serialises an aggregate's commands in-process, so skew shows as queueing, not 409s.",
+			p.Name, p.Conflicts, p.ConflictRate, p.VersionConflicts, p.SameAggregateWaits, p.Esjet.Ops+p.Conflicts+p.Esjet.Errors, p.RawSameAggregateWaits))
+	}
+	for _, p := range r.Phases {
+		if p.Name == PhaseEffects && p.Raw != nil && p.Raw.Ops > 0 {
+			n = append(n, "effects: raw acks without waiting for the server's confirmation; esjet's workers also read and write a receipt per command and confirm each ack.")
+		}
+	}
+	return n
+}

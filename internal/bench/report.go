@@ -1,0 +1,236 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Report is one `esjet bench` run. Its JSON form (--json) is stable: fields
+// are only ever added.
+type Report struct {
+	Version   string   `json:"version"`
+	GoVersion string   `json:"go_version"`
+	CPUs      int      `json:"cpus"`
+	Started   string   `json:"started"` // RFC 3339
+	Seconds   float64  `json:"seconds"` // the whole run, setup included
+	Server    Server   `json:"server"`
+	Params    Params   `json:"params"`
+	Phases    []Phase  `json:"phases"`
+	Notes     []string `json:"notes"`
+}
+
+// Server says what the phases ran against.
+type Server struct {
+	Embedded  bool   `json:"embedded"`
+	URL       string `json:"url,omitempty"` // external mode, credentials redacted
+	Sync      string `json:"sync"`          // "always", "interval" or "cluster" (external: the servers' own setting)
+	Replicas  int    `json:"replicas"`
+	Namespace string `json:"namespace"`
+}
+
+// Params are the run's settings.
+type Params struct {
+	DurationSeconds float64  `json:"duration_seconds,omitempty"` // per phase
+	Count           int      `json:"count,omitempty"`            // operations per side per phase
+	Rate            float64  `json:"rate,omitempty"`             // fixed arrival rate, ops/s; 0: closed loop
+	Aggregates      int      `json:"aggregates"`
+	Skew            string   `json:"skew"`
+	Workers         int      `json:"workers"`
+	Phases          []string `json:"phases"`
+}
+
+// Phase is one row of the table: esjet doing something, and raw JetStream
+// doing the same work right beside it.
+type Phase struct {
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Unit        string `json:"unit"` // what one operation is
+	Esjet       Side   `json:"esjet"`
+	Raw         *Side  `json:"raw,omitempty"`
+	// Ratio is esjet's throughput over raw's (1 = as fast as raw JetStream;
+	// 0 when there is no raw pair).
+	Ratio   float64 `json:"ratio,omitempty"`
+	RatioOf string  `json:"ratio_of,omitempty"` // "throughput"
+	// Conflicts are esjet operations that ended in a version conflict (409)
+	// after the repository's retries; ConflictRate = Conflicts / attempts.
+	Conflicts    int64   `json:"conflicts"`
+	ConflictRate float64 `json:"conflict_rate"`
+	// VersionConflicts are conflicts JetStream reported and the repository
+	// retried internally (they cost time, not errors).
+	VersionConflicts int64 `json:"version_conflicts_retried"`
+	// SameAggregateWaits counts operations sent while another one on the
+	// same aggregate was in flight: in esjet they queue on the aggregate's
+	// in-process lock, in raw on its per-subject lock.
+	SameAggregateWaits    int64  `json:"same_aggregate_waits"`
+	RawSameAggregateWaits int64  `json:"raw_same_aggregate_waits"`
+	Errors                int64  `json:"errors"`
+	Error                 string `json:"error,omitempty"` // the first error, or why the phase stopped
+}
+
+// Side is one implementation's figures in a phase.
+type Side struct {
+	Ops       int64    `json:"ops"`
+	Seconds   float64  `json:"seconds"` // measured time (setup excluded)
+	OpsPerSec float64  `json:"ops_per_sec"`
+	Errors    int64    `json:"errors"`
+	Conflicts int64    `json:"conflicts"`
+	Latency   *Summary `json:"latency,omitempty"`
+	FirstErr  string   `json:"first_error,omitempty"`
+}
+
+func sideOf(r *Result) Side {
+	s := Side{Ops: r.Ops, Seconds: r.Elapsed.Seconds(), Errors: r.Errors, Conflicts: r.Conflicts, Latency: r.Latency.Summary()}
+	if s.Seconds > 0 {
+		s.OpsPerSec = float64(r.Ops) / s.Seconds
+	}
+	if r.FirstErr != nil {
+		s.FirstErr = r.FirstErr.Error()
+	}
+	return s
+}
+
+// pair fills the phase's sides and ratio from the two sides' results.
+func (p *Phase) pair(es, raw *Result) {
+	p.Esjet = sideOf(es)
+	p.Conflicts = es.Conflicts
+	if attempts := es.Ops + es.Conflicts + es.Errors; attempts > 0 {
+		p.ConflictRate = float64(es.Conflicts) / float64(attempts)
+	}
+	p.SameAggregateWaits = es.Waits
+	p.Errors = es.Errors
+	if raw != nil {
+		r := sideOf(raw)
+		p.Raw = &r
+		p.RawSameAggregateWaits = raw.Waits
+		p.Errors += raw.Errors
+		if r.OpsPerSec > 0 {
+			p.Ratio = p.Esjet.OpsPerSec / r.OpsPerSec
+			p.RatioOf = "throughput"
+		}
+	}
+	if p.Error == "" {
+		if p.Esjet.FirstErr != "" {
+			p.Error = "esjet: " + p.Esjet.FirstErr
+		} else if p.Raw != nil && p.Raw.FirstErr != "" {
+			p.Error = "raw: " + p.Raw.FirstErr
+		}
+	}
+}
+
+// WriteJSON writes r as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes the table for people (phase names left-aligned,
+// figures right-aligned), the phases' errors, then the notes.
+func (r *Report) WriteTable(w io.Writer) error {
+	rows := [][]string{{"PHASE", "ESJET OPS/S", "RAW OPS/S", "RATIO", "P50", "P90", "P99", "P99.9", "CONFLICTS", "ERRORS"}}
+	for _, p := range r.Phases {
+		raw, ratio := "-", "-"
+		if p.Raw != nil {
+			raw = rate(p.Raw.OpsPerSec)
+		}
+		if p.Ratio > 0 {
+			ratio = strconv.FormatFloat(p.Ratio, 'f', 2, 64)
+		}
+		lat := [4]string{"-", "-", "-", "-"}
+		if l := p.Esjet.Latency; l != nil {
+			lat = [4]string{dur(l.P50MS), dur(l.P90MS), dur(l.P99MS), dur(l.P999MS)}
+		}
+		rows = append(rows, []string{p.Name, rate(p.Esjet.OpsPerSec), raw, ratio, lat[0], lat[1], lat[2], lat[3],
+			strconv.FormatInt(p.Conflicts, 10), strconv.FormatInt(p.Errors, 10)})
+	}
+	widths := make([]int, len(rows[0]))
+	for _, row := range rows {
+		for i, c := range row {
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	var b strings.Builder
+	for _, row := range rows {
+		for i, c := range row {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
+			switch {
+			case i == 0:
+				b.WriteString(c + pad)
+			default:
+				b.WriteString("  " + pad + c)
+			}
+		}
+		b.WriteByte('\n')
+	}
+	sep := "\n"
+	for _, p := range r.Phases {
+		if p.Error != "" {
+			fmt.Fprintf(&b, "%s%s failed: %s\n", sep, p.Name, oneLine(p.Error))
+			sep = ""
+		}
+	}
+	sep = "\n"
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "%s%s\n", sep, n)
+		sep = ""
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// rate formats ops/s: 12345 → "12,345"; below 100 with one decimal.
+func rate(v float64) string {
+	if v <= 0 {
+		return "-"
+	}
+	if v < 100 {
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	}
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// dur formats milliseconds with three significant digits: 0.0123 → "12.3µs",
+// 1.5 → "1.50ms", 1234 → "1.23s".
+func dur(msv float64) string {
+	switch {
+	case msv <= 0:
+		return "0"
+	case msv < 1:
+		return sig3(msv*1000) + "µs"
+	case msv < 1000:
+		return sig3(msv) + "ms"
+	default:
+		return sig3(msv/1000) + "s"
+	}
+}
+
+func sig3(v float64) string {
+	switch {
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	case v >= 10:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	default:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+}
