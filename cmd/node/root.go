@@ -64,6 +64,8 @@ config/esjet.yaml) < ESJET_* environment variables < flags.`,
 
 	root.AddCommand(newRunCmd(g), newVersionCmd(g), newStreamsCmd(g), newSendCmd(g), newStateCmd(g), newEventsCmd(g), newOutboxCmd(g), newReconcileCmd(g), newDLQCmd(g))
 	root.AddCommand(newDemoServicesCmd(g))
+	root.AddCommand(newBenchCmd(g))
+	root.AddCommand(newServerCmd(g))
 	return root
 }
 

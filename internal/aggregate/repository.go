@@ -222,6 +222,7 @@ func (r *Repository) Handle(ctx context.Context, cmd Command) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	tailChecked := false
 	for attempt := 0; ; attempt++ {
 		if cmd.IdempotencyKey != "" {
 			rd, ok, err := r.findKeyed(ctx, e, cmd.Type, cmd.ID, decisionID)
@@ -233,6 +234,20 @@ func (r *Repository) Handle(ctx context.Context, cmd Command) (Result, error) {
 			}
 		}
 		dec, err := def.Decide(e.state, cmd.Kind, cmd.Payload)
+		if !tailChecked && (errors.Is(err, ErrRejected) || (err == nil && len(dec.Events) == 0)) {
+			// A rejection or a no-op appends nothing, so no expectation
+			// would catch a stale cache (another node moved the aggregate):
+			// check the tail once before answering.
+			tailChecked = true
+			before := e.pos
+			if rerr := r.refresh(ctx, def, cmd.Type, cmd.ID, e, 0); rerr != nil {
+				r.cache.remove(key)
+				return Result{}, rerr
+			}
+			if e.pos != before {
+				continue
+			}
+		}
 		if err != nil {
 			return Result{}, err
 		}

@@ -423,3 +423,18 @@ func testStaleCache(t *testing.T, f *fixture) {
 		t.Fatalf("stats %+v: want one conflict and a tail reload", a.Stats())
 	}
 }
+
+// TestRejectionOnAStaleCacheChecksTheTail: another node moved the aggregate;
+// a command this node's cached state would reject (or ignore) is decided
+// again on the real state instead of being refused without a write.
+func TestRejectionOnAStaleCacheChecksTheTail(t *testing.T) {
+	f := newFixture(t, natstest.RunServer(t))
+	a, b := f.repo(t, Config{}), f.repo(t, Config{})
+	mustSend(t, a, "s1", "open", ``, "")                 // a caches version 1, balance 0
+	mustSend(t, b, "s1", "deposit", `{"amount":10}`, "") // b moves it on
+	// On a's cached state (balance 0) this is insufficient funds.
+	res := mustSend(t, a, "s1", "withdraw", `{"amount":10}`, "")
+	if res.Version != 3 {
+		t.Fatalf("withdraw decided on the stale cache: %+v", res)
+	}
+}

@@ -27,6 +27,10 @@ func startExternal(ctx context.Context, cfg config.Config, logger *slog.Logger) 
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(reconnectWait),
 		nats.Timeout(x.ConnectTimeout.Std()),
+		// Notice a frozen or partitioned server within seconds (the default
+		// is two minutes) and move to another member of the cluster.
+		nats.PingInterval(2 * time.Second),
+		nats.MaxPingsOutstanding(2),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
 				logger.Warn("nats disconnected", "error", err)

@@ -385,7 +385,7 @@ func (w *Worker) report(ctx context.Context, log *slog.Logger, d Delivery, ok bo
 	case err == nil:
 		return true
 	case errors.Is(err, ErrFeedbackRefused):
-		log.Warn("outcome refused by the aggregate", "kind", kind, "error", err)
+		log.Error("outcome refused by the aggregate; the command is acked (see its receipt)", "kind", kind, "error", err)
 		return true
 	default:
 		w.feedbackErrors.Add(1)

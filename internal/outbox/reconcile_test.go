@@ -95,13 +95,13 @@ func (e *rcEnv) ackRelay(seq uint64) {
 				_ = m.Nak()
 				continue
 			}
+			if err := m.DoubleAck(ctx); err != nil { // the relay acks each decision
+				e.t.Fatal(err)
+			}
 			last = m
 		}
 		if last == nil {
 			e.t.Fatalf("relay consumer: nothing left to fetch before seq %d", seq)
-		}
-		if err := last.DoubleAck(ctx); err != nil {
-			e.t.Fatal(err)
 		}
 		if md, _ := last.Metadata(); md.Sequence.Stream >= seq {
 			return

@@ -83,11 +83,14 @@ type Relay struct {
 func RelayConsumerConfig(names streams.Names, cfg RelayConfig) jetstream.ConsumerConfig {
 	cfg.setDefaults()
 	return jetstream.ConsumerConfig{
-		Durable:        ConsumerName,
-		Description:    "esjet relay: publishes the commands recorded in decisions to OUTBOX",
-		FilterSubject:  names.EventsFilter(),
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		AckPolicy:      jetstream.AckAllPolicy,
+		Durable:       ConsumerName,
+		Description:   "esjet relay: publishes the commands recorded in decisions to OUTBOX",
+		FilterSubject: names.EventsFilter(),
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		// Explicit, per decision: cumulative acks (AckAll) would let a new
+		// relay's ack of a later decision also ack the ones a dead relay was
+		// still holding, and their commands would never be relayed.
+		AckPolicy:      jetstream.AckExplicitPolicy,
 		AckWait:        cfg.AckWait,
 		MaxDeliver:     -1,
 		MaxAckPending:  cfg.Batch * 8,
@@ -110,11 +113,34 @@ func NewRelay(ctx context.Context, js jetstream.JetStream, ns string, cfg RelayC
 	if err != nil {
 		return nil, err
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, names.Events, RelayConsumerConfig(names, cfg))
+	cons, err := relayConsumer(ctx, js, names, cfg, logger)
 	if err != nil {
 		return nil, fmt.Errorf("relay consumer on %s: %w", names.Events, err)
 	}
 	return &Relay{js: own, names: names, cfg: cfg, logger: logger.With("component", "relay", "consumer", ConsumerName), cons: cons}, nil
+}
+
+// relayConsumer creates or updates the relay's durable consumer. A consumer
+// left by an earlier esjet with cumulative acks (its ack policy cannot be
+// changed in place) is replaced by one that starts right after the old
+// one's ack floor: nothing relayed is relayed again, nothing pending is
+// skipped.
+func relayConsumer(ctx context.Context, js jetstream.JetStream, names streams.Names, cfg RelayConfig, logger *slog.Logger) (jetstream.Consumer, error) {
+	want := RelayConsumerConfig(names, cfg)
+	old, err := js.Consumer(ctx, names.Events, ConsumerName)
+	if err == nil {
+		info, ierr := old.Info(ctx)
+		if ierr == nil && info.Config.AckPolicy != want.AckPolicy {
+			want.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
+			want.OptStartSeq = info.AckFloor.Stream + 1
+			if err := js.DeleteConsumer(ctx, names.Events, ConsumerName); err != nil {
+				return nil, err
+			}
+			logger.Info("relay consumer replaced to change its ack policy", "start_seq", want.OptStartSeq)
+			return js.CreateConsumer(ctx, names.Events, want)
+		}
+	}
+	return js.CreateOrUpdateConsumer(ctx, names.Events, want)
 }
 
 // Stats returns the relay's counters.
@@ -183,10 +209,65 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // relay publishes the commands of msgs (in order), waits for OUTBOX, and acks
-// the decisions up to the first one whose commands did not all land; that
-// one and the rest are nak'ed for redelivery.
+// the decisions. If some commands did not land, it acks the decisions
+// before the first such one and then tries again from it, holding the
+// lease, until they land or ctx ends: it never acks past a decision whose
+// commands are not in OUTBOX, so commands reach OUTBOX in decision order.
 func (r *Relay) relay(ctx context.Context, msgs []jetstream.Msg) {
 	failpoint.Hit(failpoint.RelayBeforePublish)
+	backoff := 100 * time.Millisecond
+	for len(msgs) > 0 {
+		failedAt := r.publish(msgs)
+		failpoint.Hit(failpoint.RelayAfterPublish)
+		if failedAt > 0 {
+			r.ackThrough(ctx, msgs[:failedAt])
+		}
+		msgs = msgs[failedAt:]
+		if len(msgs) == 0 {
+			return
+		}
+		for _, m := range msgs {
+			_ = m.InProgress()
+		}
+		select {
+		case <-ctx.Done():
+			// Shutting down: hand them back; the next relay starts here.
+			for _, m := range msgs {
+				_ = m.Nak()
+			}
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// ackThrough acks the relayed decisions: each one, the last with a
+// confirmation (acks on one connection are processed in order).
+func (r *Relay) ackThrough(ctx context.Context, msgs []jetstream.Msg) {
+	for _, m := range msgs[:len(msgs)-1] {
+		_ = m.Ack()
+	}
+	last := msgs[len(msgs)-1]
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	err := last.DoubleAck(actx)
+	cancel()
+	if err != nil {
+		// Not confirmed: the decisions may come back, and their commands are
+		// deduplicated by OUTBOX. Nothing is lost.
+		r.logger.Warn("relay: ack", "error", err)
+		return
+	}
+	r.decisions.Add(int64(len(msgs)))
+	if meta, err := last.Metadata(); err == nil {
+		r.lastSeq.Store(meta.Sequence.Stream)
+	}
+}
+
+// publish sends the commands of msgs and waits for OUTBOX's answers. It
+// returns the index of the first decision whose commands did not all land
+// (len(msgs) when all did).
+func (r *Relay) publish(msgs []jetstream.Msg) int {
 	type sent struct {
 		msg   int // index in msgs
 		fut   jetstream.PubAckFuture
@@ -196,6 +277,9 @@ func (r *Relay) relay(ctx context.Context, msgs []jetstream.Msg) {
 	failedAt := len(msgs)
 	now := r.cfg.Now()
 	for i, m := range msgs {
+		if failedAt < len(msgs) {
+			break // everything from the failure on is sent again anyway
+		}
 		meta, err := m.Metadata()
 		if err != nil {
 			r.logger.Error("relay: message without metadata", "subject", m.Subject(), "error", err)
@@ -252,7 +336,7 @@ func (r *Relay) relay(ctx context.Context, msgs []jetstream.Msg) {
 			}
 		case err := <-s.fut.Err():
 			r.failures.Add(1)
-			r.logger.Warn("relay: OUTBOX refused a command; its decision will be redelivered",
+			r.logger.Warn("relay: OUTBOX refused a command; trying again from its decision",
 				"command_id", s.fut.Msg().Header.Get(HeaderCommandID), "error", err)
 			failedAt = min(failedAt, s.msg)
 		case <-timeout.C:
@@ -261,25 +345,5 @@ func (r *Relay) relay(ctx context.Context, msgs []jetstream.Msg) {
 			failedAt = min(failedAt, s.msg)
 		}
 	}
-	failpoint.Hit(failpoint.RelayAfterPublish)
-	if failedAt > 0 {
-		// AckAll: acking the last good decision acks every one before it.
-		last := msgs[failedAt-1]
-		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		err := last.DoubleAck(actx)
-		cancel()
-		if err != nil {
-			// Not acked: the batch comes back and its commands are
-			// deduplicated by OUTBOX. Nothing is lost.
-			r.logger.Warn("relay: ack", "error", err)
-		} else {
-			r.decisions.Add(int64(failedAt))
-			if meta, err := last.Metadata(); err == nil {
-				r.lastSeq.Store(meta.Sequence.Stream)
-			}
-		}
-	}
-	for _, m := range msgs[failedAt:] {
-		_ = m.NakWithDelay(time.Second)
-	}
+	return failedAt
 }

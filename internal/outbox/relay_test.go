@@ -298,3 +298,59 @@ func TestRelayRestartedAfterTheDedupWindowStoresCopiesReconcileReports(t *testin
 		}
 	}
 }
+
+// TestRelayNeverAcksPastADecisionWhoseCommandsFailed: OUTBOX refuses
+// publishes for a while (here: a message size limit too small for them). The relay must not
+// move on — its acks are cumulative, so acking a later decision would also
+// ack the one whose command never landed. When OUTBOX takes messages again,
+// every command arrives.
+func TestRelayNeverAcksPastADecisionWhoseCommandsFailed(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	e := newRelayEnv(t, s)
+	names := streams.NamesFor(e.ns)
+	ob, err := e.js.Stream(t.Context(), names.Outbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := ob.CachedInfo().Config
+	var recs []streams.Record
+	for i := range 3 {
+		recs = append(recs, e.appendWithCommands(t, fmt.Sprintf("x%d", i), "ship", 1, time.Time{}))
+	}
+	r, _ := runRelay(t, e, RelayConfig{Batch: 2})
+	natstest.Eventually(t, 10*time.Second, func() bool { return r.Stats().LastSeq == recs[2].Seq })
+	refusing := cfg
+	refusing.MaxMsgSize = 64 // no command message fits
+	if _, err := e.js.UpdateStream(t.Context(), refusing); err != nil {
+		t.Fatal(err)
+	}
+	for i := 3; i < 10; i++ {
+		recs = append(recs, e.appendWithCommands(t, fmt.Sprintf("x%d", i), "ship", 1, time.Time{}))
+	}
+	natstest.Eventually(t, 10*time.Second, func() bool { return r.Stats().Failures > 2 })
+	cons, _ := e.js.Consumer(t.Context(), names.Events, ConsumerName)
+	info, err := cons.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.AckFloor.Stream > recs[2].Seq {
+		t.Fatalf("the relay acked through seq %d while only the first 3 commands (up to seq %d) are in OUTBOX", info.AckFloor.Stream, recs[2].Seq)
+	}
+	if _, err := e.js.UpdateStream(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	// New decisions right away: they must not overtake (and, with
+	// cumulative acks, swallow) the ones whose commands failed.
+	for i := 10; i < 13; i++ {
+		recs = append(recs, e.appendWithCommands(t, fmt.Sprintf("x%d", i), "ship", 1, time.Time{}))
+	}
+	natstest.Eventually(t, 20*time.Second, func() bool { return r.Stats().LastSeq == recs[12].Seq })
+	natstest.Eventually(t, 5*time.Second, func() bool { return len(e.outboxByCommand(t)) == len(recs) })
+	got := e.outboxByCommand(t)
+	for _, rec := range recs {
+		if got[rec.Commands[0].ID] != 1 {
+			t.Fatalf("command %s is in OUTBOX %d times", rec.Commands[0].ID, got[rec.Commands[0].ID])
+		}
+	}
+}

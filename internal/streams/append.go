@@ -107,6 +107,12 @@ func (l *Log) Append(ctx context.Context, d Decision, after Position) (Record, e
 	if rec, ok, err := l.findAfter(rctx, subject, after.Seq, d.ID); err == nil && ok {
 		return rec, nil
 	}
+	// A server that ran out of disk disables JetStream and stops answering
+	// publishes: say so rather than only "unknown".
+	if _, err := l.js.AccountInfo(rctx); errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
+		return Record{}, fmt.Errorf("append %s (decision %s): %w: JetStream is disabled on the server (out of disk space?): %w",
+			subject, d.ID, ErrStorageFull, err)
+	}
 	return Record{}, fmt.Errorf("append %s (decision %s): %w after %d attempts: %w",
 		subject, d.ID, ErrUnknownOutcome, l.cfg.AppendAttempts, lastErr)
 }

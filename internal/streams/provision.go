@@ -191,10 +191,25 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns string, c Provisi
 func provisionStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (Change, error) {
 	st, err := js.Stream(ctx, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		if _, err := js.CreateStream(ctx, want); err != nil {
-			return Change{}, fmt.Errorf("create stream %s: %w", want.Name, err)
+		// A cluster that has just started may refuse to place replicas for a
+		// moment (10005, no suitable peers): try again for a few seconds.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			_, err := js.CreateStream(ctx, want)
+			var apiErr *jetstream.APIError
+			if errors.As(err, &apiErr) && apiErr.ErrorCode == 10005 && time.Now().Before(deadline) {
+				select {
+				case <-ctx.Done():
+					return Change{}, fmt.Errorf("create stream %s: %w", want.Name, ctx.Err())
+				case <-time.After(250 * time.Millisecond):
+				}
+				continue
+			}
+			if err != nil {
+				return Change{}, fmt.Errorf("create stream %s: %w", want.Name, err)
+			}
+			return Change{Name: want.Name, Action: "created"}, nil
 		}
-		return Change{Name: want.Name, Action: "created"}, nil
 	}
 	if err != nil {
 		return Change{}, fmt.Errorf("look up stream %s: %w", want.Name, err)
