@@ -18,7 +18,6 @@ import (
 	"os"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -442,5 +441,3 @@ func ticker(progress func(float64), f func() float64) (stop func()) {
 	}()
 	return func() { close(done) }
 }
-
-func itoa(i int) string { return strconv.Itoa(i) }
