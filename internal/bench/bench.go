@@ -249,7 +249,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 var describe = map[string]string{
 	PhaseAppend:  "commands through the Go API vs raw conditional appends on the node's connection",
 	PhaseMicro:   "commands through NATS micro from a TCP client vs raw conditional appends from a TCP client",
-	PhaseRelay:   "the relay draining recorded decisions to OUTBOX vs raw consume + publish + AckAll of the same messages",
+	PhaseRelay:   "the relay draining recorded decisions to OUTBOX vs raw consume + publish + ack of the same messages",
 	PhaseEffects: "workers with a no-op handler draining OUTBOX vs raw fetch + ack of the same messages",
 	PhaseE2E:     "command → relay → worker → outcome recorded on the aggregate (no raw pair)",
 	PhaseLoad:    "cold load of a 1,000-event aggregate (cache off) vs raw batched direct get of its messages",

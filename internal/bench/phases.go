@@ -357,15 +357,16 @@ func (e *env) relayPhase(ctx context.Context, progress func(float64)) ([]Phase, 
 
 // rawRelay drains EVENTS into OUTBOX the minimal way, as the outbox
 // package's benchmark does: the relay's own pipeline (Consume with
-// prefetch, batches of what has arrived, async publishes, one AckAll per
-// batch) without decoding decisions or building command messages.
+// prefetch, batches of what has arrived, async publishes, an ack per
+// decision with the batch's last one confirmed) without decoding decisions
+// or building command messages.
 func rawRelay(ctx context.Context, js jetstream.JetStream, ns string, last uint64, batchSize int) error {
 	if batchSize <= 0 {
 		batchSize = 256
 	}
 	names := streams.NamesFor(ns)
 	cons, err := js.CreateOrUpdateConsumer(ctx, names.Events, jetstream.ConsumerConfig{
-		Durable: "raw-bench", AckPolicy: jetstream.AckAllPolicy, MaxAckPending: batchSize * 8,
+		Durable: "raw-bench", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: batchSize * 8,
 	})
 	if err != nil {
 		return err
@@ -419,6 +420,9 @@ func rawRelay(ctx context.Context, js jetstream.JetStream, ns string, last uint6
 			case err := <-f.Err():
 				return err
 			}
+		}
+		for _, m := range batch[:len(batch)-1] {
+			_ = m.Ack()
 		}
 		lastMsg := batch[len(batch)-1]
 		if err := lastMsg.DoubleAck(ctx); err != nil {

@@ -67,12 +67,13 @@ func fillDecisions(b *testing.B, s *server.Server) (*relayEnv, uint64) {
 
 // rawRelay drains EVENTS into OUTBOX the minimal way — the relay's own
 // pipeline (Consume with prefetch, batches of what has arrived, async
-// publishes, one AckAll per batch) without decoding decisions or building
-// command messages — and returns when the message at seq last is acked.
+// publishes, an ack per decision with the batch's last one confirmed)
+// without decoding decisions or building command messages — and returns
+// when the message at seq last is acked.
 func rawRelay(ctx context.Context, js jetstream.JetStream, ns string, last uint64) error {
 	names := streams.NamesFor(ns)
 	cons, err := js.CreateOrUpdateConsumer(ctx, names.Events, jetstream.ConsumerConfig{
-		Durable: "raw-bench", AckPolicy: jetstream.AckAllPolicy, MaxAckPending: 256 * 8,
+		Durable: "raw-bench", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 256 * 8,
 	})
 	if err != nil {
 		return err
@@ -113,6 +114,9 @@ func rawRelay(ctx context.Context, js jetstream.JetStream, ns string, last uint6
 			case err := <-f.Err():
 				return err
 			}
+		}
+		for _, m := range batch[:len(batch)-1] {
+			_ = m.Ack()
 		}
 		lastMsg := batch[len(batch)-1]
 		if err := lastMsg.DoubleAck(ctx); err != nil {
