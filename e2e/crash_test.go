@@ -95,16 +95,27 @@ func assertExactlyOnce(t *testing.T, url, ns string) int {
 }
 
 // reconcileClean runs `esjet reconcile` against the server and requires it
-// to report zero drift (exit 0).
+// to report zero drift (exit 0). A run that could not read the streams (no
+// JSON at all: a cluster still settling after a fault) is tried again for a
+// while; a report with drift fails at once.
 func reconcileClean(t *testing.T, url, ns string) {
 	t.Helper()
-	stdout, stderr, code := runCLIFail(t, t.TempDir(), "reconcile", "--json", "--no-progress", "--url", url, "--namespace", ns)
-	var rep struct {
-		Drift  uint64
-		Totals struct{ Issued, InOutbox uint64 } `json:"totals"`
-	}
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 0 || rep.Drift != 0 {
-		t.Fatalf("reconcile: exit %d, drift %d (%v)\n%s\n%s", code, rep.Drift, err, stdout, stderr)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		stdout, stderr, code := runCLIFail(t, t.TempDir(), "reconcile", "--json", "--no-progress", "--url", url, "--namespace", ns)
+		var rep struct {
+			Drift  uint64
+			Totals struct{ Issued, InOutbox uint64 } `json:"totals"`
+		}
+		err := json.Unmarshal([]byte(stdout), &rep)
+		if err != nil && time.Now().Before(deadline) {
+			time.Sleep(250 * time.Millisecond)
+			continue
+		}
+		if err != nil || code != 0 || rep.Drift != 0 {
+			t.Fatalf("reconcile: exit %d, drift %d (%v)\n%s\n%s", code, rep.Drift, err, stdout, stderr)
+		}
+		return
 	}
 }
 

@@ -159,16 +159,26 @@ type reconcileCounts struct {
 // requires exit 0 and drift 0; it returns the totals and per-kind counts.
 func reconcileNoDrift(t *testing.T, url string) (reconcileCounts, map[string]reconcileCounts) {
 	t.Helper()
-	stdout, stderr, code := runCLIFail(t, t.TempDir(), "reconcile", "--json", "--no-progress", "--url", url)
-	var rep struct {
-		Drift  uint64                     `json:"drift"`
-		Totals reconcileCounts            `json:"totals"`
-		Kinds  map[string]reconcileCounts `json:"kinds"`
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		stdout, stderr, code := runCLIFail(t, t.TempDir(), "reconcile", "--json", "--no-progress", "--url", url)
+		var rep struct {
+			Drift  uint64                     `json:"drift"`
+			Totals reconcileCounts            `json:"totals"`
+			Kinds  map[string]reconcileCounts `json:"kinds"`
+		}
+		err := json.Unmarshal([]byte(stdout), &rep)
+		if err != nil && time.Now().Before(deadline) {
+			// No report at all: the streams could not be read yet (a
+			// cluster settling after a fault). Drift fails at once.
+			time.Sleep(250 * time.Millisecond)
+			continue
+		}
+		if err != nil || code != 0 || rep.Drift != 0 {
+			t.Fatalf("reconcile: exit %d, drift %d (%v)\n%s\n%s", code, rep.Drift, err, stdout, stderr)
+		}
+		return rep.Totals, rep.Kinds
 	}
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil || code != 0 || rep.Drift != 0 {
-		t.Fatalf("reconcile: exit %d, drift %d (%v)\n%s\n%s", code, rep.Drift, err, stdout, stderr)
-	}
-	return rep.Totals, rep.Kinds
 }
 
 // settledReconcile polls reconcile until nothing is in flight (outcomes
