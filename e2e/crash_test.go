@@ -109,6 +109,7 @@ func reconcileClean(t *testing.T, url, ns string) {
 		}
 		err := json.Unmarshal([]byte(stdout), &rep)
 		if err != nil && time.Now().Before(deadline) {
+			t.Logf("reconcile could not report yet (exit %d): %s", code, strings.TrimSpace(stderr))
 			time.Sleep(250 * time.Millisecond)
 			continue
 		}

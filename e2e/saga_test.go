@@ -171,6 +171,7 @@ func reconcileNoDrift(t *testing.T, url string) (reconcileCounts, map[string]rec
 		if err != nil && time.Now().Before(deadline) {
 			// No report at all: the streams could not be read yet (a
 			// cluster settling after a fault). Drift fails at once.
+			t.Logf("reconcile could not report yet (exit %d): %s", code, strings.TrimSpace(stderr))
 			time.Sleep(250 * time.Millisecond)
 			continue
 		}
