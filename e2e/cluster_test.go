@@ -471,7 +471,14 @@ func clReportMissing(t *testing.T, urls string) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		recorded, copies := commandCopies(t, urls, "demo")
+		recorded, copies, ok := commandCopies(t, urls, "demo")
+		if !ok {
+			if time.Now().After(deadline) {
+				t.Fatal("the streams could not be read for 20s")
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
 		var missing []string
 		for _, id := range recorded {
 			if copies[id] == 0 {

@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -21,25 +23,36 @@ import (
 var noDemo = []string{"ESJET_DEMO_SERVICES=false"}
 
 // commandCopies reads, through NATS only, every command id recorded in the
-// namespace's decisions and how many times each is stored in OUTBOX.
-func commandCopies(t *testing.T, url, ns string) (recorded []string, copies map[string]int) {
+// namespace's decisions and how many times each is stored in OUTBOX. ok is
+// false when a read failed (a cluster still electing a leader): the caller
+// reads again rather than judge an incomplete picture.
+func commandCopies(t *testing.T, url, ns string) (recorded []string, copies map[string]int, ok bool) {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, false
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	ctx := t.Context()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	ok = true
 	read := func(stream string, fn func(*jetstream.RawStreamMsg)) {
 		st, err := js.Stream(ctx, stream)
 		if err != nil {
-			t.Fatal(err)
+			ok = false
+			return
 		}
 		info := st.CachedInfo().State
 		for seq := info.FirstSeq; info.Msgs > 0 && seq <= info.LastSeq; seq++ {
-			if m, err := st.GetMsg(ctx, seq); err == nil {
+			m, err := st.GetMsg(ctx, seq)
+			switch {
+			case err == nil:
 				fn(m)
+			case errors.Is(err, jetstream.ErrMsgNotFound): // a fired schedule, purged
+			default:
+				ok = false
+				return
 			}
 		}
 	}
@@ -59,7 +72,7 @@ func commandCopies(t *testing.T, url, ns string) (recorded []string, copies map[
 			copies[m.Header.Get("Esjet-Command-Id")]++
 		}
 	})
-	return recorded, copies
+	return recorded, copies, ok
 }
 
 // assertExactlyOnce waits until every recorded command is in OUTBOX and
@@ -68,7 +81,14 @@ func assertExactlyOnce(t *testing.T, url, ns string) int {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		recorded, copies := commandCopies(t, url, ns)
+		recorded, copies, ok := commandCopies(t, url, ns)
+		if !ok {
+			if time.Now().After(deadline) {
+				t.Fatal("the streams could not be read for 30s")
+			}
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
 		missing := 0
 		for _, id := range recorded {
 			if copies[id] == 0 {
