@@ -45,17 +45,6 @@ func newPostRequest(t *testing.T, url, body string, hdr map[string]string) (*htt
 	return req, nil
 }
 
-func natstestEventually(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", timeout)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func post(t *testing.T, url, body string, hdr map[string]string) (int, []byte) {
 	t.Helper()
 	req, _ := newPostRequest(t, url, body, hdr)

@@ -448,7 +448,7 @@ func (lg *loadGen) ackedIDs() []string {
 // fault mid-load).
 func (lg *loadGen) waitAcked(t *testing.T, k int) {
 	t.Helper()
-	natstestEventually(t, 60*time.Second, func() bool { return lg.ackedCount() >= k })
+	natstest.Eventually(t, 60*time.Second, func() bool { return lg.ackedCount() >= k })
 }
 
 // faultReconcile is the part of `esjet reconcile --json` the suite reads.
@@ -472,12 +472,8 @@ type faultReconcile struct {
 // exit with a report (drift) is not an error here.
 func reconcileReport(t *testing.T, url string) faultReconcile {
 	t.Helper()
-	stdout, stderr, code := runCLIFail(t, t.TempDir(), "reconcile", "--json", "--no-progress", "--url", url)
 	var rep faultReconcile
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
-		t.Fatalf("reconcile: exit %d: %v\n%s\n%s", code, err, stdout, stderr)
-	}
-	rep.raw = stdout
+	rep.raw, _, _ = runReconcile(t, url, &rep)
 	return rep
 }
 

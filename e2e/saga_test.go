@@ -159,26 +159,36 @@ type reconcileCounts struct {
 // requires exit 0 and drift 0; it returns the totals and per-kind counts.
 func reconcileNoDrift(t *testing.T, url string) (reconcileCounts, map[string]reconcileCounts) {
 	t.Helper()
+	var rep struct {
+		Drift  uint64                     `json:"drift"`
+		Totals reconcileCounts            `json:"totals"`
+		Kinds  map[string]reconcileCounts `json:"kinds"`
+	}
+	stdout, stderr, code := runReconcile(t, url, &rep)
+	if code != 0 || rep.Drift != 0 {
+		t.Fatalf("reconcile: exit %d, drift %d\n%s\n%s", code, rep.Drift, stdout, stderr)
+	}
+	return rep.Totals, rep.Kinds
+}
+
+// runReconcile runs `esjet reconcile --json` against url and decodes its
+// report into v. A run that produced no report at all (the streams could
+// not be read: a cluster settling after a fault) is tried again for up to
+// 20s; the report itself, drift or not, is the caller's to judge.
+func runReconcile(t *testing.T, url string, v any) (stdout, stderr string, code int) {
+	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		stdout, stderr, code := runCLIFail(t, t.TempDir(), "reconcile", "--json", "--no-progress", "--url", url)
-		var rep struct {
-			Drift  uint64                     `json:"drift"`
-			Totals reconcileCounts            `json:"totals"`
-			Kinds  map[string]reconcileCounts `json:"kinds"`
+		stdout, stderr, code = runCLIFail(t, t.TempDir(), "reconcile", "--json", "--no-progress", "--url", url)
+		err := json.Unmarshal([]byte(stdout), v)
+		if err == nil {
+			return stdout, stderr, code
 		}
-		err := json.Unmarshal([]byte(stdout), &rep)
-		if err != nil && time.Now().Before(deadline) {
-			// No report at all: the streams could not be read yet (a
-			// cluster settling after a fault). Drift fails at once.
-			t.Logf("reconcile could not report yet (exit %d): %s", code, strings.TrimSpace(stderr))
-			time.Sleep(250 * time.Millisecond)
-			continue
+		if time.Now().After(deadline) {
+			t.Fatalf("reconcile gave no report for 20s (exit %d, %v)\n%s\n%s", code, err, stdout, stderr)
 		}
-		if err != nil || code != 0 || rep.Drift != 0 {
-			t.Fatalf("reconcile: exit %d, drift %d (%v)\n%s\n%s", code, rep.Drift, err, stdout, stderr)
-		}
-		return rep.Totals, rep.Kinds
+		t.Logf("reconcile could not report yet (exit %d): %s", code, strings.TrimSpace(stderr))
+		time.Sleep(250 * time.Millisecond)
 	}
 }
 
@@ -496,7 +506,7 @@ func TestWorkerStoppedPastItsLeaseDoesNotApplyTwice(t *testing.T) {
 	t.Cleanup(func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) }) // runs before startNode's kill
 	sendTrip(t, a, "late", tripRequest)
 	waitTrip(t, a, "late", sagaTimeout, "with the flight booked", func(s tripState) bool { return s.Flight.Status == "booked" })
-	natstestEventually(t, sagaTimeout, func() bool { return inFlight(t, url, "book_hotel") >= 1 })
+	natstest.Eventually(t, sagaTimeout, func() bool { return inFlight(t, url, "book_hotel") >= 1 })
 
 	// A holds the hotel booking, which the service answers after 3s: stop A
 	// now, so that the answer arrives while it is stopped and its lease runs
@@ -518,7 +528,7 @@ func TestWorkerStoppedPastItsLeaseDoesNotApplyTwice(t *testing.T) {
 	// A wakes with the service's late reply: its receipt, outcome report
 	// and ack must not book again nor record a second booking. Wait until A
 	// has answered a request again, i.e. it is running.
-	natstestEventually(t, sagaTimeout, func() bool {
+	natstest.Eventually(t, sagaTimeout, func() bool {
 		var v struct{}
 		return getJSON(t, "http://"+a.httpAddr+"/v1/trip/late", &v) == http.StatusOK
 	})
