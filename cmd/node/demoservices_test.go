@@ -80,22 +80,6 @@ func TestDemoServicesServeUntilContextEnds(t *testing.T) {
 	}
 }
 
-func waitFor(t *testing.T, out, errOut *natstest.Buffer, done <-chan error, line string) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(out.String(), line) {
-		select {
-		case err := <-done:
-			t.Fatalf("returned before %q: %v\n%s", line, err, errOut.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q within 30s:\n%s", line, errOut.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestDemoServicesRejectsBadFlagsBeforeConnecting(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	// No node listens on port 1: a flag error must come first.

@@ -25,24 +25,7 @@ func TestRunServesUntilContextEnds(t *testing.T) {
 	go func() {
 		done <- run(ctx, []string{"--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0", "--namespace", "inproc"}, nil, &stdout, &stderr)
 	}()
-	re := regexp.MustCompile(`http http://(\S+)`)
-	var httpAddr string
-	deadline := time.Now().Add(30 * time.Second)
-	for httpAddr == "" {
-		if m := re.FindStringSubmatch(stdout.String()); m != nil {
-			httpAddr = m[1]
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("run returned before ready: %v\n%s", err, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready:\n%s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	httpAddr := waitForLine(t, &stdout, &stderr, done, regexp.MustCompile(`http http://(\S+)`))[1]
 	resp, err := http.Get("http://" + httpAddr + "/readyz")
 	if err != nil {
 		t.Fatal(err)

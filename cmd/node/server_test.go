@@ -29,26 +29,11 @@ func TestServerServesJetStreamUntilContextEnds(t *testing.T) {
 		done <- run(ctx, []string{"server", "--name", "unit", "--listen", "127.0.0.1:0", "--store-dir", filepath.Join(dir, "store"), "--sync", "interval", "--max-store", "64MiB"}, nil, &stdout, &stderr)
 	}()
 	re := regexp.MustCompile(`nats server ready: name (\S+), client (nats://\S+), cluster none`)
-	var url string
-	deadline := time.Now().Add(20 * time.Second)
-	for url == "" {
-		if m := re.FindStringSubmatch(stdout.String()); m != nil {
-			if m[1] != "unit" {
-				t.Fatalf("ready line names %q: %s", m[1], stdout.String())
-			}
-			url = m[2]
-			break
-		}
-		select {
-		case err := <-done:
-			t.Fatalf("server returned before ready: %v\n%s", err, stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready:\n%s\n%s", stdout.String(), stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
+	m := waitForLine(t, &stdout, &stderr, done, re)
+	if m[1] != "unit" {
+		t.Fatalf("ready line names %q: %s", m[1], stdout.String())
 	}
+	url := m[2]
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)

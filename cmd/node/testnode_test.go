@@ -4,7 +4,7 @@ import (
 	"context"
 	"net"
 	"path/filepath"
-	"strings"
+	"regexp"
 	"testing"
 	"time"
 
@@ -40,14 +40,7 @@ func startTestNode(t *testing.T, ns string) []string {
 			t.Error("node did not stop")
 		}
 	})
-	natstest.Eventually(t, 30*time.Second, func() bool {
-		select {
-		case err := <-done:
-			t.Fatalf("node returned before ready: %v\n%s", err, nodeErr.String())
-		default:
-		}
-		return strings.Contains(nodeOut.String(), " ready: ")
-	})
+	waitFor(t, &nodeOut, &nodeErr, done, " ready: ")
 	return flags
 }
 
@@ -59,4 +52,27 @@ func flagValue(flags []string, name string) string {
 		}
 	}
 	return ""
+}
+
+// waitForLine waits (30s) until out has a line matching re and returns its
+// submatches; it fails if the command returned first.
+func waitForLine(t *testing.T, out, errOut *natstest.Buffer, done <-chan error, re *regexp.Regexp) []string {
+	t.Helper()
+	var m []string
+	natstest.Eventually(t, 30*time.Second, func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("returned before a line matching %q: %v\n%s", re, err, errOut.String())
+		default:
+		}
+		m = re.FindStringSubmatch(out.String())
+		return m != nil
+	})
+	return m
+}
+
+// waitFor waits until out contains line (see waitForLine).
+func waitFor(t *testing.T, out, errOut *natstest.Buffer, done <-chan error, line string) {
+	t.Helper()
+	waitForLine(t, out, errOut, done, regexp.MustCompile(regexp.QuoteMeta(line)))
 }
