@@ -626,7 +626,10 @@ func (e *env) loadPhase(ctx context.Context, progress func(float64)) ([]Phase, e
 	if err != nil {
 		return nil, err
 	}
-	getter := newDirectGetter(e.nodeJS, names.Events)
+	// The raw floor: the same batched direct gets over one shared reply
+	// subscription that Log.Load uses, touching only the bytes.
+	scanner := streams.NewScanner(e.nodeJS, names.Events, 1000)
+	defer scanner.Close()
 	esLoad := func(repo *aggregate.Repository) Op {
 		return func(ctx context.Context, w int) (bool, error) {
 			st, err := repo.Get(ctx, "acct", id)
@@ -637,8 +640,12 @@ func (e *env) loadPhase(ctx context.Context, progress func(float64)) ([]Phase, e
 		}
 	}
 	rawLoad := func(ctx context.Context, w int) (bool, error) {
-		n, err := getter.readSubject(ctx, subject, 1000)
-		if err == nil && n != loadEvents {
+		size := 0
+		n, err := scanner.Scan(ctx, streams.ScanRange{Filter: subject}, func(m *jetstream.RawStreamMsg) error {
+			size += len(m.Data)
+			return nil
+		})
+		if err == nil && (n != loadEvents || size == 0) {
 			err = fmt.Errorf("raw read %d messages, want %d", n, loadEvents)
 		}
 		return false, err
@@ -653,81 +660,6 @@ func (e *env) loadPhase(ctx context.Context, progress func(float64)) ([]Phase, e
 	snap := Phase{Name: PhaseLoad + "-snap", Description: "cold load of the same aggregate from its snapshot (taken at event 1,000) + tail check, vs the same raw read of all 1,000 messages", Unit: "load"}
 	snap.pair(&res[1], &res[2])
 	return []Phase{full, snap}, nil
-}
-
-// directGetter reads a subject's messages with batched direct gets
-// ($JS.API.DIRECT.GET.<stream>), touching only the bytes: the raw floor
-// of Log.Load.
-type directGetter struct {
-	nc      *nats.Conn
-	subject string
-}
-
-func newDirectGetter(js jetstream.JetStream, stream string) *directGetter {
-	prefix := "$JS.API."
-	if o := js.Options(); o.APIPrefix != "" {
-		prefix = strings.TrimSuffix(o.APIPrefix, ".") + "."
-	} else if o.Domain != "" {
-		prefix = "$JS." + o.Domain + ".API."
-	}
-	return &directGetter{nc: js.Conn(), subject: prefix + "DIRECT.GET." + stream}
-}
-
-// readSubject reads every message on subject, batch messages per request,
-// and returns how many there were.
-func (g *directGetter) readSubject(ctx context.Context, subject string, batch int) (int, error) {
-	inbox := g.nc.NewInbox()
-	sub, err := g.nc.SubscribeSync(inbox)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = sub.Unsubscribe() }()
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		return 0, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, opTimeout)
-	defer cancel()
-	from, count, size := uint64(1), 0, 0
-	for {
-		body, _ := json.Marshal(map[string]any{"seq": from, "next_by_subj": subject, "batch": batch, "max_bytes": 1 << 20})
-		if err := g.nc.PublishRequest(g.subject, inbox, body); err != nil {
-			return count, err
-		}
-		got, pending := 0, uint64(0)
-	read:
-		for {
-			m, err := sub.NextMsgWithContext(ctx)
-			if err != nil {
-				return count, err
-			}
-			if len(m.Data) == 0 && m.Header != nil {
-				switch m.Header.Get("Status") {
-				case "204":
-					break read
-				case "404":
-					return count, nil
-				case "":
-				default:
-					return count, fmt.Errorf("direct get: status %s %s", m.Header.Get("Status"), m.Header.Get("Description"))
-				}
-			}
-			seq, err := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-			if err != nil {
-				return count, fmt.Errorf("direct get: bad sequence header %q", m.Header.Get(jetstream.SequenceHeader))
-			}
-			from = seq + 1
-			pending, _ = strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
-			size += len(m.Data)
-			got++
-			count++
-		}
-		if got == 0 || pending == 0 {
-			if size == 0 && count > 0 {
-				return count, errors.New("direct get: empty messages")
-			}
-			return count, nil
-		}
-	}
 }
 
 // ---- replay -----------------------------------------------------------

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -92,20 +91,4 @@ func classify(err error) (terminal bool, after time.Duration) {
 		return false, re.After
 	}
 	return false, 0
-}
-
-// oneLine makes an error fit a header.
-func oneLine(err error) string {
-	s := fmt.Sprint(err)
-	out := make([]rune, 0, len(s))
-	for _, r := range s {
-		if r == '\n' || r == '\r' {
-			r = ' '
-		}
-		out = append(out, r)
-	}
-	if len(out) > 1000 {
-		out = append(out[:1000], '…')
-	}
-	return string(out)
 }

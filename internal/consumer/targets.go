@@ -96,7 +96,11 @@ func (t NATSTarget) Handle(ctx context.Context, d Delivery) (json.RawMessage, er
 	if err := json.Unmarshal(resp.Data, &r); err != nil {
 		return nil, Retry(fmt.Errorf("reply from %s is not {\"result\"} or {\"error\"} JSON: %w", t.Subject, err), 0)
 	}
-	return r.outcome()
+	out, err := r.outcome()
+	if err != nil && r.Error == "" {
+		err = Retry(fmt.Errorf(`reply from %s has neither "result" nor "error"; the service must answer {"result": …} or {"error": …, "retryable": bool}`, t.Subject), 0)
+	}
+	return out, err
 }
 
 // HTTPTarget carries out a command as an HTTP POST of its payload to URL.

@@ -344,7 +344,8 @@ func (w *Worker) run(ctx context.Context, m jetstream.Msg, d Delivery) (result j
 // failure reported to the aggregate, then term. If the DLQ write fails the
 // message is nak'ed and comes back: nothing is lost.
 func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.Msg, raw *nats.Msg, seq uint64, d Delivery, cause error) {
-	dl := outbox.DeadLetterMsg(w.names.Namespace, raw, seq, oneLine(cause), d.Attempt, w.cfg.Node, time.Now().UTC())
+	reason := outbox.OneLine(cause.Error())
+	dl := outbox.DeadLetterMsg(w.names.Namespace, raw, seq, reason, d.Attempt, w.cfg.Node, time.Now().UTC())
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	_, err := w.js.PublishMsg(pctx, dl, jetstream.WithExpectStream(w.names.DLQ))
 	cancel()
@@ -357,10 +358,10 @@ func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.M
 	log.Warn("dead-lettered", "error", cause)
 	if d.CommandID != "" {
 		w.saveReceipt(ctx, log, outbox.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: outbox.OutcomeFailed,
-			Attempts: d.Attempt, LastError: oneLine(cause), At: time.Now().UTC()})
-		w.report(ctx, log, d, false, nil, oneLine(cause)) // best effort: the DLQ entry is the record
+			Attempts: d.Attempt, LastError: reason, At: time.Now().UTC()})
+		w.report(ctx, log, d, false, nil, reason) // best effort: the DLQ entry is the record
 	}
-	_ = m.TermWithReason(oneLine(cause))
+	_ = m.TermWithReason(reason)
 }
 
 // report sends the outcome to the aggregate when the decision asked for it.

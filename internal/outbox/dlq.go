@@ -117,9 +117,9 @@ func DeadLetterMsg(ns string, delivered *nats.Msg, outboxSeq uint64, reason stri
 	if kind == "" {
 		kind = delivered.Subject[strings.LastIndexByte(delivered.Subject, '.')+1:]
 	}
-	h[HeaderError] = []string{oneLine(reason)}
+	h[HeaderError] = []string{OneLine(reason)}
 	h[HeaderAttempts] = []string{strconv.Itoa(attempts)}
-	h[HeaderWorker] = []string{oneLine(worker)}
+	h[HeaderWorker] = []string{OneLine(worker)}
 	h[HeaderDeadAt] = []string{at.UTC().Format(time.RFC3339Nano)}
 	h[HeaderOutboxSeq] = []string{strconv.FormatUint(outboxSeq, 10)}
 	h[jetstream.MsgIDHeader] = []string{DeadLetterMsgID(id, outboxSeq)}
@@ -137,9 +137,11 @@ func carried(k string) bool {
 // dlqOnly are the headers a dead letter adds; a re-drive drops them.
 var dlqOnly = []string{HeaderError, HeaderAttempts, HeaderWorker, HeaderDeadAt, HeaderOutboxSeq}
 
-// oneLine makes s a valid one-line header value: control characters
+// OneLine makes s a valid one-line header value: control characters
 // become spaces, runs of space collapse, and it is capped at maxErrorLen.
-func oneLine(s string) string {
+// Workers use it for the error they record in receipts and dead letters,
+// so both say the same thing.
+func OneLine(s string) string {
 	s = strings.Join(strings.FieldsFunc(s, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }), " ")
 	if len(s) > maxErrorLen {
 		cut := maxErrorLen

@@ -242,6 +242,18 @@ func (r *Relay) relay(ctx context.Context, msgs []jetstream.Msg) {
 	}
 }
 
+// count records one command OUTBOX took.
+func (r *Relay) count(ack *jetstream.PubAck, scheduled bool) {
+	switch {
+	case ack.Duplicate:
+		r.duplicates.Add(1)
+	case scheduled:
+		r.scheduled.Add(1)
+	default:
+		r.commands.Add(1)
+	}
+}
+
 // ackThrough acks the relayed decisions: each one, the last with a
 // confirmation (acks on one connection are processed in order).
 func (r *Relay) ackThrough(ctx context.Context, msgs []jetstream.Msg) {
@@ -300,7 +312,8 @@ func (r *Relay) publish(msgs []jetstream.Msg) int {
 				failedAt = min(failedAt, i)
 				break
 			}
-			futs = append(futs, sent{msg: i, fut: fut, sched: cm.Subject != CommandSubject(r.names.Namespace, c.Kind)})
+			_, sched := cm.Header[headerSchedule]
+			futs = append(futs, sent{msg: i, fut: fut, sched: sched})
 		}
 	}
 	// One deadline for the whole batch; once it has passed, every publish
@@ -313,11 +326,7 @@ func (r *Relay) publish(msgs []jetstream.Msg) int {
 		if expired {
 			select {
 			case ack := <-s.fut.Ok():
-				if ack.Duplicate {
-					r.duplicates.Add(1)
-				} else {
-					r.commands.Add(1)
-				}
+				r.count(ack, s.sched)
 			default:
 				r.failures.Add(1)
 				failedAt = min(failedAt, s.msg)
@@ -326,14 +335,7 @@ func (r *Relay) publish(msgs []jetstream.Msg) int {
 		}
 		select {
 		case ack := <-s.fut.Ok():
-			switch {
-			case ack.Duplicate:
-				r.duplicates.Add(1)
-			case s.sched:
-				r.scheduled.Add(1)
-			default:
-				r.commands.Add(1)
-			}
+			r.count(ack, s.sched)
 		case err := <-s.fut.Err():
 			r.failures.Add(1)
 			r.logger.Warn("relay: OUTBOX refused a command; trying again from its decision",
