@@ -33,7 +33,7 @@ type cmdResult struct {
 // httpClient bounds every request: a crashed node must not hang a test.
 var httpClient = &http.Client{Timeout: 30 * time.Second}
 
-func newPostRequest(t *testing.T, url, body string, hdr map[string]string) (*http.Request, error) {
+func newPostRequest(t *testing.T, url, body string, hdr map[string]string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
@@ -42,13 +42,12 @@ func newPostRequest(t *testing.T, url, body string, hdr map[string]string) (*htt
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}
-	return req, nil
+	return req
 }
 
 func post(t *testing.T, url, body string, hdr map[string]string) (int, []byte) {
 	t.Helper()
-	req, _ := newPostRequest(t, url, body, hdr)
-	resp, err := httpClient.Do(req)
+	resp, err := httpClient.Do(newPostRequest(t, url, body, hdr))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("receiver: lease is %s; want a positive duration (zero means %s)", c.Lease, DefaultLease))
 	}
 	if c.Retention > 0 && c.Lease > 0 && c.Lease >= c.Retention {
-		errs = append(errs, fmt.Errorf("receiver: lease %s is not shorter than retention %s", c.Lease, c.Retention))
+		errs = append(errs, fmt.Errorf("receiver: lease %s is not shorter than retention %s: shorten Lease or raise Retention (which must outlast the producer's longest retry)", c.Lease, c.Retention))
 	}
 	if c.Replicas < 0 || c.Replicas > 5 {
 		errs = append(errs, fmt.Errorf("receiver: replicas is %d; want 1 to 5 (zero means 1)", c.Replicas))

@@ -281,7 +281,8 @@ func toError(err error) *Error {
 		return &Error{Status: 503, Code: "outcome_unknown", Message: err.Error() +
 			" — the command may have been recorded: retry with the same Idempotency-Key, or read the aggregate's events before sending it again without one"}
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return &Error{Status: 503, Code: "unavailable", Message: err.Error()}
+		return &Error{Status: 503, Code: "unavailable", Message: err.Error() +
+			" — the node did not finish in time; retry with the same Idempotency-Key (without one, read the aggregate's events first)"}
 	default:
 		return &Error{Status: 500, Code: "internal", Message: err.Error()}
 	}

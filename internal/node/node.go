@@ -245,7 +245,7 @@ func (n *Node) startWorkers(ctx context.Context, handlers map[string]consumer.Ha
 		case config.TargetGo:
 			h, ok := handlers[kind]
 			if !ok {
-				return fmt.Errorf("workers.%s: target \"go\" but no Go handler is registered for %s", kind, kind)
+				return fmt.Errorf("workers.%s: target \"go\" but no Go handler is registered for %s: `esjet run` has none — use target nats or http, or embed esjet and pass esjet.Options.Handlers[%q]", kind, kind, kind)
 			}
 			kc.Handler = h
 		}

@@ -351,7 +351,7 @@ func (d *DLQ) bySeq(ctx context.Context, seq uint64) (DeadLetter, error) {
 		return DeadLetter{}, fmt.Errorf("dlq: seq %d: %w", seq, err)
 	}
 	if !d.isDeadLetter(m.Subject) {
-		return DeadLetter{}, fmt.Errorf("%w: seq %d of %s is %s, not a dead letter", ErrDeadLetterNotFound, seq, d.names.DLQ, m.Subject)
+		return DeadLetter{}, fmt.Errorf("%w: seq %d of %s is %s (an audit record), not a dead letter; `esjet dlq ls` lists the dead letters", ErrDeadLetterNotFound, seq, d.names.DLQ, m.Subject)
 	}
 	return deadLetterFrom(m), nil
 }

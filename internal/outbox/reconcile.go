@@ -642,7 +642,7 @@ func (r *Reconciler) Repair(ctx context.Context, report Report) (int, error) {
 		for _, id := range bySeq[seq] {
 			i := slices.IndexFunc(rec.Commands, func(c streams.Command) bool { return c.ID == id })
 			if i < 0 {
-				errs = append(errs, fmt.Errorf("decision at seq %d has no command %s", seq, id))
+				errs = append(errs, fmt.Errorf("decision at seq %d has no command %s: the report is stale or not from this namespace; run reconcile again before --repair", seq, id))
 				continue
 			}
 			fut, err := pub.PublishMsgAsync(commandMsg(r.names.Namespace, rec, rec.Commands[i], now))
