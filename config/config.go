@@ -146,7 +146,7 @@ type Outbox struct {
 	// another node's relay takes over. Default 5s.
 	FailoverAfter Duration `yaml:"failover_after"`
 	// AckWait is how long a decision handed to a relay may stay
-	// unacknowledged before JetStream redelivers it. Default 30s.
+	// unacknowledged before JetStream redelivers it. Default 10s.
 	AckWait Duration `yaml:"ack_wait"`
 }
 

@@ -1,12 +1,3 @@
-// Package esjettest starts an esjet node for tests in one line: an embedded
-// nats-server in a temp directory on random loopback ports, closed when the
-// test ends.
-//
-//	func TestBooking(t *testing.T) {
-//		n := esjettest.Start(t, trip.Definition())
-//		res, err := n.Send(t.Context(), "trip", "t1", "request_trip", req)
-//		...
-//	}
 package esjettest
 
 import (

@@ -1,16 +1,3 @@
-// Package failpoint lets crash tests kill (or pause) the process at named
-// points.
-//
-// ESJET_FAILPOINTS arms points, comma-separated, each "point=action":
-//
-//	ESJET_FAILPOINTS=after-append=kill@3,worker-after-call=kill,relay-after-publish=sleep(2s)
-//
-// kill sends the process SIGKILL on the spot: no defers run, no buffers
-// flush, no connection is drained — the worst moment an operator's kill -9
-// or a power cut could choose. sleep(d) pauses the calling goroutine. @N acts
-// on the Nth time the point is reached (default: the first). The older
-// ESJET_FAILPOINT=point[:N] form means point=kill@N. Points are compiled in
-// always; with nothing armed, Hit is a map lookup on an empty map.
 package failpoint
 
 import (

@@ -1,6 +1,3 @@
-// Package natstest starts real nats-servers for tests: one embedded JetStream
-// server, or a three-node JetStream cluster in one process for the R3 cases.
-// Nothing here mocks NATS; every helper registers its own cleanup.
 package natstest
 
 import (

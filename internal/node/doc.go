@@ -1,8 +1,16 @@
-// Package node wires one esjet node together: the broker (embedded
-// nats-server or an external cluster), the namespace's streams and buckets,
-// the event log, and the HTTP listener. cmd/node runs it; later the public
-// esjet package and esjettest start it in-process.
+// Package node wires one esjet node together and owns its life: the broker
+// (embedded nats-server or an external cluster), the namespace's streams and
+// buckets, the event log and the aggregate repository, the NATS micro and
+// HTTP APIs, the outbox relay and the command workers. cmd/node (`esjet run`)
+// and the public esjet package (and through it esjettest) start it.
 //
-// Start order: broker → provision → log → HTTP; Close stops them in reverse
-// under the caller's deadline.
+// Start order: broker → provision streams and buckets → event log →
+// repository → micro service → relay → workers (one per command kind with a
+// target: a configured NATS or HTTP target, or a Go handler) → HTTP.
+//
+// Close stops everything in reverse under the caller's deadline: the
+// functions registered with OnClose (in-process services on the node's
+// connection), HTTP, the workers (in-flight handlers finish), the relay
+// (its batch in hand), the micro service (in-flight requests), then the
+// broker (drain, then the embedded server).
 package node

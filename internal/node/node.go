@@ -289,9 +289,12 @@ func (f feedback) Report(ctx context.Context, r consumer.Report) error {
 // Relay is the node's outbox relay.
 func (n *Node) Relay() *outbox.Relay { return n.relay }
 
-// Close stops the node in reverse start order: HTTP, the relay (finishing
-// its batch in hand), the micro service (waiting for in-flight requests),
-// then the broker (drain, then the embedded server). It is idempotent.
+// Close stops the node in reverse start order: the OnClose functions (last
+// registered first), HTTP, the workers (stop pulling; in-flight handlers
+// finish), the relay (finishing its batch in hand), the micro service
+// (waiting for in-flight requests), then the broker (drain, then the
+// embedded server). What does not stop by ctx's deadline is reported in the
+// error. It is idempotent: later calls return the first call's error.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
 		for i := len(n.onClose) - 1; i >= 0; i-- {
