@@ -26,12 +26,6 @@ type entry struct {
 	sinceSnapshot int
 }
 
-type recentDecision struct {
-	Seq    uint64    `json:"seq"`
-	Digest string    `json:"digest"`
-	At     time.Time `json:"at"`
-}
-
 // lru is a bounded map of hot aggregates, least recently used evicted first.
 type lru struct {
 	mu    sync.Mutex

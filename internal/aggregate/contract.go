@@ -2,7 +2,6 @@ package aggregate
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -101,46 +100,4 @@ type Outcome struct {
 	Result    json.RawMessage `json:"result,omitempty"`
 	Error     string          `json:"error,omitempty"`
 	Attempts  int             `json:"attempts,omitempty"`
-}
-
-var (
-	// ErrRejected is wrapped by [*Rejection]: the domain said no. Nothing
-	// was written. HTTP 422.
-	ErrRejected = errors.New("aggregate: command rejected")
-	// ErrUnknownType: no aggregate type of that name is registered. 404.
-	ErrUnknownType = errors.New("aggregate: unknown aggregate type")
-	// ErrUnknownCommand: the type has no command of that kind. 400.
-	ErrUnknownCommand = errors.New("aggregate: unknown command")
-	// ErrBadCommand: the command's payload does not decode into the
-	// command's type (malformed JSON, unknown fields, wrong types). 400.
-	ErrBadCommand = errors.New("aggregate: bad command payload")
-	// ErrNotFound: the aggregate has no events. 404.
-	ErrNotFound = errors.New("aggregate: not found")
-	// ErrConflict: the aggregate kept moving under us; the repository gave
-	// up after its retries. 409.
-	ErrConflict = errors.New("aggregate: too many concurrent changes")
-	// ErrKeyReused: an idempotency key came back with a different request.
-	// 409.
-	ErrKeyReused = errors.New("aggregate: idempotency key reused with a different request")
-	// ErrTooLarge: the decision is bigger than streams.max_message_size.
-	// HTTP 413.
-	ErrTooLarge = errors.New("aggregate: decision too large")
-	// ErrInvalidDecision: Decide broke the contract (commands without an
-	// event, an invalid event type…). A bug in the aggregate. 500.
-	ErrInvalidDecision = errors.New("aggregate: invalid decision")
-)
-
-// Rejection is a domain "no": the command is valid but not acceptable in the
-// current state ("budget exceeded"). Decide returns it through [Reject].
-type Rejection struct {
-	Code    string // machine-readable, e.g. "budget_exceeded"
-	Message string
-}
-
-func (r *Rejection) Error() string { return r.Code + ": " + r.Message }
-func (r *Rejection) Unwrap() error { return ErrRejected }
-
-// Reject returns a [*Rejection].
-func Reject(code, format string, args ...any) error {
-	return &Rejection{Code: code, Message: fmt.Sprintf(format, args...)}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 
 	"github.com/esjet/esjet/internal/streams"
@@ -31,9 +30,6 @@ type commandDef struct {
 // Def is the typed handle used while defining an aggregate type with state S.
 type Def[S any] struct{ d *Definition }
 
-// reserved command kinds are API routes on the aggregate.
-var reserved = []string{"state", "events"}
-
 // Define starts an aggregate type named typ with state S. stateSchema is the
 // version of S's JSON shape in snapshots: bump it when S changes
 // incompatibly, and old snapshots are ignored (the state is rebuilt from
@@ -41,9 +37,6 @@ var reserved = []string{"state", "events"}
 func Define[S any](typ string, stateSchema int, evolve func(S, Event) S) *Def[S] {
 	if err := streams.ValidateToken("aggregate type", typ); err != nil {
 		panic(fmt.Sprintf("aggregate.Define: %v", err))
-	}
-	if typ == "raw" {
-		panic(`aggregate.Define: "raw" is reserved for the raw event-store API`)
 	}
 	if stateSchema < 1 {
 		panic("aggregate.Define: stateSchema must be ≥ 1")
@@ -74,9 +67,6 @@ func Define[S any](typ string, stateSchema int, evolve func(S, Event) S) *Def[S]
 func On[S, C any](def *Def[S], kind string, decide func(S, C) (Decision, error)) *Def[S] {
 	if err := streams.ValidateToken("command kind", kind); err != nil {
 		panic(fmt.Sprintf("aggregate.On(%s): %v", def.d.typ, err))
-	}
-	if slices.Contains(reserved, kind) {
-		panic(fmt.Sprintf("aggregate.On(%s): command kind %q is reserved", def.d.typ, kind))
 	}
 	if _, dup := def.d.commands[kind]; dup {
 		panic(fmt.Sprintf("aggregate.On(%s): command %q registered twice", def.d.typ, kind))

@@ -17,5 +17,9 @@
 // Idempotency: a request's idempotency key determines its decision id, and
 // the aggregate's recent decision ids (kept with the cached state and in
 // snapshots, back to the configured horizon) answer a retry with the first
-// result instead of deciding again.
+// result instead of deciding again (idempotency.go).
+//
+// Errors are listed in errors.go; [IsPermanent] says which of them no retry
+// will change, so a caller retrying on someone's behalf (the worker
+// reporting an outcome) need not read a transport's status codes.
 package aggregate

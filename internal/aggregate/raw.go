@@ -42,22 +42,6 @@ type RawCommand struct {
 	DeliverAfter time.Time       `json:"deliver_after,omitzero"`
 }
 
-// ErrManagedType is returned by [Repository.AppendRaw] for a type that has a
-// registered Definition: its events come from its Decide functions only.
-var ErrManagedType = errors.New("aggregate: type is managed by its registered Decide functions")
-
-// VersionConflictError reports a raw append whose expected version is not
-// the aggregate's current one. It wraps [ErrConflict].
-type VersionConflictError struct {
-	Expected, Actual uint64
-}
-
-func (e *VersionConflictError) Error() string {
-	return fmt.Sprintf("expected version %d, aggregate is at version %d; load the new events and decide again", e.Expected, e.Actual)
-}
-
-func (e *VersionConflictError) Unwrap() error { return ErrConflict }
-
 // AppendRaw appends req's events and commands as one decision, on the same
 // path as commands (the expectation is always set). With an idempotency key
 // a retry returns the first result, even after the aggregate moved on, for
@@ -132,20 +116,4 @@ func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, erro
 	res := resultOf(rec)
 	res.Replayed = rec.FirstVersion() != req.ExpectedVersion+1
 	return res, nil
-}
-
-// findRaw looks for an earlier copy of a keyed raw decision inside the
-// idempotency horizon.
-func (r *Repository) findRaw(ctx context.Context, d streams.Decision) (Result, bool, error) {
-	rec, ok, err := r.log.FindDecision(ctx, d.AggregateType, d.AggregateID, d.ID, r.cfg.Now().Add(-r.cfg.IdempotencyHorizon))
-	if err != nil || !ok {
-		return Result{}, false, err
-	}
-	if rec.RequestDigest != d.RequestDigest {
-		return Result{}, true, fmt.Errorf("%w: key %q was first used for another append on %s/%s", ErrKeyReused, d.IdempotencyKey, d.AggregateType, d.AggregateID)
-	}
-	r.stats.replays.Add(1)
-	res := resultOf(rec)
-	res.Replayed = true
-	return res, true, nil
 }

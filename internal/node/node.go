@@ -258,7 +258,7 @@ func (n *Node) startWorkers(ctx context.Context, handlers map[string]consumer.Ha
 	}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	n.workersStop = stop
-	fb := feedback{api: n.api}
+	fb := feedback{repo: n.repo}
 	for _, kc := range kinds {
 		w, err := consumer.NewWorker(ctx, n.broker.JetStream(), n.cfg.Namespace, kc, fb, logger)
 		if err != nil {
@@ -270,17 +270,18 @@ func (n *Node) startWorkers(ctx context.Context, handlers map[string]consumer.Ha
 	return nil
 }
 
-// feedback reports a command's outcome to its aggregate through the API, so
-// it takes the same path (and idempotency) as any command.
-type feedback struct{ api *api.Service }
+// feedback reports a command's outcome to its aggregate through the
+// repository, with the same idempotency as any command. Whether a refusal
+// is final is the aggregate layer's rule ([aggregate.IsPermanent]), not a
+// transport's status code.
+type feedback struct{ repo *aggregate.Repository }
 
 func (f feedback) Report(ctx context.Context, r consumer.Report) error {
-	_, err := f.api.Send(ctx, r.AggregateType, r.AggregateID, r.Kind, r.Payload,
-		api.Meta{IdempotencyKey: r.IdempotencyKey, CorrelationID: r.CorrelationID, CausationID: r.CausationID})
-	if err == nil {
-		return nil
-	}
-	if status := api.Status(err); status >= 400 && status < 500 && !errors.Is(err, aggregate.ErrConflict) {
+	_, err := f.repo.Handle(ctx, aggregate.Command{
+		Type: r.AggregateType, ID: r.AggregateID, Kind: r.Kind, Payload: r.Payload,
+		IdempotencyKey: r.IdempotencyKey, CorrelationID: r.CorrelationID, CausationID: r.CausationID,
+	})
+	if aggregate.IsPermanent(err) {
 		return fmt.Errorf("%w: %w", consumer.ErrFeedbackRefused, err)
 	}
 	return err

@@ -1,0 +1,273 @@
+package aggregate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/esjet/esjet/internal/failpoint"
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// request is one command on its way through [Repository.Handle]: what was
+// asked, of which definition, and the identity its decision will have.
+type request struct {
+	cmd        Command
+	def        *Definition
+	key        string // cache and lock key: <type>/<id>
+	decisionID string
+	digest     string // of kind + payload when keyed, else ""
+}
+
+// Handle decides cmd against the aggregate's current state and appends the
+// decision. Errors: [ErrUnknownType], [ErrUnknownCommand], [ErrBadCommand],
+// a [*Rejection] (wraps [ErrRejected]), [ErrKeyReused], [ErrConflict],
+// [ErrTooLarge], a [*streams.TokenError] for a bad id, [ErrInvalidDecision]
+// for an aggregate that broke the contract, or an infrastructure error.
+// [IsPermanent] tells which of them a retry cannot change.
+func (r *Repository) Handle(ctx context.Context, cmd Command) (Result, error) {
+	q, err := r.newRequest(cmd)
+	if err != nil {
+		return Result{}, err
+	}
+	return r.handle(ctx, q)
+}
+
+// newRequest validates cmd against the registry and gives it its decision
+// id: derived from the idempotency key when there is one, else a UUIDv7.
+func (r *Repository) newRequest(cmd Command) (*request, error) {
+	def, err := r.reg.Get(cmd.Type)
+	if err != nil {
+		return nil, err
+	}
+	if err := streams.ValidateToken("aggregate id", cmd.ID); err != nil {
+		return nil, err
+	}
+	if _, ok := def.commands[cmd.Kind]; !ok {
+		return nil, fmt.Errorf("%w: %s has no command %q (it has: %v)", ErrUnknownCommand, def.typ, cmd.Kind, def.Commands())
+	}
+	q := &request{cmd: cmd, def: def, key: cmd.Type + "/" + cmd.ID, decisionID: uuid.Must(uuid.NewV7()).String()}
+	if cmd.IdempotencyKey != "" {
+		q.decisionID = r.DecisionID(cmd.Type, cmd.ID, cmd.IdempotencyKey)
+		q.digest = digest(cmd.Kind, cmd.Payload)
+	}
+	return q, nil
+}
+
+// handle runs a request under the aggregate's lock: load, answer a retry
+// from the log, decide, append, and on a conflict reload the tail and
+// decide again.
+func (r *Repository) handle(ctx context.Context, q *request) (Result, error) {
+	mu := r.locks.lock(q.key)
+	mu.Lock()
+	defer mu.Unlock()
+
+	e, err := r.get(ctx, q.def, q.cmd.Type, q.cmd.ID)
+	if err != nil {
+		return Result{}, err
+	}
+	tailChecked := false
+	for attempt := 0; ; attempt++ {
+		if res, ok, err := r.answered(ctx, q, e); ok || err != nil {
+			return res, err
+		}
+		dec, err := q.def.Decide(e.state, q.cmd.Kind, q.cmd.Payload)
+		if !tailChecked && appendsNothing(dec, err) {
+			// A rejection or a no-op appends nothing, so no expectation
+			// would catch a stale cache (another node moved the aggregate):
+			// check the tail once before answering.
+			tailChecked = true
+			moved, rerr := r.tailMoved(ctx, q, e)
+			if rerr != nil {
+				return Result{}, rerr
+			}
+			if moved {
+				continue
+			}
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		if len(dec.Events) == 0 {
+			return r.nothingToAppend(q, e, dec)
+		}
+		res, again, err := r.commit(ctx, q, e, dec, attempt)
+		if again {
+			continue
+		}
+		return res, err
+	}
+}
+
+// appendsNothing is true for a decision that writes nothing: a rejection
+// or a no-op.
+func appendsNothing(dec Decision, err error) bool {
+	return errors.Is(err, ErrRejected) || (err == nil && len(dec.Events) == 0)
+}
+
+// tailMoved folds what the log holds past e's position and says whether
+// there was anything.
+func (r *Repository) tailMoved(ctx context.Context, q *request, e *entry) (bool, error) {
+	before := e.pos
+	if err := r.refresh(ctx, q.def, q.cmd.Type, q.cmd.ID, e, 0); err != nil {
+		r.cache.remove(q.key)
+		return false, err
+	}
+	return e.pos != before, nil
+}
+
+// nothingToAppend answers a decision without events: a no-op, or a broken
+// contract when it issues commands anyway.
+func (r *Repository) nothingToAppend(q *request, e *entry, dec Decision) (Result, error) {
+	if len(dec.Commands) > 0 {
+		return Result{}, fmt.Errorf("%w: %s.%s issued %d command(s) without recording an event", ErrInvalidDecision, q.cmd.Type, q.cmd.Kind, len(dec.Commands))
+	}
+	r.stats.commands.Add(1)
+	return Result{AggregateType: q.cmd.Type, AggregateID: q.cmd.ID, Version: e.pos.Version, Seq: e.pos.Seq, Events: []EventRef{}, Commands: []CommandRef{}}, nil
+}
+
+// commit appends dec at e's position and settles the result. again is true
+// after a conflict that left e refreshed: decide again on the new state.
+func (r *Repository) commit(ctx context.Context, q *request, e *entry, dec Decision, attempt int) (res Result, again bool, err error) {
+	sd, err := toStreams(q.cmd, q.decisionID, q.digest, dec)
+	if err != nil {
+		return Result{}, false, err
+	}
+	failpoint.Hit(failpoint.BeforeAppend)
+	rec, err := r.log.Append(ctx, sd, e.pos)
+	if err != nil {
+		again, err = r.appendFailed(ctx, q, e, attempt, err)
+		return Result{}, again, err
+	}
+	failpoint.Hit(failpoint.AfterAppend) // crash tests: stored, not yet answered
+	res, err = r.settle(ctx, q, e, rec)
+	return res, false, err
+}
+
+// appendFailed translates an append error. A conflict within the retries
+// refreshes e and asks to decide again; anything else is returned.
+func (r *Repository) appendFailed(ctx context.Context, q *request, e *entry, attempt int, err error) (again bool, _ error) {
+	cmd := q.cmd
+	var conflict *streams.ConflictError
+	switch {
+	case errors.As(err, &conflict):
+		r.stats.conflicts.Add(1)
+		if attempt >= r.cfg.ConflictRetries {
+			r.cache.remove(q.key)
+			return false, fmt.Errorf("%w: %s/%s changed %d times while deciding %s; retry later", ErrConflict, cmd.Type, cmd.ID, attempt+1, cmd.Kind)
+		}
+		if err := sleepJitter(ctx, attempt); err != nil {
+			return false, err
+		}
+		if err := r.refresh(ctx, q.def, cmd.Type, cmd.ID, e, conflict.Actual.Seq); err != nil {
+			r.cache.remove(q.key)
+			return false, err
+		}
+		return true, nil
+	case errors.Is(err, streams.ErrTooLarge):
+		return false, fmt.Errorf("%w: %w", ErrTooLarge, err)
+	case errors.Is(err, streams.ErrInvalidDecision), errors.Is(err, streams.ErrInvalidToken):
+		return false, fmt.Errorf("%w: %s.%s: %w", ErrInvalidDecision, cmd.Type, cmd.Kind, err)
+	default:
+		// The outcome may be unknown: forget the cached state so the
+		// next command reloads what the log really holds.
+		r.cache.remove(q.key)
+		return false, fmt.Errorf("handle %s/%s %s: %w", cmd.Type, cmd.ID, cmd.Kind, err)
+	}
+}
+
+// settle turns a stored record into the result: the record may be an
+// earlier copy of this decision, or another request's that won the race
+// for the key; otherwise it is folded into e, snapshotted when due, and
+// cached.
+func (r *Repository) settle(ctx context.Context, q *request, e *entry, rec streams.Record) (Result, error) {
+	cmd := q.cmd
+	if rec.RequestDigest != q.digest {
+		r.cache.remove(q.key)
+		return Result{}, fmt.Errorf("%w: key %q was first used for another request on %s/%s", ErrKeyReused, cmd.IdempotencyKey, cmd.Type, cmd.ID)
+	}
+	if rec.FirstVersion() != e.pos.Version+1 {
+		// Append returned an earlier copy of this decision.
+		r.cache.remove(q.key)
+		r.stats.replays.Add(1)
+		res := resultOf(rec)
+		res.Replayed = true
+		return res, nil
+	}
+	if err := r.fold(q.def, e, rec); err != nil {
+		r.cache.remove(q.key)
+		return Result{}, err
+	}
+	if r.cfg.SnapshotEvery > 0 && e.sinceSnapshot >= r.cfg.SnapshotEvery {
+		r.writeSnapshot(ctx, q.def, cmd.Type, cmd.ID, e)
+	}
+	r.cache.put(q.key, e)
+	r.stats.commands.Add(1)
+	return resultOf(rec), nil
+}
+
+func toStreams(cmd Command, decisionID, dig string, dec Decision) (streams.Decision, error) {
+	sd := streams.Decision{
+		ID: decisionID, AggregateType: cmd.Type, AggregateID: cmd.ID,
+		CorrelationID: cmd.CorrelationID, CausationID: cmd.CausationID, TraceParent: cmd.TraceParent,
+		IdempotencyKey: cmd.IdempotencyKey, RequestDigest: dig,
+	}
+	if sd.CorrelationID == "" {
+		sd.CorrelationID = decisionID
+	}
+	for i, ne := range dec.Events {
+		data, err := json.Marshal(ne.Data)
+		if err != nil {
+			return sd, fmt.Errorf("%w: %s.%s event %d (%s): %v", ErrInvalidDecision, cmd.Type, cmd.Kind, i, ne.Type, err)
+		}
+		sd.Events = append(sd.Events, streams.Event{Type: ne.Type, Schema: ne.Schema, Data: data})
+	}
+	for i, nc := range dec.Commands {
+		payload, err := json.Marshal(nc.Payload)
+		if err != nil {
+			return sd, fmt.Errorf("%w: %s.%s command %d (%s): %v", ErrInvalidDecision, cmd.Type, cmd.Kind, i, nc.Kind, err)
+		}
+		sd.Commands = append(sd.Commands, streams.Command{Kind: nc.Kind, Payload: payload, Report: nc.Report, DeliverAfter: nc.DeliverAfter})
+	}
+	return sd, nil
+}
+
+func resultOf(rec streams.Record) Result {
+	res := Result{
+		AggregateType: rec.AggregateType, AggregateID: rec.AggregateID, Version: rec.LastVersion(),
+		DecisionID: rec.ID, Seq: rec.Seq, Events: make([]EventRef, 0, len(rec.Events)), Commands: make([]CommandRef, 0, len(rec.Commands)),
+	}
+	for _, e := range rec.Events {
+		res.Events = append(res.Events, EventRef{ID: e.ID, Type: e.Type, Version: e.Version, Seq: rec.Seq})
+	}
+	for _, c := range rec.Commands {
+		ref := CommandRef{ID: c.ID, Kind: c.Kind, Report: c.Report}
+		if !c.DeliverAfter.IsZero() {
+			t := c.DeliverAfter
+			ref.DeliverAfter = &t
+		}
+		res.Commands = append(res.Commands, ref)
+	}
+	return res
+}
+
+// sleepJitter waits before deciding again: 1ms, 2ms, 4ms… (capped at 50ms),
+// each with ±50% jitter so racing writers spread out.
+func sleepJitter(ctx context.Context, attempt int) error {
+	base := time.Millisecond << min(attempt, 6)
+	base = min(base, 50*time.Millisecond)
+	d := base/2 + time.Duration(rand.Int64N(int64(base)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

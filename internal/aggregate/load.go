@@ -1,0 +1,77 @@
+package aggregate
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// get returns the cached entry or loads it cold: snapshot + tail.
+func (r *Repository) get(ctx context.Context, def *Definition, typ, id string) (*entry, error) {
+	key := typ + "/" + id
+	if e, ok := r.cache.get(key); ok {
+		r.stats.cacheHits.Add(1)
+		return e, nil
+	}
+	r.stats.coldLoads.Add(1)
+	e, ok := (*entry)(nil), false
+	if r.cfg.SnapshotEvery > 0 {
+		e, ok = r.readSnapshot(ctx, def, typ, id)
+	}
+	if !ok {
+		e = &entry{state: def.newState(), recent: map[string]recentDecision{}}
+	}
+	if err := r.refresh(ctx, def, typ, id, e, 0); err != nil {
+		return nil, err
+	}
+	if r.cfg.SnapshotEvery > 0 && e.sinceSnapshot >= r.cfg.SnapshotEvery {
+		r.writeSnapshot(ctx, def, typ, id, e)
+	}
+	if e.pos.Seq > 0 {
+		r.cache.put(key, e)
+	}
+	return e, nil
+}
+
+// refresh folds the records stored after e's position into e — only the
+// tail. atLeast, when known (a conflict names the actual position), waits
+// for a lagging replica to have it.
+func (r *Repository) refresh(ctx context.Context, def *Definition, typ, id string, e *entry, atLeast uint64) error {
+	var opts []streams.LoadOption
+	if atLeast > e.pos.Seq {
+		opts = append(opts, streams.AtLeast(atLeast))
+	}
+	recs, err := r.log.Load(ctx, typ, id, e.pos, opts...)
+	if err != nil {
+		return err
+	}
+	r.stats.recordsRead.Add(int64(len(recs)))
+	for _, rec := range recs {
+		if err := r.fold(def, e, rec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fold applies one stored decision to e, all or nothing: if Evolve panics
+// the entry is left as it was and the panic is returned as an error (the
+// caller evicts the entry). Replay only evolves: the commands in rec are not
+// dispatched here (the relay reads them from the log).
+func (r *Repository) fold(def *Definition, e *entry, rec streams.Record) (err error) {
+	state := e.state
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: %s.Evolve panicked on %s/%s seq %d: %v", ErrInvalidDecision, def.typ, rec.AggregateType, rec.AggregateID, rec.Seq, p)
+		}
+	}()
+	for _, ev := range rec.Events {
+		state = def.evolve(state, eventFrom(ev))
+	}
+	e.state = state
+	e.pos = rec.Position()
+	e.sinceSnapshot += len(rec.Events)
+	e.remember(rec, r.horizon())
+	return nil
+}
