@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/broker"
 )
 
 // serverFlags are `esjet server`'s own flags. --listen and --sync shadow
@@ -234,6 +235,14 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 		logger.Warn(w)
 	}
 
+	// Own the store dir before nats-server opens it: two servers on one
+	// store lose acknowledged writes.
+	lock, err := broker.LockDataDir(f.storeDir, broker.NewHolder("esjet server", f.listen))
+	if err != nil {
+		return fmt.Errorf("start nats-server: %w", err)
+	}
+	defer func() { _ = lock.Release() }()
+
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return fmt.Errorf("nats-server: %w", err)
@@ -260,6 +269,9 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 	cluster := "none"
 	if opts.Cluster.Port != 0 {
 		cluster = fmt.Sprintf("%s nats-route://%s", opts.Cluster.Name, net.JoinHostPort(opts.Cluster.Host, strconv.Itoa(opts.Cluster.Port)))
+	}
+	if err := lock.Update(broker.NewHolder("esjet server", srv.ClientURL())); err != nil {
+		logger.Warn("could not record the client URL in the store dir lock", "error", err)
 	}
 	fmt.Fprintf(g.stdout, "nats server ready: name %s, client %s, cluster %s\n", srv.Name(), srv.ClientURL(), cluster)
 	logger.Info("nats server running", "name", srv.Name(), "store_dir", f.storeDir, "sync", f.sync,

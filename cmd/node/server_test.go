@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/natstest"
 )
 
@@ -64,6 +67,35 @@ func TestServerServesJetStreamUntilContextEnds(t *testing.T) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("server still running 30s after cancel")
+	}
+}
+
+// TestServerRefusesAStoreDirInUse: a second `esjet server` on the store dir
+// of a running one (on another port) refuses to start and names the first.
+func TestServerRefusesAStoreDirInUse(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "store")
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var stdout, stderr natstest.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"server", "--listen", "127.0.0.1:0", "--store-dir", store}, nil, &stdout, &stderr)
+	}()
+	m := waitForLine(t, &stdout, &stderr, done, regexp.MustCompile(`nats server ready: name \S+, client (nats://[^\s,]+)`))
+
+	var out2, err2 natstest.Buffer
+	err := run(t.Context(), []string{"server", "--listen", "127.0.0.1:0", "--store-dir", store}, nil, &out2, &err2)
+	if !errors.Is(err, broker.ErrDataDirLocked) || !strings.Contains(err.Error(), "esjet server pid "+strconv.Itoa(os.Getpid())) || !strings.Contains(err.Error(), m[1]) {
+		t.Fatalf("second server on the same store dir: %v, want refused naming pid %d and %s", err, os.Getpid(), m[1])
+	}
+	nc, err := nats.Connect(m[1]) // the first still serves
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("first server after cancel: %v", err)
 	}
 }
 

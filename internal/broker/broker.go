@@ -24,6 +24,7 @@ type Broker struct {
 	nc        *nats.Conn
 	js        jetstream.JetStream
 	srv       *server.Server // nil in external mode
+	lock      *DirLock       // the data dir's lock; nil in external mode
 	clientURL string
 	closed    chan struct{} // closed by the connection's ClosedHandler
 	logger    *slog.Logger
@@ -68,7 +69,8 @@ func (b *Broker) ClientURL() string { return b.clientURL }
 func (b *Broker) Embedded() bool { return b.srv != nil }
 
 // Close drains the connection, waits for it to close (or for ctx to end, then closes
-// it at once), and in embedded mode shuts the server down and waits for it. It is
+// it at once), and in embedded mode shuts the server down, waits for it and gives
+// up the data dir's lock. It is
 // idempotent: later calls return the first call's result.
 func (b *Broker) Close(ctx context.Context) error {
 	b.closeOnce.Do(func() { b.closeErr = b.close(ctx) })
@@ -92,6 +94,9 @@ func (b *Broker) close(ctx context.Context) error {
 		b.srv.Shutdown()
 		b.srv.WaitForShutdown()
 		b.logger.Info("embedded nats-server stopped")
+	}
+	if err := b.lock.Release(); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }

@@ -28,6 +28,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv(lockHolderEnv); dir != "" {
+		holdLock(dir) // a child process of TestDataDirLockOfAKilledProcessDoesNotBlock
+		return
+	}
 	goleak.VerifyTestMain(m)
 }
 

@@ -7,6 +7,11 @@
 // provisioning and everything above it, and whose [Broker.Close] drains the
 // connection before stopping the server.
 //
+// An embedded server owns its data dir: [LockDataDir] takes an OS lock on the dir's
+// lock file before nats-server opens the store and holds it until Close (or the
+// process's death), so a second node on the same dir is refused with a
+// [*DataDirLockedError] naming the holder. `esjet server` takes the same lock.
+//
 // [Connect] is the other side: a CLI command (esjet streams, …) connecting as a plain
 // client to the node a config describes.
 package broker

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -29,13 +28,34 @@ const (
 // which the server's own log lines get component=nats-server.
 func startEmbedded(ctx context.Context, cfg config.Config, base, logger *slog.Logger) (*Broker, error) {
 	e := cfg.NATS.Embedded
-	if err := os.MkdirAll(e.DataDir, 0o750); err != nil {
-		return nil, fmt.Errorf("create nats data dir: %w", err)
-	}
 	opts, err := serverOptions(cfg)
 	if err != nil {
 		return nil, err
 	}
+	// Own the data dir before nats-server opens its store: a second server on
+	// the same store acknowledges writes the first one's state then loses.
+	lock, err := LockDataDir(e.DataDir, NewHolder("esjet node", e.Listen))
+	if err != nil {
+		return nil, fmt.Errorf("start embedded nats-server: %w", err)
+	}
+	b, err := runEmbedded(ctx, cfg, opts, base, logger)
+	if err != nil {
+		_ = lock.Release()
+		return nil, err
+	}
+	b.lock = lock
+	if b.clientURL != "" {
+		if err := lock.Update(NewHolder("esjet node", b.clientURL)); err != nil {
+			logger.Warn("could not record the listen address in the data dir lock", "error", err)
+		}
+	}
+	return b, nil
+}
+
+// runEmbedded starts the server on a data dir the caller has locked and
+// connects to it in-process.
+func runEmbedded(ctx context.Context, cfg config.Config, opts *server.Options, base, logger *slog.Logger) (*Broker, error) {
+	e := cfg.NATS.Embedded
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("create embedded nats-server: %w", err)
