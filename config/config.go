@@ -183,9 +183,10 @@ type Worker struct {
 
 // Demo configures the trip-booking demo.
 type Demo struct {
-	// Services runs the demo's budget and supplier services inside the node
-	// and routes the trip's commands to them (unless workers says
-	// otherwise). Default true.
+	// Services runs the demo's budget and supplier services inside the node.
+	// Either way `esjet run` routes the trip's commands to demo.svc.> (unless
+	// workers says otherwise): with false, `esjet demo-services` beside the
+	// node answers them. Default true.
 	Services bool `yaml:"services"`
 }
 

@@ -37,15 +37,10 @@ func runNode(cmd *cobra.Command, g *globals) error {
 	}
 	logger := newLogger(cfg, g.stderr)
 	ctx := cmd.Context()
-	if cfg.Demo.Services {
-		// The trip's commands go to the in-process demo services unless the
-		// config routes them elsewhere.
-		workers := map[string]config.Worker{}
-		for kind, subject := range services.KindSubjects {
-			workers[kind] = config.Worker{Target: config.TargetNATS, Subject: subject}
-		}
-		maps.Copy(workers, cfg.Workers)
-		cfg.Workers = workers
+	cfg.Workers = tripRoutes(cfg.Workers)
+	if !cfg.Demo.Services {
+		logger.Info("demo services are off: the trip's commands go to " + services.SubjectAll +
+			"; run `esjet demo-services` beside this node, or route workers.<kind> elsewhere in the config")
 	}
 	n, err := node.Start(ctx, cfg, node.Options{Logger: logger, Aggregates: []*aggregate.Definition{trip.Definition()}, Version: semver()})
 	if err != nil {
@@ -69,4 +64,18 @@ func runNode(cmd *cobra.Command, g *globals) error {
 	}
 	fmt.Fprintf(g.stdout, "esjet %s ready: namespace %s, nats %s, http %s\n", version(), cfg.Namespace, natsURL, httpURL)
 	return n.Run(ctx, shutdownGrace)
+}
+
+// tripRoutes returns workers with the trip's command kinds routed to the
+// demo services on demo.svc.> where workers does not route them elsewhere.
+// The routes hold whether the services run in this process (demo.services)
+// or beside it (`esjet demo-services`): a trip served without them would
+// issue commands nothing carries out.
+func tripRoutes(workers map[string]config.Worker) map[string]config.Worker {
+	out := map[string]config.Worker{}
+	for kind, subject := range services.KindSubjects {
+		out[kind] = config.Worker{Target: config.TargetNATS, Subject: subject}
+	}
+	maps.Copy(out, workers)
+	return out
 }

@@ -123,7 +123,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	n.relayStop, n.relayDone = stop, make(chan error, 1)
 	go func() { n.relayDone <- n.relay.Run(rctx) }()
-	if err := n.startWorkers(ctx, opts.Handlers, logger); err != nil {
+	if err := n.startWorkers(ctx, opts, logger); err != nil {
 		return nil, err
 	}
 	if cfg.HTTP.Listen != config.ListenNone {
@@ -229,8 +229,10 @@ func (n *Node) Run(ctx context.Context, grace time.Duration) error {
 // Workers are the node's command workers, one per kind.
 func (n *Node) Workers() []*consumer.Worker { return n.workers }
 
-// startWorkers starts a worker per configured kind and per Go handler.
-func (n *Node) startWorkers(ctx context.Context, handlers map[string]consumer.Handler, logger *slog.Logger) error {
+// startWorkers starts a worker per configured kind and per Go handler, and
+// warns about the kinds the aggregates can issue that none of them serves.
+func (n *Node) startWorkers(ctx context.Context, opts Options, logger *slog.Logger) error {
+	handlers := opts.Handlers
 	kinds := map[string]consumer.KindConfig{}
 	for kind, w := range n.cfg.Workers {
 		kc := consumer.KindConfig{
@@ -267,6 +269,11 @@ func (n *Node) startWorkers(ctx context.Context, handlers map[string]consumer.Ha
 		n.workers = append(n.workers, w)
 		n.workersDone.Go(func() { _ = w.Run(wctx) })
 	}
+	served := map[string]bool{}
+	for kind := range kinds {
+		served[kind] = true
+	}
+	n.warnUnserved(opts.Aggregates, served)
 	return nil
 }
 
