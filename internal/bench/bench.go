@@ -1,36 +1,20 @@
-// Package bench is `esjet bench`: how fast esjet is on this machine, each
-// phase paired with raw JetStream doing the same work on the same server in
-// the same run, so the ratio survives the noise of a shared machine when
-// the absolute numbers do not.
-//
-// Every paired phase interleaves rounds of esjet and raw (which goes first
-// alternates) so both sides share the machine's noise, as the package
-// benchmarks (bench_test.go files) do.
 package bench
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"runtime"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/aggregate"
-	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/node"
-	"github.com/esjet/esjet/internal/streams"
 )
 
 // Phase names, in the order they run.
@@ -131,23 +115,6 @@ func (o *Options) setDefaults() error {
 	}
 	o.Phases = ordered
 	return nil
-}
-
-// env is what the phases share: the node, connections and the raw side's
-// streams.
-type env struct {
-	opts   Options
-	cfg    config.Config
-	ns     string
-	node   *node.Node
-	nodeJS jetstream.JetStream // the node's own (in-process when embedded) connection
-	tcp    *nats.Conn          // a TCP client, as a micro client would be
-	tcpJS  jetstream.JetStream
-	ids    []string // aggregate ids of the append and micro phases
-	raw    *rawAppender
-	// namespaces this run provisioned besides the node's (deleted at the
-	// end in external mode; the embedded store is removed whole).
-	extra []string
 }
 
 // Run starts (or connects to) the server, runs the phases one after
@@ -277,167 +244,3 @@ func (e *env) runPhase(ctx context.Context, name string, progress func(float64))
 }
 
 func noop(context.Context, consumer.Delivery) (json.RawMessage, error) { return nil, nil }
-
-// connectTCP opens the TCP client: to the embedded server's random port,
-// or to the cluster, with the configured auth and TLS either way.
-func (e *env) connectTCP(ctx context.Context) error {
-	cfg := e.cfg
-	if cfg.NATS.Mode == config.ModeEmbedded {
-		u, err := url.Parse(e.node.Broker().ClientURL())
-		if err != nil || u.Host == "" {
-			return fmt.Errorf("the embedded server has no TCP listener (%q)", e.node.Broker().ClientURL())
-		}
-		cfg.NATS.Embedded.Listen = u.Host
-	}
-	nc, err := broker.Connect(ctx, cfg, "esjet-bench")
-	if err != nil {
-		return err
-	}
-	e.tcp = nc
-	e.tcpJS, err = jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return err
-	}
-	return nil
-}
-
-// refuseExisting fails if any of the namespaces already has an event
-// stream on the cluster.
-func refuseExisting(ctx context.Context, cfg config.Config, namespaces ...string) error {
-	nc, err := broker.Connect(ctx, cfg, "esjet-bench-check")
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	for _, ns := range namespaces {
-		_, err := js.Stream(ctx, streams.NamesFor(ns).Events)
-		if err == nil {
-			return fmt.Errorf("namespace %s already exists on this cluster: the benchmark writes and then deletes its namespace, so pick an unused one with --namespace", ns)
-		}
-		if !errors.Is(err, jetstream.ErrStreamNotFound) {
-			return err
-		}
-	}
-	return nil
-}
-
-// provision creates namespace ns's streams and buckets like the node's.
-func (e *env) provision(ctx context.Context, ns string) (*streams.Log, error) {
-	if _, err := streams.Provision(ctx, e.nodeJS, ns, node.ProvisionConfig(e.cfg), nil); err != nil {
-		return nil, fmt.Errorf("provision %s: %w", ns, err)
-	}
-	if !slices.Contains(e.extra, ns) {
-		e.extra = append(e.extra, ns)
-	}
-	return streams.Open(ctx, e.nodeJS, ns, node.LogConfig(e.cfg), nil)
-}
-
-// deleteNamespace removes what provision created.
-func deleteNamespace(ctx context.Context, js jetstream.JetStream, ns string, cfg config.Config) {
-	names := streams.NamesFor(ns)
-	pc := node.ProvisionConfig(cfg)
-	for _, sc := range streams.StreamConfigs(names, pc) {
-		_ = js.DeleteStream(ctx, sc.Name)
-	}
-	for _, kc := range streams.BucketConfigs(names, pc) {
-		_ = js.DeleteKeyValue(ctx, kc.Bucket)
-	}
-}
-
-func redact(urls []string) string {
-	out := make([]string, len(urls))
-	for i, s := range urls {
-		if u, err := url.Parse(s); err == nil && u.User != nil {
-			u.User = url.User("redacted")
-			s = u.String()
-		}
-		out[i] = s
-	}
-	return strings.Join(out, ",")
-}
-
-// plan is how a paired phase splits its work into interleaved rounds.
-type plan struct {
-	rounds int
-	ops    []int         // count mode: operations per round per side
-	slice  time.Duration // duration mode: time per round per side
-}
-
-// planFor splits the phase's budget: in count mode up to 4 rounds of
-// count/4 per side, in duration mode rounds of `slice` per side.
-func (e *env) planFor(sides int) plan {
-	if c := e.opts.Count; c > 0 {
-		rounds := min(4, max(1, c/50))
-		p := plan{rounds: rounds}
-		for i := range rounds {
-			p.ops = append(p.ops, c/rounds+btoi(i < c%rounds))
-		}
-		return p
-	}
-	per := e.opts.Duration / time.Duration(sides)
-	rounds := max(1, int(per/slice))
-	return plan{rounds: rounds, slice: per / time.Duration(rounds)}
-}
-
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// spec is the run spec of round i of a side.
-func (p plan) spec(i, workers int, rate float64, classify func(error) Outcome, done *atomic.Int64) Spec {
-	s := Spec{Workers: workers, Rate: rate, Classify: classify, Done: done}
-	if p.ops != nil {
-		s.Ops = p.ops[i]
-	} else {
-		s.For = p.slice
-		if rate > 0 {
-			// The due times restart each round: split the rate's
-			// operations evenly instead of cutting a round mid-schedule.
-			s.Ops = max(1, int(rate*p.slice.Seconds()))
-		}
-	}
-	return s
-}
-
-// interleave runs rounds of each side in turn, rotating which goes first,
-// and returns each side's accumulated result.
-func interleave(ctx context.Context, p plan, progress func(float64), sides ...func(ctx context.Context, round int) Result) []Result {
-	out := make([]Result, len(sides))
-	for i := range p.rounds {
-		for j := range sides {
-			k := (i + j) % len(sides)
-			if ctx.Err() != nil {
-				return out
-			}
-			out[k].Add(sides[k](ctx, i))
-			progress(float64(i*len(sides)+j+1) / float64(p.rounds*len(sides)))
-		}
-	}
-	return out
-}
-
-// ticker calls progress with f() every 200 ms until the returned stop.
-func ticker(progress func(float64), f func() float64) (stop func()) {
-	done := make(chan struct{})
-	go func() {
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				progress(min(f(), 1))
-			}
-		}
-	}()
-	return func() { close(done) }
-}

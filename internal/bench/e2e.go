@@ -1,0 +1,68 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/esjet/esjet/internal/api"
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// The e2e phase: the whole loop, one command per operation — pay records
+// paid and issues charge; the relay puts charge in OUTBOX; the node's
+// no-op charge worker runs it and sends charge_done back; the operation
+// ends when charged is recorded on the aggregate. There is no raw pair: raw
+// JetStream has no such loop.
+
+func (e *env) e2ePhase(ctx context.Context, progress func(float64)) ([]Phase, error) {
+	var waiters sync.Map // aggregate id → chan struct{}
+	sub, err := e.node.Broker().Conn().Subscribe(e.ns+".evt.acct.*", func(m *nats.Msg) {
+		if m.Header.Get(streams.HeaderEventTypes) != "charged" {
+			return
+		}
+		if ch, ok := waiters.LoadAndDelete(m.Header.Get(streams.HeaderAggregateID)); ok {
+			close(ch.(chan struct{}))
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := sub.SetPendingLimits(-1, -1); err != nil {
+		return nil, err
+	}
+	var seq atomic.Int64
+	op := func(ctx context.Context, w int) (bool, error) {
+		id := "e" + strconv.FormatInt(seq.Add(1), 10)
+		ch := make(chan struct{})
+		waiters.Store(id, ch)
+		if _, err := e.node.API().Send(ctx, "acct", id, "pay", depositBody, api.Meta{}); err != nil {
+			waiters.Delete(id)
+			return false, err
+		}
+		t := time.NewTimer(opTimeout)
+		defer t.Stop()
+		select {
+		case <-ch:
+			return false, nil
+		case <-t.C:
+			waiters.Delete(id)
+			return false, fmt.Errorf("%s: charged not recorded within %s", id, opTimeout)
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+	p := e.planFor(1)
+	res := interleave(ctx, p, progress, func(ctx context.Context, i int) Result {
+		return RunOps(ctx, p.spec(i, e.opts.Workers, e.opts.Rate, classifyEsjet, nil), op)
+	})
+	ph := Phase{Name: PhaseE2E, Description: describe[PhaseE2E], Unit: "round trip"}
+	ph.pair(&res[0], nil)
+	return []Phase{ph}, nil
+}

@@ -1,0 +1,60 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/bench/raw"
+	"github.com/esjet/esjet/internal/consumer"
+	"github.com/esjet/esjet/internal/outbox"
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// The effects phase: each round puts commands of a fresh kind in OUTBOX,
+// then times esjet's workers with a no-op handler draining them and
+// raw.FetchAck (pull + fire-and-forget ack) draining the same messages
+// through a consumer of its own.
+
+func (e *env) effectsPhase(ctx context.Context, progress func(float64)) ([]Phase, error) {
+	n := e.drainSize()
+	return e.drainPhase(ctx, progress, PhaseEffects, "command", func(i int, pair drain) error {
+		kind := "noop" + strconv.Itoa(i)
+		if err := publishCommands(ctx, e.nodeJS, e.ns, kind, n); err != nil {
+			return err
+		}
+		esjet := func() (time.Duration, error) {
+			start := time.Now()
+			w, err := consumer.NewWorker(ctx, e.nodeJS, e.ns, consumer.KindConfig{Kind: kind, Workers: e.opts.Workers,
+				Handler: consumer.HandlerFunc(noop), Node: "bench"}, nil, nil)
+			if err != nil {
+				return 0, err
+			}
+			return runUntil(ctx, start, "workers", w.Run,
+				func() int64 { return w.Stats().Done }, func() bool { return w.Stats().Done >= int64(n) })
+		}
+		fetchAck := raw.Timed(func() error {
+			return raw.FetchAck(ctx, e.nodeJS, streams.NamesFor(e.ns).Outbox, "raw-"+kind, outbox.CommandSubject(e.ns, kind), n)
+		})
+		return pair(n, esjet, fetchAck)
+	}), nil
+}
+
+// publishCommands puts n commands of kind in OUTBOX as the relay would.
+func publishCommands(ctx context.Context, js jetstream.JetStream, ns, kind string, n int) error {
+	return raw.PublishAll(ctx, js, n, func(i int) *nats.Msg {
+		id := fmt.Sprintf("acct:x%d:1:0-%s", i, kind)
+		m := nats.NewMsg(outbox.CommandSubject(ns, kind))
+		m.Data = depositBody
+		for k, v := range map[string]string{jetstream.MsgIDHeader: id, outbox.HeaderCommandID: id,
+			outbox.HeaderCommandKind: kind, outbox.HeaderAggregateType: "acct", outbox.HeaderAggregateID: "x" + strconv.Itoa(i),
+			outbox.HeaderVersion: "1", outbox.HeaderReport: "false"} {
+			m.Header.Set(k, v)
+		}
+		return m
+	})
+}

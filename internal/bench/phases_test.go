@@ -1,0 +1,42 @@
+package bench
+
+import (
+	"testing"
+
+	"github.com/esjet/esjet/config"
+)
+
+// TestDrainPhasesPairBothSides runs the relay and effects phases in count
+// mode on an embedded node and checks that each finished without error
+// with both sides measured over the same messages. (The replay phase, the
+// third drain phase, fills a 20,000-decision log first: too slow for a
+// test; its raw side is tested in internal/bench/raw.)
+func TestDrainPhasesPairBothSides(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a node")
+	}
+	cfg := config.Default()
+	cfg.Namespace = "benchtest"
+	cfg.NATS.Embedded.Sync = config.SyncInterval
+	const count = 300 // more than one relay batch
+	rep, err := Run(t.Context(), Options{Config: cfg, Count: count, Workers: 8, Aggregates: 10,
+		Phases: []string{PhaseEffects, PhaseRelay}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{PhaseRelay, PhaseEffects} // the canonical order
+	if len(rep.Phases) != len(want) {
+		t.Fatalf("%d phases, want %v: %+v", len(rep.Phases), want, rep.Phases)
+	}
+	for i, p := range rep.Phases {
+		if p.Name != want[i] {
+			t.Errorf("phase %d is %s, want %s", i, p.Name, want[i])
+		}
+		if p.Error != "" || p.Errors != 0 {
+			t.Errorf("%s: %d error(s): %s", p.Name, p.Errors, p.Error)
+		}
+		if p.Raw == nil || p.Esjet.Ops != count || p.Raw.Ops != count || p.Esjet.OpsPerSec <= 0 || p.Raw.OpsPerSec <= 0 || p.Ratio <= 0 {
+			t.Errorf("%s: esjet %+v raw %+v ratio %g: want %d ops on each side", p.Name, p.Esjet, p.Raw, p.Ratio, count)
+		}
+	}
+}
