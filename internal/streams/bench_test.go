@@ -30,6 +30,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/esjet/esjet/internal/bench/raw"
 	"github.com/esjet/esjet/internal/natstest"
 )
 
@@ -131,33 +132,24 @@ func (e *esjetAppender) append(ctx context.Context, a int) error {
 	return nil
 }
 
+// rawAppender is the raw pair of esjetAppender: raw.Appender publishing a
+// message as big as esjet's to one subject per aggregate.
 type rawAppender struct {
-	js       jetstream.JetStream
-	subjects []string
-	last     []uint64
-	data     []byte
+	js jetstream.JetStream
+	ap *raw.Appender
 }
 
 func newRawAppender(b *testing.B, ns *benchNS, aggregates int) *rawAppender {
-	r := &rawAppender{js: ns.js, subjects: make([]string, aggregates), last: make([]uint64, aggregates)}
+	subjects := make([]string, aggregates)
 	for a := range aggregates {
-		r.subjects[a] = ns.names.Namespace + ".evt.trip.a" + strconv.Itoa(a)
+		subjects[a] = ns.names.Namespace + ".evt.trip.a" + strconv.Itoa(a)
 	}
-	r.data = rawData(b, r.subjects[0])
-	return r
+	return &rawAppender{js: ns.js, ap: raw.NewAppender(subjects, rawData(b, subjects[0]), nil)}
 }
 
 func (r *rawAppender) append(ctx context.Context, a int) error {
-	m := nats.NewMsg(r.subjects[a])
-	m.Data = r.data
-	ack, err := r.js.PublishMsg(ctx, m,
-		jetstream.WithMsgID(uuid.Must(uuid.NewV7()).String()),
-		jetstream.WithExpectLastSequencePerSubject(r.last[a]))
-	if err != nil {
-		return err
-	}
-	r.last[a] = ack.Sequence
-	return nil
+	_, err := r.ap.Append(ctx, r.js, a)
+	return err
 }
 
 func benchSerial(b *testing.B, ap appender) {
@@ -218,36 +210,22 @@ func BenchmarkAppend(b *testing.B) {
 	run("sync-always/serial-1-aggregate", natstest.RunServer(b, natstest.SyncAlways()), 1, benchSerial)
 }
 
-// pairedAppend alternates equal rounds of esjet and raw appends (which goes
-// first alternates too) so both share the machine's noise, and reports each
-// throughput and their ratio.
+// pairedAppend runs equal rounds of esjet and raw appends (raw.Pair: which
+// goes first alternates) so both share the machine's noise, and reports
+// each throughput and their ratio.
 func pairedAppend(b *testing.B, rounds int, esRound, rawRound func(context.Context) error) {
 	b.ReportAllocs()
 	ctx := b.Context()
-	var esTime, rawTime time.Duration
-	timed := func(round func(context.Context) error, total *time.Duration) {
-		start := time.Now()
-		if err := round(ctx); err != nil {
+	var p raw.Pair
+	for b.Loop() {
+		err := p.Round(rounds, raw.Timed(func() error { return esRound(ctx) }), raw.Timed(func() error { return rawRound(ctx) }))
+		if err != nil {
 			b.Fatal(err)
 		}
-		*total += time.Since(start)
 	}
-	i := 0
-	for b.Loop() {
-		if i%2 == 0 {
-			timed(esRound, &esTime)
-			timed(rawRound, &rawTime)
-		} else {
-			timed(rawRound, &rawTime)
-			timed(esRound, &esTime)
-		}
-		i++
-	}
-	esRate := float64(i*rounds) / esTime.Seconds()
-	rawRate := float64(i*rounds) / rawTime.Seconds()
-	b.ReportMetric(esRate, "esjet-events/s")
-	b.ReportMetric(rawRate, "raw-events/s")
-	b.ReportMetric(esRate/rawRate, "ratio")
+	b.ReportMetric(p.Esjet.PerSecond(), "esjet-events/s")
+	b.ReportMetric(p.Raw.PerSecond(), "raw-events/s")
+	b.ReportMetric(p.Ratio(), "ratio")
 }
 
 // serialRound makes n appends to aggregate 0.
@@ -321,7 +299,7 @@ type loadFixture struct {
 	ns      *benchNS
 	n       int
 	subject string
-	raw     *batchGetter
+	raw     *Scanner
 }
 
 func newLoadFixture(b *testing.B, s *server.Server, n int) *loadFixture {
@@ -349,7 +327,9 @@ func newLoadFixture(b *testing.B, s *server.Server, n int) *loadFixture {
 	if err != nil {
 		b.Fatal(err)
 	}
-	return &loadFixture{ns: ns, n: n, subject: subject}
+	sc := NewScanner(ns.js, ns.names.Events, ns.log.cfg.LoadBatch)
+	b.Cleanup(func() { _ = sc.Close() })
+	return &loadFixture{ns: ns, n: n, subject: subject, raw: sc}
 }
 
 func (f *loadFixture) esjetLoad(ctx context.Context) error {
@@ -364,31 +344,17 @@ func (f *loadFixture) esjetLoad(ctx context.Context) error {
 }
 
 // rawLoad reads the aggregate the way Log.Load does — batched direct get on
-// the subject, batch by batch while more are pending, over one shared reply
-// subscription — but only touches the bytes: the raw protocol cost, without
-// decoding, checks or upcasting.
+// the subject, batch by batch, over one shared reply subscription (the
+// Scanner `esjet bench` reads with too) — but only touches the bytes: the
+// raw protocol cost, without decoding, checks or upcasting.
 func (f *loadFixture) rawLoad(ctx context.Context) error {
-	if f.raw == nil {
-		f.raw = newBatchGetter(f.ns.js, f.ns.names.Events)
-	}
-	batch := f.ns.log.cfg.LoadBatch
-	from, count, size := uint64(1), 0, 0
-	for {
-		got, pending, err := f.raw.get(ctx, batchRequest{Seq: from, NextFor: f.subject, Batch: batch}, func(m *jetstream.RawStreamMsg) error {
-			size += len(m.Data)
-			from = m.Sequence + 1
-			return nil
-		})
-		if errors.Is(err, errNoMessages) {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		count += got
-		if got == 0 || pending == 0 {
-			break
-		}
+	size := 0
+	count, err := f.raw.Scan(ctx, ScanRange{Filter: f.subject}, func(m *jetstream.RawStreamMsg) error {
+		size += len(m.Data)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	if count != f.n || size == 0 {
 		return fmt.Errorf("raw read %d messages, want %d", count, f.n)
@@ -435,32 +401,25 @@ func BenchmarkLoadRatio(b *testing.B) {
 			perRound := max(1, 2000/n)
 			b.ReportAllocs()
 			ctx := b.Context()
-			var esTime, rawTime time.Duration
-			loads := 0
-			timed := func(load func(context.Context) error, total *time.Duration) {
-				start := time.Now()
-				for range perRound {
-					if err := load(ctx); err != nil {
-						b.Fatal(err)
+			loads := func(load func(context.Context) error) raw.Side {
+				return raw.Timed(func() error {
+					for range perRound {
+						if err := load(ctx); err != nil {
+							return err
+						}
 					}
-				}
-				*total += time.Since(start)
+					return nil
+				})
 			}
-			i := 0
+			var p raw.Pair
 			for b.Loop() {
-				if i%2 == 0 {
-					timed(f.esjetLoad, &esTime)
-					timed(f.rawLoad, &rawTime)
-				} else {
-					timed(f.rawLoad, &rawTime)
-					timed(f.esjetLoad, &esTime)
+				if err := p.Round(perRound, loads(f.esjetLoad), loads(f.rawLoad)); err != nil {
+					b.Fatal(err)
 				}
-				loads += perRound
-				i++
 			}
-			b.ReportMetric(float64(esTime.Microseconds())/float64(loads), "esjet-µs/load")
-			b.ReportMetric(float64(rawTime.Microseconds())/float64(loads), "raw-µs/load")
-			b.ReportMetric(esTime.Seconds()/rawTime.Seconds(), "time-ratio")
+			b.ReportMetric(float64(p.Esjet.Elapsed.Microseconds())/float64(p.Esjet.Ops), "esjet-µs/load")
+			b.ReportMetric(float64(p.Raw.Elapsed.Microseconds())/float64(p.Raw.Ops), "raw-µs/load")
+			b.ReportMetric(p.Esjet.Elapsed.Seconds()/p.Raw.Elapsed.Seconds(), "time-ratio")
 		})
 	}
 }
