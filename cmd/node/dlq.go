@@ -13,7 +13,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/esjet/esjet/internal/outbox"
+	"github.com/esjet/esjet/internal/ops"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // errorColumn is how much of a dead letter's error `dlq ls` shows.
@@ -44,17 +45,17 @@ newest entry of that command) or by its DLQ sequence number.`,
 }
 
 // dlqOpen connects and opens the namespace's DLQ. The caller calls closeConn.
-func (g *globals) dlqOpen(cmd *cobra.Command) (*outbox.DLQ, string, func(), error) {
+func (g *globals) dlqOpen(cmd *cobra.Command) (*ops.DLQ, string, func(), error) {
 	cfg, js, closeConn, err := g.outboxConnect(cmd)
 	if err != nil {
 		return nil, "", nil, err
 	}
-	return outbox.OpenDLQ(js, cfg.Namespace), cfg.Namespace, closeConn, nil
+	return ops.OpenDLQ(js, cfg.Namespace), cfg.Namespace, closeConn, nil
 }
 
 func newDLQListCmd(g *globals) *cobra.Command {
 	var (
-		f      outbox.Filter
+		f      ops.Filter
 		asJSON bool
 	)
 	cmd := &cobra.Command{
@@ -152,7 +153,7 @@ contains the text) is retried, after a confirmation on stdin unless --yes.`,
 				return err
 			}
 			defer closeConn()
-			ctx, by := cmd.Context(), outbox.Operator()
+			ctx, by := cmd.Context(), ops.Operator()
 			if len(args) == 1 {
 				dl, err := d.Get(ctx, args[0])
 				if err != nil {
@@ -166,7 +167,7 @@ contains the text) is retried, after a confirmation on stdin unless --yes.`,
 				return nil
 			}
 
-			list, err := d.List(ctx, outbox.Filter{Kind: kind, ErrorContains: errText})
+			list, err := d.List(ctx, ops.Filter{Kind: kind, ErrorContains: errText})
 			if err != nil {
 				return err
 			}
@@ -238,7 +239,7 @@ counts the command as discarded.`,
 			if err != nil {
 				return err
 			}
-			if err := d.Discard(ctx, dl, reason, outbox.Operator()); err != nil {
+			if err := d.Discard(ctx, dl, reason, ops.Operator()); err != nil {
 				return err
 			}
 			fmt.Fprintf(g.stdout, "discarded seq %d: command %s (%s), dead after %d attempt(s): %s\n  reason: %s (audit recorded)\n",
@@ -269,14 +270,14 @@ func confirm(in io.Reader, w io.Writer, question string) (bool, error) {
 	return false, nil
 }
 
-func printRetried(w io.Writer, ns string, dl outbox.DeadLetter, msgID string) {
+func printRetried(w io.Writer, ns string, dl ops.DeadLetter, msgID string) {
 	fmt.Fprintf(w, "retried seq %d: command %s re-driven to %s as msg id %s (audit recorded)\n",
-		dl.Seq, dl.ID, outbox.CommandSubject(ns, dl.Kind), msgID)
+		dl.Seq, dl.ID, wire.CommandSubject(ns, dl.Kind), msgID)
 }
 
-func printDeadLetters(w io.Writer, ns string, list []outbox.DeadLetter, f outbox.Filter, now time.Time) {
+func printDeadLetters(w io.Writer, ns string, list []ops.DeadLetter, f ops.Filter, now time.Time) {
 	if len(list) == 0 {
-		if f == (outbox.Filter{}) {
+		if f == (ops.Filter{}) {
 			fmt.Fprintf(w, "no dead letters in namespace %s\n", ns)
 		} else {
 			fmt.Fprintf(w, "no dead letters in namespace %s match\n", ns)
@@ -293,7 +294,7 @@ func printDeadLetters(w io.Writer, ns string, list []outbox.DeadLetter, f outbox
 	fmt.Fprintf(w, "\n%d dead letter(s)\n", len(list))
 }
 
-func printDeadLetter(w io.Writer, d outbox.DeadLetterDetail, now time.Time) {
+func printDeadLetter(w io.Writer, d ops.DeadLetterDetail, now time.Time) {
 	fmt.Fprintf(w, "dead letter seq %d: command %s (%s)\n\n", d.Seq, d.ID, d.Kind)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "error\t%s\n", d.Error)
@@ -331,7 +332,7 @@ func printDeadLetter(w io.Writer, d outbox.DeadLetterDetail, now time.Time) {
 	fmt.Fprintln(tw, "  AT\tACTION\tBY\tDLQ SEQ\tERROR\tDETAIL")
 	for _, a := range d.History {
 		detail := a.Reason
-		if a.Action == outbox.AuditRetried {
+		if a.Action == ops.AuditRetried {
 			detail = "msg id " + a.NewOutboxMsgID
 		}
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\t%s\n", a.At.Format(time.RFC3339), a.Action, a.By, a.DLQSeq, truncate(a.Error, errorColumn), detail)

@@ -12,8 +12,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/esjet/esjet/internal/outbox"
+	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // dlqTestNode runs a node in-process until the test ends (see startTestNode).
@@ -49,17 +50,17 @@ func TestDLQCommandsAgainstARunningNode(t *testing.T) {
 	// it as a worker would.
 	kill := func(id, kind, reason string, at time.Time) uint64 {
 		t.Helper()
-		m := nats.NewMsg(outbox.CommandSubject(ns, kind))
+		m := nats.NewMsg(wire.CommandSubject(ns, kind))
 		m.Data = []byte(`{"parcel":"` + id + `"}`)
 		m.Header.Set(jetstream.MsgIDHeader, id)
-		m.Header.Set(outbox.HeaderCommandID, id)
-		m.Header.Set(outbox.HeaderCommandKind, kind)
-		m.Header.Set(outbox.HeaderAggregateType, "parcel")
+		m.Header.Set(wire.HeaderCommandID, id)
+		m.Header.Set(wire.HeaderCommandKind, kind)
+		m.Header.Set(wire.HeaderAggregateType, "parcel")
 		ack, err := js.PublishMsg(ctx, m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		dack, err := js.PublishMsg(ctx, outbox.DeadLetterMsg(ns, m, ack.Sequence, reason, 3, "node-1", at))
+		dack, err := js.PublishMsg(ctx, wire.DeadLetterMsg(ns, m, ack.Sequence, reason, 3, "node-1", at))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +76,7 @@ func TestDLQCommandsAgainstARunningNode(t *testing.T) {
 		!strings.Contains(out, "parcel:p1:1:0") || !strings.Contains(out, "printer on fire") || !strings.Contains(out, "3 dead letter(s)") {
 		t.Fatalf("dlq ls: %v\n%s", err, out)
 	}
-	var list []outbox.DeadLetter
+	var list []ops.DeadLetter
 	out, _, err = dlqCLI(t, flags, "", "dlq", "ls", "--kind", "ship_parcel", "--older-than", "1h", "--json")
 	if err != nil || json.Unmarshal([]byte(out), &list) != nil || len(list) != 1 || list[0].ID != "parcel:p1:1:0" {
 		t.Fatalf("dlq ls --kind --older-than --json: %v\n%s", err, out)
@@ -102,11 +103,11 @@ func TestDLQCommandsAgainstARunningNode(t *testing.T) {
 		t.Fatalf("dlq retry: %v\n%s", err, out)
 	}
 	ost, _ := js.Stream(ctx, names.Outbox)
-	last, err := ost.GetLastMsgForSubject(ctx, outbox.CommandSubject(ns, "ship_parcel"))
-	if err != nil || last.Header.Get(jetstream.MsgIDHeader) != wantID || last.Header.Get(outbox.HeaderCommandID) != "parcel:p2:1:0" {
+	last, err := ost.GetLastMsgForSubject(ctx, wire.CommandSubject(ns, "ship_parcel"))
+	if err != nil || last.Header.Get(jetstream.MsgIDHeader) != wantID || last.Header.Get(wire.HeaderCommandID) != "parcel:p2:1:0" {
 		t.Fatalf("OUTBOX after retry: %v %v", last, err)
 	}
-	var det outbox.DeadLetterDetail
+	var det ops.DeadLetterDetail
 	if _, _, err := dlqCLI(t, flags, "", "dlq", "show", "parcel:p2:1:0"); err == nil || !strings.Contains(err.Error(), "retried by") {
 		t.Fatalf("show after retry: %v", err)
 	}
@@ -147,7 +148,7 @@ func TestDLQCommandsAgainstARunningNode(t *testing.T) {
 
 	// The re-driven copy fails again: a new entry, shown with the history
 	// of the earlier one.
-	dack, err := js.PublishMsg(ctx, outbox.DeadLetterMsg(ns, &nats.Msg{Subject: last.Subject, Header: last.Header, Data: last.Data},
+	dack, err := js.PublishMsg(ctx, wire.DeadLetterMsg(ns, &nats.Msg{Subject: last.Subject, Header: last.Header, Data: last.Data},
 		last.Sequence, "still 409", 1, "node-2", time.Now()))
 	if err != nil || dack.Duplicate {
 		t.Fatalf("dead letter of the re-drive: %+v, %v", dack, err)
@@ -160,7 +161,7 @@ func TestDLQCommandsAgainstARunningNode(t *testing.T) {
 
 	// Reconcile knows what the DLQ did: no drift, one discarded, the
 	// re-driven commands in flight, none dead but the new entry.
-	var rep outbox.Report
+	var rep ops.Report
 	out, _, err = dlqCLI(t, flags, "", "reconcile", "--json", "--no-progress")
 	if err != nil || json.Unmarshal([]byte(out), &rep) != nil {
 		t.Fatalf("reconcile: %v\n%s", err, out)

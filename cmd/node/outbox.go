@@ -14,14 +14,15 @@ import (
 
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/broker"
-	"github.com/esjet/esjet/internal/outbox"
+	"github.com/esjet/esjet/internal/ops"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // outboxReport is `esjet outbox --json`.
 type outboxReport struct {
-	Namespace string             `json:"namespace"`
-	Lag       outbox.Lag         `json:"lag"`
-	Kinds     []outbox.KindStats `json:"kinds"`
+	Namespace string          `json:"namespace"`
+	Lag       ops.Lag         `json:"lag"`
+	Kinds     []ops.KindStats `json:"kinds"`
 }
 
 func newOutboxCmd(g *globals) *cobra.Command {
@@ -49,7 +50,7 @@ dead letters.`,
 			}
 			defer closeConn()
 			ctx := cmd.Context()
-			in := outbox.Inspect(js, cfg.Namespace)
+			in := ops.Inspect(js, cfg.Namespace)
 			if len(args) == 1 {
 				info, err := in.Command(ctx, args[0])
 				if err != nil {
@@ -107,7 +108,7 @@ func writeIndentedJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func printOutbox(w io.Writer, ns string, lag outbox.Lag, kinds []outbox.KindStats) {
+func printOutbox(w io.Writer, ns string, lag ops.Lag, kinds []ops.KindStats) {
 	fmt.Fprintf(w, "namespace %s\n\n", ns)
 	switch {
 	case !lag.RelayConsumer && lag.Unrelayed > 0:
@@ -138,7 +139,7 @@ func printOutbox(w io.Writer, ns string, lag outbox.Lag, kinds []outbox.KindStat
 	_ = tw.Flush()
 }
 
-func printCommand(w io.Writer, c outbox.CommandInfo) {
+func printCommand(w io.Writer, c ops.CommandInfo) {
 	kind := c.Kind
 	if kind == "" {
 		kind = "kind unknown"
@@ -158,7 +159,7 @@ func printCommand(w io.Writer, c outbox.CommandInfo) {
 	}
 	relayCopies := 0
 	for _, cp := range c.Outbox {
-		if !outbox.IsRedrive(c.ID, cp.MsgID) {
+		if !wire.IsRedrive(c.ID, cp.MsgID) {
 			relayCopies++
 		}
 	}
@@ -170,7 +171,7 @@ func printCommand(w io.Writer, c outbox.CommandInfo) {
 	}
 	for _, cp := range c.Outbox {
 		note := ""
-		if outbox.IsRedrive(c.ID, cp.MsgID) {
+		if wire.IsRedrive(c.ID, cp.MsgID) {
 			note = " (re-driven from the DLQ)"
 		}
 		fmt.Fprintf(tw, "outbox\tseq %d, %s, msg id %s%s\n", cp.Seq, cp.Time.Format(time.RFC3339Nano), cp.MsgID, note)

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/esjet/esjet/internal/outbox"
+	"github.com/esjet/esjet/internal/ops"
 )
 
 // listCap is how many entries of each drift list the text output shows.
@@ -20,10 +20,10 @@ const listCap = 20
 
 // repairReport is `esjet reconcile --repair --json`.
 type repairReport struct {
-	Before      outbox.Report `json:"before"`
-	Repaired    int           `json:"repaired"`
-	RepairError string        `json:"repair_error,omitempty"`
-	After       outbox.Report `json:"after"`
+	Before      ops.Report `json:"before"`
+	Repaired    int        `json:"repaired"`
+	RepairError string     `json:"repair_error,omitempty"`
+	After       ops.Report `json:"after"`
 }
 
 func newReconcileCmd(g *globals) *cobra.Command {
@@ -66,9 +66,9 @@ exits by) the state after the repair. With --json it prints
 			}
 			defer closeConn()
 			ctx := cmd.Context()
-			rc := outbox.NewReconciler(js, cfg.Namespace, outbox.ReconcileConfig{StuckAfter: stuckAfter}, newLogger(cfg, g.stderr))
+			rc := ops.NewReconciler(js, cfg.Namespace, ops.ReconcileConfig{StuckAfter: stuckAfter}, newLogger(cfg, g.stderr))
 			showBar := !noProgress && !asJSON && isTerminal(g.stderr)
-			run := func(what string) (outbox.Report, error) {
+			run := func(what string) (ops.Report, error) {
 				progress, finish := newProgressBar(g.stderr, what, showBar)
 				rep, err := rc.Run(ctx, progress)
 				finish()
@@ -91,7 +91,7 @@ exits by) the state after the repair. With --json it prints
 			}
 
 			n, repairErr := rc.Repair(ctx, rep)
-			if repairErr != nil && !errors.Is(repairErr, outbox.ErrRepairDeduplicated) {
+			if repairErr != nil && !errors.Is(repairErr, ops.ErrRepairDeduplicated) {
 				return fmt.Errorf("repaired %d orphan(s), then: %w", n, repairErr)
 			}
 			after, err := run("re-check")
@@ -129,7 +129,7 @@ exits by) the state after the repair. With --json it prints
 
 // driftExit is exit status 1 (the report already said why) when there is
 // drift.
-func driftExit(rep outbox.Report) error {
+func driftExit(rep ops.Report) error {
 	if rep.Drift() > 0 {
 		return &exitError{code: 1}
 	}
@@ -166,7 +166,7 @@ func newProgressBar(w io.Writer, what string, show bool) (func(done, total uint6
 	return progress, func() { _ = bar.Finish() }
 }
 
-func printReconcile(w io.Writer, r outbox.Report) {
+func printReconcile(w io.Writer, r ops.Report) {
 	relay := fmt.Sprintf("relay ack floor %d of %d", r.RelayAckFloor, r.EventsLastSeq)
 	if !r.RelayConsumer {
 		relay = "the relay never ran"
@@ -178,7 +178,7 @@ func printReconcile(w io.Writer, r outbox.Report) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tISSUED\tIN OUTBOX\tSCHEDULED\tIN FLIGHT\tDONE\tFAILED\tDEAD\tDISCARDED\tNOT RELAYED\tEXPIRED\tORPHANS\tDUPLICATES\tSTUCK")
-	row := func(name string, c outbox.Counts) {
+	row := func(name string, c ops.Counts) {
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", name, c.Issued, c.InOutbox, c.Scheduled, c.InFlight,
 			c.Completed, c.Failed, c.Dead, c.Discarded, c.NotYetRelayed, c.Expired, c.Orphans, c.Duplicates, c.Stuck)
 	}

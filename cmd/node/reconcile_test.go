@@ -13,7 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/natstest"
-	"github.com/esjet/esjet/internal/outbox"
+	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/streams"
 )
 
@@ -48,7 +48,7 @@ func TestReconcileAndOutboxCommandsAgainstARunningNode(t *testing.T) {
 	if stderr != "" {
 		t.Errorf("stderr with --json --no-progress: %q", stderr)
 	}
-	var rep outbox.Report
+	var rep ops.Report
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("reconcile --json is not a report: %v\n%s", err, out)
 	}
@@ -68,7 +68,7 @@ func TestReconcileAndOutboxCommandsAgainstARunningNode(t *testing.T) {
 	}
 	id := streams.CommandID("trip", "t1", 1, 0)
 	out, _, err = cli("outbox", id, "--json")
-	var info outbox.CommandInfo
+	var info ops.CommandInfo
 	if err != nil || json.Unmarshal([]byte(out), &info) != nil || info.Cause == nil || len(info.Outbox) != 1 || info.Kind != "lock_budget" {
 		t.Fatalf("outbox %s: %v\n%s", id, err, out)
 	}
@@ -113,9 +113,9 @@ func TestReconcileAndOutboxCommandsAgainstARunningNode(t *testing.T) {
 
 // printList caps long lists.
 func TestReconcileTextCapsLists(t *testing.T) {
-	rep := outbox.Report{Namespace: "x", RelayConsumer: true, StuckAfter: time.Minute, Kinds: map[string]outbox.Counts{}}
+	rep := ops.Report{Namespace: "x", RelayConsumer: true, StuckAfter: time.Minute, Kinds: map[string]ops.Counts{}}
 	for i := range 25 {
-		rep.Orphans = append(rep.Orphans, outbox.Orphan{ID: fmt.Sprintf("trip:t%d:1:0", i), Kind: "k", DecisionSeq: uint64(i + 1)})
+		rep.Orphans = append(rep.Orphans, ops.Orphan{ID: fmt.Sprintf("trip:t%d:1:0", i), Kind: "k", DecisionSeq: uint64(i + 1)})
 	}
 	rep.Totals.Orphans = 25
 	var buf bytes.Buffer

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Event is a stored event as Evolve sees it.
@@ -90,14 +91,10 @@ func (d Decision) Fire(kind string, payload any) Decision {
 }
 
 // Result command kinds: a worker reports a command's outcome to the issuing
-// aggregate as one of these, with the command id as the idempotency key.
-func DoneKind(kind string) string   { return kind + "_done" }
-func FailedKind(kind string) string { return kind + "_failed" }
+// aggregate as one of these. The wire contract (package wire) owns them.
+func DoneKind(kind string) string   { return wire.DoneKind(kind) }
+func FailedKind(kind string) string { return wire.FailedKind(kind) }
 
-// Outcome is the payload of a <kind>_done or <kind>_failed command.
-type Outcome struct {
-	CommandID string          `json:"command_id"`
-	Result    json.RawMessage `json:"result,omitempty"`
-	Error     string          `json:"error,omitempty"`
-	Attempts  int             `json:"attempts,omitempty"`
-}
+// Outcome is the payload of a <kind>_done or <kind>_failed command, as
+// package wire defines it.
+type Outcome = wire.Outcome

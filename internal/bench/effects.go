@@ -11,8 +11,8 @@ import (
 
 	"github.com/esjet/esjet/internal/bench/raw"
 	"github.com/esjet/esjet/internal/consumer"
-	"github.com/esjet/esjet/internal/outbox"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // The effects phase: each round puts commands of a fresh kind in OUTBOX,
@@ -38,7 +38,7 @@ func (e *env) effectsPhase(ctx context.Context, progress func(float64)) ([]Phase
 				func() int64 { return w.Stats().Done }, func() bool { return w.Stats().Done >= int64(n) })
 		}
 		fetchAck := raw.Timed(func() error {
-			return raw.FetchAck(ctx, e.nodeJS, streams.NamesFor(e.ns).Outbox, "raw-"+kind, outbox.CommandSubject(e.ns, kind), n)
+			return raw.FetchAck(ctx, e.nodeJS, streams.NamesFor(e.ns).Outbox, "raw-"+kind, wire.CommandSubject(e.ns, kind), n)
 		})
 		return pair(n, esjet, fetchAck)
 	}), nil
@@ -48,11 +48,11 @@ func (e *env) effectsPhase(ctx context.Context, progress func(float64)) ([]Phase
 func publishCommands(ctx context.Context, js jetstream.JetStream, ns, kind string, n int) error {
 	return raw.PublishAll(ctx, js, n, func(i int) *nats.Msg {
 		id := fmt.Sprintf("acct:x%d:1:0-%s", i, kind)
-		m := nats.NewMsg(outbox.CommandSubject(ns, kind))
+		m := nats.NewMsg(wire.CommandSubject(ns, kind))
 		m.Data = depositBody
-		for k, v := range map[string]string{jetstream.MsgIDHeader: id, outbox.HeaderCommandID: id,
-			outbox.HeaderCommandKind: kind, outbox.HeaderAggregateType: "acct", outbox.HeaderAggregateID: "x" + strconv.Itoa(i),
-			outbox.HeaderVersion: "1", outbox.HeaderReport: "false"} {
+		for k, v := range map[string]string{jetstream.MsgIDHeader: id, wire.HeaderCommandID: id,
+			wire.HeaderCommandKind: kind, wire.HeaderAggregateType: "acct", wire.HeaderAggregateID: "x" + strconv.Itoa(i),
+			wire.HeaderVersion: "1", wire.HeaderReport: "false"} {
 			m.Header.Set(k, v)
 		}
 		return m

@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/natstest"
-	"github.com/esjet/esjet/internal/outbox"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // BenchmarkEffects: each round publishes 5,000 commands of a fresh kind to
@@ -91,11 +91,11 @@ func publishCommands(b *testing.B, js jetstream.JetStream, ns, kind string, n in
 	pub, _ := jetstream.New(js.Conn(), jetstream.WithPublishAsyncMaxPending(4096))
 	for i := range n {
 		id := fmt.Sprintf("acct:a%d:1:0", i)
-		m := nats.NewMsg(outbox.CommandSubject(ns, kind))
+		m := nats.NewMsg(wire.CommandSubject(ns, kind))
 		m.Data = []byte(`{"amount":100,"currency":"EUR"}`)
-		for k, v := range map[string]string{jetstream.MsgIDHeader: id + kind, outbox.HeaderCommandID: id + "-" + kind,
-			outbox.HeaderCommandKind: kind, outbox.HeaderAggregateType: "acct", outbox.HeaderAggregateID: fmt.Sprint("a", i),
-			outbox.HeaderVersion: "1", outbox.HeaderReport: "false"} {
+		for k, v := range map[string]string{jetstream.MsgIDHeader: id + kind, wire.HeaderCommandID: id + "-" + kind,
+			wire.HeaderCommandKind: kind, wire.HeaderAggregateType: "acct", wire.HeaderAggregateID: fmt.Sprint("a", i),
+			wire.HeaderVersion: "1", wire.HeaderReport: "false"} {
 			m.Header.Set(k, v)
 		}
 		if _, err := pub.PublishMsgAsync(m); err != nil {
@@ -111,7 +111,7 @@ func publishCommands(b *testing.B, js jetstream.JetStream, ns, kind string, n in
 // for each ack's confirmation).
 func rawFetchAck(ctx context.Context, js jetstream.JetStream, ns, kind string, n int) error {
 	cons, err := js.CreateOrUpdateConsumer(ctx, streams.NamesFor(ns).Outbox, jetstream.ConsumerConfig{
-		Durable: "raw-" + kind, FilterSubject: outbox.CommandSubject(ns, kind), AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 10_000,
+		Durable: "raw-" + kind, FilterSubject: wire.CommandSubject(ns, kind), AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 10_000,
 	})
 	if err != nil {
 		return err

@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/esjet/esjet/internal/outbox"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Delivery is one attempt at one command.
@@ -32,15 +31,23 @@ type Delivery struct {
 // IdempotencyKey is what receivers dedupe on: the command id.
 func (d Delivery) IdempotencyKey() string { return d.CommandID }
 
-func deliveryFrom(m *nats.Msg, attempt int) Delivery {
-	h := m.Header
-	v, _ := strconv.ParseUint(h.Get(outbox.HeaderVersion), 10, 64)
+// deliveryFrom decodes an OUTBOX message into attempt number attempt. The
+// error wraps wire.ErrNotACommand; the Delivery holds what could be read.
+func deliveryFrom(m *nats.Msg, attempt int) (Delivery, error) {
+	c, err := wire.DecodeCommand(m)
 	return Delivery{
-		CommandID: h.Get(outbox.HeaderCommandID), Kind: h.Get(outbox.HeaderCommandKind), Payload: m.Data,
-		Attempt: attempt, AggregateType: h.Get(outbox.HeaderAggregateType), AggregateID: h.Get(outbox.HeaderAggregateID),
-		AggregateVersion: v, DecisionID: h.Get(outbox.HeaderDecisionID), CorrelationID: h.Get(outbox.HeaderCorrelationID),
-		TraceParent: h.Get(outbox.HeaderTraceParent), Report: h.Get(outbox.HeaderReport) == "true", Header: h,
-	}
+		CommandID: c.ID, Kind: c.Kind, Payload: c.Payload, Attempt: attempt,
+		AggregateType: c.AggregateType, AggregateID: c.AggregateID, AggregateVersion: c.Version,
+		DecisionID: c.DecisionID, CorrelationID: c.CorrelationID, TraceParent: c.TraceParent,
+		Report: c.Report, Header: m.Header,
+	}, err
+}
+
+// command is the wire form of d, for the request headers of a target.
+func (d Delivery) command() wire.Command {
+	return wire.Command{ID: d.CommandID, Kind: d.Kind, AggregateType: d.AggregateType, AggregateID: d.AggregateID,
+		Version: d.AggregateVersion, DecisionID: d.DecisionID, CorrelationID: d.CorrelationID, TraceParent: d.TraceParent,
+		Report: d.Report}
 }
 
 // Handler carries out one command. It returns the result (JSON, may be nil)

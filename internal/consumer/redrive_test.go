@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/esjet/esjet/internal/natstest"
-	"github.com/esjet/esjet/internal/outbox"
+	"github.com/esjet/esjet/internal/ops"
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/esjet/esjet/receiver"
 )
 
@@ -45,7 +46,7 @@ func TestDLQRetryRestoresFlowAndTheReceiverStillDedupes(t *testing.T) {
 	id := e.command(t, "charge", "c1", `{"amount":7}`)
 	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Dead == 1 })
 
-	dlq := outbox.OpenDLQ(e.js, e.ns)
+	dlq := ops.OpenDLQ(e.js, e.ns)
 	dl, err := dlq.Get(t.Context(), id)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +56,7 @@ func TestDLQRetryRestoresFlowAndTheReceiverStillDedupes(t *testing.T) {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Done == 1 })
-	if rc, _ := e.receipt(t, id); rc.Outcome != outbox.OutcomeDone {
+	if rc, _ := e.receipt(t, id); rc.Outcome != wire.OutcomeDone {
 		t.Fatalf("receipt after the re-drive: %+v", rc)
 	}
 	if effects.Load() != 1 {

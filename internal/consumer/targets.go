@@ -13,36 +13,18 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/esjet/esjet/internal/outbox"
+	"github.com/esjet/esjet/internal/wire"
 )
 
-// Headers every target receives, beside the command's own.
+// Headers every target receives, beside the command's own (see
+// wire.RequestHeader).
 const (
-	HeaderIdempotencyKey = "Idempotency-Key" // the command id
-	HeaderAttempt        = "Esjet-Attempt"   // 1, 2, …
+	HeaderIdempotencyKey = wire.HeaderIdempotencyKey // the command id
+	HeaderAttempt        = wire.HeaderAttempt        // 1, 2, …
 )
 
-// requestHeaders are what a NATS or HTTP target gets: the idempotency key,
-// the attempt, and what identifies the command and its issuer (so a
-// receiver can fence a stale worker by aggregate version).
-func requestHeaders(d Delivery) map[string]string {
-	h := map[string]string{
-		HeaderIdempotencyKey:       d.CommandID,
-		HeaderAttempt:              strconv.Itoa(d.Attempt),
-		outbox.HeaderCommandID:     d.CommandID,
-		outbox.HeaderCommandKind:   d.Kind,
-		outbox.HeaderAggregateType: d.AggregateType,
-		outbox.HeaderAggregateID:   d.AggregateID,
-		outbox.HeaderVersion:       strconv.FormatUint(d.AggregateVersion, 10),
-	}
-	if d.CorrelationID != "" {
-		h[outbox.HeaderCorrelationID] = d.CorrelationID
-	}
-	if d.TraceParent != "" {
-		h["Traceparent"] = d.TraceParent
-	}
-	return h
-}
+// requestHeaders are what a NATS or HTTP target gets with d.
+func requestHeaders(d Delivery) map[string]string { return wire.RequestHeader(d.command(), d.Attempt) }
 
 // reply is a target's answer: {"result": …} or {"error": …, "retryable": …}.
 type reply struct {

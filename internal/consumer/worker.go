@@ -18,8 +18,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/failpoint"
-	"github.com/esjet/esjet/internal/outbox"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // KindConfig is how one command kind is carried out. The zero value of every
@@ -79,7 +79,7 @@ type Feedback interface {
 type Report struct {
 	AggregateType, AggregateID string
 	Kind                       string // <kind>_done or <kind>_failed
-	Payload                    []byte // an outbox.Outcome as JSON
+	Payload                    []byte // a wire.Outcome as JSON
 	IdempotencyKey             string
 	CorrelationID, CausationID string
 }
@@ -88,15 +88,6 @@ type Report struct {
 // aggregate rejected the outcome, or its type is not served here): the
 // worker logs it and acks the command.
 var ErrFeedbackRefused = errors.New("consumer: outcome refused by the aggregate")
-
-// outcome is the payload of <kind>_done / <kind>_failed (the shape of
-// esjet.Outcome, which aggregates decode).
-type outcome struct {
-	CommandID string          `json:"command_id"`
-	Result    json.RawMessage `json:"result,omitempty"`
-	Error     string          `json:"error,omitempty"`
-	Attempts  int             `json:"attempts,omitempty"`
-}
 
 // Stats are a worker's counters.
 type Stats struct {
@@ -120,9 +111,9 @@ type Worker struct {
 func ConsumerConfig(ns string, cfg KindConfig) jetstream.ConsumerConfig {
 	cfg.setDefaults()
 	return jetstream.ConsumerConfig{
-		Durable:       outbox.WorkerConsumerName(cfg.Kind),
+		Durable:       wire.WorkerConsumerName(cfg.Kind),
 		Description:   "esjet workers for " + cfg.Kind,
-		FilterSubject: outbox.CommandSubject(ns, cfg.Kind),
+		FilterSubject: wire.CommandSubject(ns, cfg.Kind),
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
@@ -156,7 +147,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 		return nil, fmt.Errorf("worker %s: receipts bucket: %w", cfg.Kind, err)
 	}
 	return &Worker{js: js, names: names, cfg: cfg, fb: fb, cons: cons, receipts: kv,
-		logger: logger.With("component", "worker", "consumer", outbox.WorkerConsumerName(cfg.Kind))}, nil
+		logger: logger.With("component", "worker", "consumer", wire.WorkerConsumerName(cfg.Kind))}, nil
 }
 
 // Stats returns the worker's counters.
@@ -249,19 +240,14 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 	if raw.Header == nil {
 		raw.Header = nats.Header{}
 	}
-	d := deliveryFrom(raw, int(meta.NumDelivered))
+	d, derr := deliveryFrom(raw, int(meta.NumDelivered))
 	log := w.logger.With("command_id", d.CommandID, "seq", meta.Sequence.Stream, "attempt", d.Attempt)
-	if d.CommandID == "" {
+	if derr != nil {
 		w.poison.Add(1)
-		w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, errors.New("no Esjet-Command-Id header: not an esjet command"))
+		w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, derr)
 		return
 	}
-	if len(d.Payload) > 0 && !json.Valid(d.Payload) {
-		w.poison.Add(1)
-		w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, errors.New("the payload is not valid JSON"))
-		return
-	}
-	if rc, ok := w.receipt(ctx, d.CommandID); ok && rc.Outcome == outbox.OutcomeDone {
+	if rc, ok := w.receipt(ctx, d.CommandID); ok && rc.Outcome == wire.OutcomeDone {
 		// Done already (a redelivery after a lost ack, or a duplicate
 		// copy): do not run it again; make sure its outcome was reported.
 		w.skipped.Add(1)
@@ -286,7 +272,7 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 		// Report what the receipt holds: if another worker finished first
 		// (this one lost its lease), its result is the one on record, and
 		// every report of the command stays identical.
-		rc := w.saveReceipt(ctx, log, outbox.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: outbox.OutcomeDone,
+		rc := w.saveReceipt(ctx, log, wire.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: wire.OutcomeDone,
 			Attempts: d.Attempt, ResultDigest: digest(result), Result: result, At: time.Now().UTC()})
 		failpoint.Hit(failpoint.WorkerAfterReceipt)
 		if !w.report(ctx, log, d, true, rc.Result, "") {
@@ -344,8 +330,8 @@ func (w *Worker) run(ctx context.Context, m jetstream.Msg, d Delivery) (result j
 // failure reported to the aggregate, then term. If the DLQ write fails the
 // message is nak'ed and comes back: nothing is lost.
 func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.Msg, raw *nats.Msg, seq uint64, d Delivery, cause error) {
-	reason := outbox.OneLine(cause.Error())
-	dl := outbox.DeadLetterMsg(w.names.Namespace, raw, seq, reason, d.Attempt, w.cfg.Node, time.Now().UTC())
+	reason := wire.OneLine(cause.Error())
+	dl := wire.DeadLetterMsg(w.names.Namespace, raw, seq, reason, d.Attempt, w.cfg.Node, time.Now().UTC())
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	_, err := w.js.PublishMsg(pctx, dl, jetstream.WithExpectStream(w.names.DLQ))
 	cancel()
@@ -357,7 +343,7 @@ func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.M
 	w.dead.Add(1)
 	log.Warn("dead-lettered", "error", cause)
 	if d.CommandID != "" {
-		w.saveReceipt(ctx, log, outbox.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: outbox.OutcomeFailed,
+		w.saveReceipt(ctx, log, wire.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: wire.OutcomeFailed,
 			Attempts: d.Attempt, LastError: reason, At: time.Now().UTC()})
 		w.report(ctx, log, d, false, nil, reason) // best effort: the DLQ entry is the record
 	}
@@ -372,12 +358,12 @@ func (w *Worker) report(ctx context.Context, log *slog.Logger, d Delivery, ok bo
 	}
 	// No attempt count in the payload: every report of one outcome must be
 	// byte-identical, or the aggregate would take a repeat for a conflict.
-	out := outcome{CommandID: d.CommandID, Result: result, Error: errText}
-	kind, key := d.Kind+"_done", d.CommandID+"/done"
+	out := wire.Outcome{CommandID: d.CommandID, Result: result, Error: errText}
+	kind, key := wire.DoneKind(d.Kind), wire.DoneKey(d.CommandID)
 	if !ok {
-		kind, key = d.Kind+"_failed", d.CommandID+"/failed"
+		kind, key = wire.FailedKind(d.Kind), wire.FailedKey(d.CommandID)
 	}
-	payload, _ := json.Marshal(out)
+	payload := out.Encode()
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	err := w.fb.Report(rctx, Report{AggregateType: d.AggregateType, AggregateID: d.AggregateID, Kind: kind, Payload: payload,
@@ -407,24 +393,21 @@ func (w *Worker) ack(ctx context.Context, log *slog.Logger, m jetstream.Msg) {
 }
 
 // receipt reads a command's receipt.
-func (w *Worker) receipt(ctx context.Context, id string) (outbox.Receipt, bool) {
-	e, err := w.receipts.Get(ctx, outbox.ReceiptKey(id))
+func (w *Worker) receipt(ctx context.Context, id string) (wire.Receipt, bool) {
+	e, err := w.receipts.Get(ctx, wire.ReceiptKey(id))
 	if err != nil {
-		return outbox.Receipt{}, false
+		return wire.Receipt{}, false
 	}
-	var rc outbox.Receipt
-	if json.Unmarshal(e.Value(), &rc) != nil {
-		return outbox.Receipt{}, false
-	}
-	return rc, true
+	rc, err := wire.DecodeReceipt(e.Value())
+	return rc, err == nil
 }
 
 // saveReceipt creates the command's receipt, or replaces a failed one (a
 // dead letter re-driven and now done). A done receipt is never replaced: it
 // is returned instead, so the caller reports the outcome on record.
-func (w *Worker) saveReceipt(ctx context.Context, log *slog.Logger, rc outbox.Receipt) outbox.Receipt {
-	data, _ := json.Marshal(rc)
-	key := outbox.ReceiptKey(rc.CommandID)
+func (w *Worker) saveReceipt(ctx context.Context, log *slog.Logger, rc wire.Receipt) wire.Receipt {
+	data := rc.Encode()
+	key := wire.ReceiptKey(rc.CommandID)
 	for range 3 {
 		_, err := w.receipts.Create(ctx, key, data)
 		if err == nil {
@@ -438,8 +421,7 @@ func (w *Worker) saveReceipt(ctx context.Context, log *slog.Logger, rc outbox.Re
 		if gerr != nil {
 			continue
 		}
-		var old outbox.Receipt
-		if json.Unmarshal(e.Value(), &old) == nil && old.Outcome == outbox.OutcomeDone {
+		if old, err := wire.DecodeReceipt(e.Value()); err == nil && old.Outcome == wire.OutcomeDone {
 			return old
 		}
 		if _, err := w.receipts.Update(ctx, key, data, e.Revision()); err == nil {

@@ -17,8 +17,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/natstest"
-	"github.com/esjet/esjet/internal/outbox"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 type wEnv struct {
@@ -69,12 +69,12 @@ func (r *recorder) all() []Report {
 func (e *wEnv) command(t *testing.T, kind, id string, payload string) string {
 	t.Helper()
 	cmdID := fmt.Sprintf("trip:%s:1:0", id)
-	m := nats.NewMsg(outbox.CommandSubject(e.ns, kind))
+	m := nats.NewMsg(wire.CommandSubject(e.ns, kind))
 	m.Data = []byte(payload)
 	for k, v := range map[string]string{
-		jetstream.MsgIDHeader: cmdID, outbox.HeaderCommandID: cmdID, outbox.HeaderCommandKind: kind,
-		outbox.HeaderAggregateType: "trip", outbox.HeaderAggregateID: id, outbox.HeaderVersion: "1",
-		outbox.HeaderDecisionID: "d-" + id, outbox.HeaderReport: "true",
+		jetstream.MsgIDHeader: cmdID, wire.HeaderCommandID: cmdID, wire.HeaderCommandKind: kind,
+		wire.HeaderAggregateType: "trip", wire.HeaderAggregateID: id, wire.HeaderVersion: "1",
+		wire.HeaderDecisionID: "d-" + id, wire.HeaderReport: "true",
 	} {
 		m.Header.Set(k, v)
 	}
@@ -97,17 +97,17 @@ func (e *wEnv) start(t *testing.T, kc KindConfig) *Worker {
 	return w
 }
 
-func (e *wEnv) receipt(t *testing.T, id string) (outbox.Receipt, bool) {
+func (e *wEnv) receipt(t *testing.T, id string) (wire.Receipt, bool) {
 	t.Helper()
 	kv, err := e.js.KeyValue(t.Context(), streams.NamesFor(e.ns).Receipts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	entry, err := kv.Get(t.Context(), outbox.ReceiptKey(id))
+	entry, err := kv.Get(t.Context(), wire.ReceiptKey(id))
 	if err != nil {
-		return outbox.Receipt{}, false
+		return wire.Receipt{}, false
 	}
-	var rc outbox.Receipt
+	var rc wire.Receipt
 	_ = json.Unmarshal(entry.Value(), &rc)
 	return rc, true
 }
@@ -155,14 +155,14 @@ func testFlaky(t *testing.T, e *wEnv) {
 		t.Fatalf("%d calls, %d effects; want 3 and 1", calls.Load(), effects.Load())
 	}
 	rc, ok := e.receipt(t, id)
-	if !ok || rc.Outcome != outbox.OutcomeDone || rc.Attempts != 3 || string(rc.Result) != `{"paid":true}` {
+	if !ok || rc.Outcome != wire.OutcomeDone || rc.Attempts != 3 || string(rc.Result) != `{"paid":true}` {
 		t.Fatalf("receipt %+v %v", rc, ok)
 	}
 	reps := e.fb.all()
 	if len(reps) != 1 || reps[0].Kind != "pay_done" || reps[0].AggregateID != "f1" || reps[0].IdempotencyKey != id+"/done" {
 		t.Fatalf("reports %+v", reps)
 	}
-	var out outcome
+	var out wire.Outcome
 	_ = json.Unmarshal(reps[0].Payload, &out)
 	if out.CommandID != id || string(out.Result) != `{"paid":true}` {
 		t.Fatalf("reported outcome %+v", out)
@@ -181,7 +181,7 @@ func testTerminal(t *testing.T, e *wEnv) {
 		t.Fatalf("%d calls, %d dead letters", calls.Load(), e.deadLetters(t))
 	}
 	rc, _ := e.receipt(t, id)
-	if rc.Outcome != outbox.OutcomeFailed || rc.LastError == "" {
+	if rc.Outcome != wire.OutcomeFailed || rc.LastError == "" {
 		t.Fatalf("receipt %+v", rc)
 	}
 	natstest.Eventually(t, 5*time.Second, func() bool { return len(e.fb.all()) == 1 })
@@ -189,7 +189,7 @@ func testTerminal(t *testing.T, e *wEnv) {
 		t.Fatalf("report %+v", r)
 	}
 	// The command is termed: it does not come back.
-	cons, _ := e.js.Consumer(t.Context(), streams.NamesFor(e.ns).Outbox, outbox.WorkerConsumerName("book"))
+	cons, _ := e.js.Consumer(t.Context(), streams.NamesFor(e.ns).Outbox, wire.WorkerConsumerName("book"))
 	natstest.Eventually(t, 5*time.Second, func() bool {
 		info, err := cons.Info(t.Context())
 		return err == nil && info.NumAckPending == 0 && info.NumPending == 0
@@ -227,8 +227,8 @@ func testPoison(t *testing.T, e *wEnv) {
 func testDoneReceipt(t *testing.T, e *wEnv) {
 	kv, _ := e.js.KeyValue(t.Context(), streams.NamesFor(e.ns).Receipts)
 	id := "trip:r1:1:0"
-	rc, _ := json.Marshal(outbox.Receipt{CommandID: id, Kind: "ship", Outcome: outbox.OutcomeDone, Attempts: 1, Result: json.RawMessage(`{"n":1}`)})
-	if _, err := kv.Create(t.Context(), outbox.ReceiptKey(id), rc); err != nil {
+	rc, _ := json.Marshal(wire.Receipt{CommandID: id, Kind: "ship", Outcome: wire.OutcomeDone, Attempts: 1, Result: json.RawMessage(`{"n":1}`)})
+	if _, err := kv.Create(t.Context(), wire.ReceiptKey(id), rc); err != nil {
 		t.Fatal(err)
 	}
 	var calls atomic.Int64
@@ -325,12 +325,12 @@ func testHTTPTarget(t *testing.T, e *wEnv) {
 		n := len(seen[key])
 		mu.Unlock()
 		switch {
-		case r.Header.Get(outbox.HeaderAggregateID) == "conflict":
+		case r.Header.Get(wire.HeaderAggregateID) == "conflict":
 			http.Error(w, "already booked differently", http.StatusConflict)
-		case r.Header.Get(outbox.HeaderAggregateID) == "busy" && n == 1:
+		case r.Header.Get(wire.HeaderAggregateID) == "busy" && n == 1:
 			w.Header().Set("Retry-After", "1")
 			http.Error(w, "slow down", http.StatusTooManyRequests)
-		case r.Header.Get(outbox.HeaderAggregateID) == "broken" && n == 1:
+		case r.Header.Get(wire.HeaderAggregateID) == "broken" && n == 1:
 			http.Error(w, "boom", http.StatusInternalServerError)
 		default:
 			if r.Header.Get(HeaderAttempt) != fmt.Sprint(n) {
@@ -357,14 +357,14 @@ func testHTTPTarget(t *testing.T, e *wEnv) {
 	if len(seen[conflict]) != 1 {
 		t.Fatalf("409: %d attempts, want 1 (terminal)", len(seen[conflict]))
 	}
-	if rc, _ := e.receipt(t, conflict); rc.Outcome != outbox.OutcomeFailed {
+	if rc, _ := e.receipt(t, conflict); rc.Outcome != wire.OutcomeFailed {
 		t.Fatalf("409 receipt %+v", rc)
 	}
 }
 
 func testNATSTarget(t *testing.T, e *wEnv) {
 	sub, err := e.nc.Subscribe("svc.reserve", func(m *nats.Msg) {
-		switch m.Header.Get(outbox.HeaderAggregateID) {
+		switch m.Header.Get(wire.HeaderAggregateID) {
 		case "bad":
 			_ = m.Respond([]byte(`{"error":"sold out","retryable":false}`))
 		default:

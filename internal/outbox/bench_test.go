@@ -16,6 +16,7 @@ import (
 
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Relay benchmarks, sync interval (the test server's default):
@@ -196,7 +197,7 @@ func BenchmarkRelayLatency(b *testing.B) {
 	sub, err := js.Conn().Subscribe(ns+".outbox.>", func(m *nats.Msg) {
 		now := time.Now()
 		mu.Lock()
-		id := m.Header.Get(HeaderCommandID)
+		id := m.Header.Get(wire.HeaderCommandID)
 		if t0, ok := acked[id]; ok {
 			lat = append(lat, now.Sub(t0))
 		} else {
@@ -250,36 +251,4 @@ func BenchmarkRelayLatency(b *testing.B) {
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(float64(len(lat)), "commands")
-}
-
-// BenchmarkReconcileScan times a full reconcile of 5,000 decisions and their
-// 5,000 OUTBOX messages, reporting messages scanned per second.
-func BenchmarkReconcileScan(b *testing.B) {
-	s := natstest.RunServer(b)
-	e, last := fillDecisions(b, s)
-	r, err := NewRelay(b.Context(), e.js, e.ns, RelayConfig{}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	for r.Stats().LastSeq < last {
-		time.Sleep(time.Millisecond)
-	}
-	cancel()
-	<-done
-	rc := NewReconciler(e.js, e.ns, ReconcileConfig{}, nil)
-	scanned := 0
-	for b.Loop() {
-		rep, err := rc.Run(b.Context(), nil)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if rep.Drift() != 0 || rep.Totals.Issued != benchDecisions {
-			b.Fatalf("drift %d, issued %d", rep.Drift(), rep.Totals.Issued)
-		}
-		scanned += int(rep.Scanned.Events + rep.Scanned.Outbox)
-	}
-	b.ReportMetric(float64(scanned)/b.Elapsed().Seconds(), "msgs/s")
 }

@@ -1,5 +1,5 @@
 // Package outbox carries the commands recorded in the event log to the
-// OUTBOX stream, exactly once in effect.
+// OUTBOX stream, exactly once in effect: the relay, and nothing else.
 //
 // The log is the outbox table of the classic pattern: a command is pending
 // from the moment its decision is stored. The [Relay] is a durable pull
@@ -15,9 +15,10 @@
 // schedule (@at) on <ns>.schedule.<kind>.<type>.<id>.<version>.<index>,
 // targeting <ns>.outbox.<kind>: durable, fired once by the server.
 //
-// The [Reconciler] proves the claim: it compares what the log recorded with
-// what OUTBOX, the receipts and the DLQ hold, per kind, and can re-publish
-// orphans with their original ids.
+// The message format is the OUTBOX contract's (package wire); the operator
+// tools that check and repair what the relay did (reconcile, DLQ console,
+// command inspector) are package ops.
 //
-// Data flow: internal/streams (EVENTS) → Relay → OUTBOX → internal/consumer.
+// Data flow: internal/streams (EVENTS) → Relay → OUTBOX (wire) →
+// internal/consumer.
 package outbox

@@ -12,11 +12,12 @@ import (
 
 	"github.com/esjet/esjet/internal/failpoint"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Relay consumer identity on <NS>_EVENTS.
 const (
-	ConsumerName  = "esjet-relay"
+	ConsumerName  = wire.RelayConsumerName
 	PriorityGroup = "relay"
 )
 
@@ -305,14 +306,14 @@ func (r *Relay) publish(msgs []jetstream.Msg) int {
 		}
 		rec := streams.Record{Decision: d, Seq: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp}
 		for _, c := range rec.Commands {
-			cm := commandMsg(r.names.Namespace, rec, c, now)
+			cm := wire.EncodeCommand(r.names.Namespace, rec, c, now)
 			fut, err := r.js.PublishMsgAsync(cm)
 			if err != nil {
 				r.logger.Warn("relay: publish", "command_id", c.ID, "error", err)
 				failedAt = min(failedAt, i)
 				break
 			}
-			_, sched := cm.Header[headerSchedule]
+			sched := wire.IsSchedule(cm)
 			futs = append(futs, sent{msg: i, fut: fut, sched: sched})
 		}
 	}
@@ -339,7 +340,7 @@ func (r *Relay) publish(msgs []jetstream.Msg) int {
 		case err := <-s.fut.Err():
 			r.failures.Add(1)
 			r.logger.Warn("relay: OUTBOX refused a command; trying again from its decision",
-				"command_id", s.fut.Msg().Header.Get(HeaderCommandID), "error", err)
+				"command_id", s.fut.Msg().Header.Get(wire.HeaderCommandID), "error", err)
 			failedAt = min(failedAt, s.msg)
 		case <-timeout.C:
 			expired = true

@@ -13,7 +13,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/natstest"
+	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // relayEnv is one provisioned namespace with its log.
@@ -68,7 +70,7 @@ func (e *relayEnv) outboxByCommand(t *testing.T) map[string]int {
 			continue // deleted or a purged schedule
 		}
 		if len(m.Subject) > len(e.ns)+8 && m.Subject[:len(e.ns)+8] == e.ns+".outbox." {
-			out[m.Header.Get(HeaderCommandID)]++
+			out[m.Header.Get(wire.HeaderCommandID)]++
 		}
 	}
 	return out
@@ -130,15 +132,15 @@ func testRelayOnce(t *testing.T, e *relayEnv) {
 	}
 	// The message carries its id, cause and payload.
 	ob, _ := e.js.Stream(t.Context(), streams.NamesFor(e.ns).Outbox)
-	m, err := ob.GetLastMsgForSubject(t.Context(), CommandSubject(e.ns, "ship"))
+	m, err := ob.GetLastMsgForSubject(t.Context(), wire.CommandSubject(e.ns, "ship"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rec := recs[len(recs)-1] // 19 % 3 = 1 command
 	for k, v := range map[string]string{
-		jetstream.MsgIDHeader: rec.Commands[0].ID, HeaderCommandID: rec.Commands[0].ID, HeaderCommandKind: "ship",
-		HeaderAggregateType: "order", HeaderAggregateID: "o19", HeaderVersion: "1", HeaderDecisionID: rec.ID,
-		HeaderDecisionSeq: fmt.Sprint(rec.Seq), HeaderReport: "true", HeaderCausationID: rec.ID,
+		jetstream.MsgIDHeader: rec.Commands[0].ID, wire.HeaderCommandID: rec.Commands[0].ID, wire.HeaderCommandKind: "ship",
+		wire.HeaderAggregateType: "order", wire.HeaderAggregateID: "o19", wire.HeaderVersion: "1", wire.HeaderDecisionID: rec.ID,
+		wire.HeaderDecisionSeq: fmt.Sprint(rec.Seq), wire.HeaderReport: "true", wire.HeaderCausationID: rec.ID,
 	} {
 		if got := m.Header.Get(k); got != v {
 			t.Errorf("header %s = %q, want %q", k, got, v)
@@ -237,15 +239,15 @@ func testRelayDelayed(t *testing.T, e *relayEnv) {
 		t.Fatalf("fired %v late", late)
 	}
 	ob, _ := e.js.Stream(t.Context(), streams.NamesFor(e.ns).Outbox)
-	m, err := ob.GetLastMsgForSubject(t.Context(), CommandSubject(e.ns, "remind"))
+	m, err := ob.GetLastMsgForSubject(t.Context(), wire.CommandSubject(e.ns, "remind"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if m.Header.Get(HeaderCommandID) != rec.Commands[0].ID || m.Header.Get(HeaderDeliverAfter) == "" || string(m.Data) != `{"i":0}` {
+	if m.Header.Get(wire.HeaderCommandID) != rec.Commands[0].ID || m.Header.Get(wire.HeaderDeliverAfter) == "" || string(m.Data) != `{"i":0}` {
 		t.Fatalf("fired message headers %v data %s", m.Header, m.Data)
 	}
 	// The schedule is gone once fired: nothing will fire twice.
-	if _, err := ob.GetLastMsgForSubject(t.Context(), ScheduleSubject(e.ns, "remind", rec.Commands[0].ID)); err == nil {
+	if _, err := ob.GetLastMsgForSubject(t.Context(), wire.ScheduleSubject(e.ns, "remind", rec.Commands[0].ID)); err == nil {
 		t.Fatal("the schedule message is still there after firing")
 	}
 }
@@ -285,7 +287,7 @@ func TestRelayRestartedAfterTheDedupWindowStoresCopiesReconcileReports(t *testin
 			t.Fatalf("command %s stored %d times, want 2 (the window had passed)", id, n)
 		}
 	}
-	rep, err := NewReconciler(js, ns, ReconcileConfig{}, nil).Run(t.Context(), nil)
+	rep, err := ops.NewReconciler(js, ns, ops.ReconcileConfig{}, nil).Run(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

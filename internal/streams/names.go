@@ -3,7 +3,9 @@ package streams
 import "strings"
 
 // Names are the JetStream objects of one namespace (DESIGN.md, "Streams,
-// subjects, buckets").
+// subjects, buckets"), and the whole-stream subject filters they are
+// provisioned with. The subjects inside OUTBOX and the DLQ (per kind, per
+// command) belong to the OUTBOX contract: package wire builds them.
 type Names struct {
 	Namespace string // e.g. "trips"
 	Events    string // stream <NS>_EVENTS, subjects <ns>.evt.>
@@ -39,9 +41,7 @@ func (n Names) ScheduleFilter() string { return n.Namespace + ".schedule.>" }
 
 // DLQFilter is every subject of the DLQ stream: dead letters on
 // <ns>.dlq.<kind> and their audit trail on <ns>.dlq.audit.<kind>. To read
-// dead letters only, use outbox.DeadLetterFilter.
-//
-// DLQFilter is the subject filter of the dead-letter stream.
+// dead letters only, use wire.DeadLetterFilter.
 func (n Names) DLQFilter() string { return n.Namespace + ".dlq.>" }
 
 // AggregateSubject is the one literal subject of an aggregate. It validates
@@ -54,20 +54,4 @@ func (n Names) AggregateSubject(typ, id string) (string, error) {
 		return "", err
 	}
 	return n.Namespace + ".evt." + typ + "." + id, nil
-}
-
-// OutboxSubject is the subject commands of one kind are published to.
-func (n Names) OutboxSubject(kind string) (string, error) {
-	if err := ValidateToken("command kind", kind); err != nil {
-		return "", err
-	}
-	return n.Namespace + ".outbox." + kind, nil
-}
-
-// DLQSubject is the subject dead letters of one kind are stored under.
-func (n Names) DLQSubject(kind string) (string, error) {
-	if err := ValidateToken("command kind", kind); err != nil {
-		return "", err
-	}
-	return n.Namespace + ".dlq." + kind, nil
 }

@@ -1,4 +1,4 @@
-package outbox
+package ops
 
 import (
 	"encoding/json"
@@ -16,6 +16,7 @@ import (
 
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // delivered returns the OUTBOX message at seq as a worker gets it.
@@ -37,11 +38,11 @@ func (e *rcEnv) delivered(seq uint64) *nats.Msg {
 func (e *rcEnv) kill(outboxSeq uint64, reason string, at time.Time) *jetstream.PubAck {
 	e.t.Helper()
 	m := e.delivered(outboxSeq)
-	ack, err := e.js.PublishMsg(e.t.Context(), DeadLetterMsg(e.ns, m, outboxSeq, reason, 3, "node-1", at))
+	ack, err := e.js.PublishMsg(e.t.Context(), wire.DeadLetterMsg(e.ns, m, outboxSeq, reason, 3, "node-1", at))
 	if err != nil {
 		e.t.Fatalf("dead letter: %v", err)
 	}
-	e.putReceipt(m.Header.Get(HeaderCommandID), m.Header.Get(HeaderCommandKind), OutcomeFailed)
+	e.putReceipt(m.Header.Get(wire.HeaderCommandID), m.Header.Get(wire.HeaderCommandKind), wire.OutcomeFailed)
 	return ack
 }
 
@@ -75,7 +76,7 @@ func (e *rcEnv) outboxCopies(id string) []*jetstream.RawStreamMsg {
 	defer sc.Close()
 	var out []*jetstream.RawStreamMsg
 	if _, err := sc.Scan(e.t.Context(), streams.ScanRange{Filter: e.names.OutboxFilter()}, func(m *jetstream.RawStreamMsg) error {
-		if m.Header.Get(HeaderCommandID) == id {
+		if m.Header.Get(wire.HeaderCommandID) == id {
 			out = append(out, m)
 		}
 		return nil
@@ -109,21 +110,21 @@ func TestDeadLetterMsgCarriesTheCommandAndIsWrittenOncePerDeliveredCopy(t *testi
 	seq := e.publish(rec, 0).Sequence
 	delivered := e.delivered(seq)
 	at := time.Date(2025, 3, 4, 5, 6, 7, 891, time.UTC)
-	m := DeadLetterMsg(e.ns, delivered, seq, "supplier said no\nat line 2\r\n", 4, "node-7", at)
+	m := wire.DeadLetterMsg(e.ns, delivered, seq, "supplier said no\nat line 2\r\n", 4, "node-7", at)
 
 	id := rec.Commands[0].ID
 	if m.Subject != e.ns+".dlq.book_hotel" || string(m.Data) != `{"hotel":"h1"}` {
 		t.Fatalf("subject %q, body %s", m.Subject, m.Data)
 	}
-	for _, k := range []string{HeaderCommandID, HeaderCommandKind, HeaderAggregateType, HeaderAggregateID, HeaderVersion,
-		HeaderDecisionID, HeaderDecisionSeq, HeaderReport, HeaderCorrelationID, HeaderCausationID, HeaderTraceParent, "Content-Type"} {
+	for _, k := range []string{wire.HeaderCommandID, wire.HeaderCommandKind, wire.HeaderAggregateType, wire.HeaderAggregateID, wire.HeaderVersion,
+		wire.HeaderDecisionID, wire.HeaderDecisionSeq, wire.HeaderReport, wire.HeaderCorrelationID, wire.HeaderCausationID, wire.HeaderTraceParent, "Content-Type"} {
 		if got, want := m.Header.Get(k), delivered.Header.Get(k); got == "" || got != want {
 			t.Errorf("header %s = %q, want %q (the delivered message's)", k, got, want)
 		}
 	}
 	want := map[string]string{
-		HeaderError: "supplier said no at line 2", HeaderAttempts: "4", HeaderWorker: "node-7",
-		HeaderDeadAt: "2025-03-04T05:06:07.000000891Z", HeaderOutboxSeq: strconv.FormatUint(seq, 10),
+		wire.HeaderError: "supplier said no at line 2", wire.HeaderAttempts: "4", wire.HeaderWorker: "node-7",
+		wire.HeaderDeadAt: "2025-03-04T05:06:07.000000891Z", wire.HeaderOutboxSeq: strconv.FormatUint(seq, 10),
 		jetstream.MsgIDHeader: "dlq:" + id + ":" + strconv.FormatUint(seq, 10),
 	}
 	for k, v := range want {
@@ -138,7 +139,7 @@ func TestDeadLetterMsgCarriesTheCommandAndIsWrittenOncePerDeliveredCopy(t *testi
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := e.js.PublishMsg(ctx, DeadLetterMsg(e.ns, delivered, seq, "supplier said no", 5, "node-8", at.Add(time.Second)))
+	again, err := e.js.PublishMsg(ctx, wire.DeadLetterMsg(e.ns, delivered, seq, "supplier said no", 5, "node-8", at.Add(time.Second)))
 	if err != nil || !again.Duplicate || again.Sequence != first.Sequence {
 		t.Fatalf("second write of the same entry: %+v, %v; want a duplicate of seq %d", again, err, first.Sequence)
 	}
@@ -163,30 +164,13 @@ func TestDeadLetterMsgCarriesTheCommandAndIsWrittenOncePerDeliveredCopy(t *testi
 		t.Fatalf("outbox copies after retry: %d", len(copies))
 	}
 	redriven := copies[1]
-	second, err := e.js.PublishMsg(ctx, DeadLetterMsg(e.ns, &nats.Msg{Subject: redriven.Subject, Header: redriven.Header, Data: redriven.Data},
+	second, err := e.js.PublishMsg(ctx, wire.DeadLetterMsg(e.ns, &nats.Msg{Subject: redriven.Subject, Header: redriven.Header, Data: redriven.Data},
 		redriven.Sequence, "still no", 2, "node-1", time.Now()))
 	if err != nil || second.Duplicate || second.Sequence == first.Sequence {
 		t.Fatalf("failure after a re-drive: %+v, %v; want a new entry", second, err)
 	}
-	if n := e.dlqCount(DeadLetterFilter(e.ns)); n != 1 {
+	if n := e.dlqCount(wire.DeadLetterFilter(e.ns)); n != 1 {
 		t.Fatalf("dead letters: %d, want 1 (the first one was retried)", n)
-	}
-}
-
-func TestDeadLetterMsgTakesTheKindFromTheSubjectAndCapsTheError(t *testing.T) {
-	t.Parallel()
-	in := &nats.Msg{Subject: "ns.outbox.pay", Header: nats.Header{
-		jetstream.MsgIDHeader: {"x:1"}, "Nats-Schedule-Next": {"purge"}, "Esjet-Custom": {"kept"},
-	}, Data: []byte("not json")}
-	m := DeadLetterMsg("ns", in, 9, strings.Repeat("é", 2000), 1, "w", time.Now())
-	if m.Subject != "ns.dlq.pay" || m.Header.Get(jetstream.MsgIDHeader) != "dlq:x:1:9" {
-		t.Fatalf("subject %q msg id %q", m.Subject, m.Header.Get(jetstream.MsgIDHeader))
-	}
-	if m.Header.Get("Nats-Schedule-Next") != "" || m.Header.Get("Esjet-Custom") != "kept" {
-		t.Fatalf("headers: %v", m.Header)
-	}
-	if e := m.Header.Get(HeaderError); len(e) > maxErrorLen+len("…") || !strings.HasSuffix(e, "…") || !strings.HasPrefix(e, "éé") {
-		t.Fatalf("error not capped on a rune boundary: %d bytes", len(e))
 	}
 }
 
@@ -322,23 +306,23 @@ func TestDLQRetryPutsTheCommandBackInOutboxWithANewMsgID(t *testing.T) {
 		t.Fatalf("OUTBOX copies of %s: %d, want the relay's and the re-drive", id, len(copies))
 	}
 	orig, re := copies[0], copies[1]
-	if re.Subject != CommandSubject(e.ns, "pay") || re.Header.Get(jetstream.MsgIDHeader) != msgID || string(re.Data) != string(orig.Data) {
+	if re.Subject != wire.CommandSubject(e.ns, "pay") || re.Header.Get(jetstream.MsgIDHeader) != msgID || string(re.Data) != string(orig.Data) {
 		t.Fatalf("re-drive: %s %v %s", re.Subject, re.Header, re.Data)
 	}
 	for k := range orig.Header {
-		if carried(k) && re.Header.Get(k) != orig.Header.Get(k) {
+		if carriedByRedrive(k) && re.Header.Get(k) != orig.Header.Get(k) {
 			t.Errorf("re-drive header %s = %q, the relay's copy has %q", k, re.Header.Get(k), orig.Header.Get(k))
 		}
 	}
-	if n := len(slices.DeleteFunc(slices.Collect(maps.Keys(orig.Header)), func(k string) bool { return !carried(k) })); n < 10 {
+	if n := len(slices.DeleteFunc(slices.Collect(maps.Keys(orig.Header)), func(k string) bool { return !carriedByRedrive(k) })); n < 10 {
 		t.Fatalf("the relay's copy has only %d esjet headers: %v", n, orig.Header)
 	}
-	for _, k := range dlqOnly {
+	for _, k := range []string{wire.HeaderError, wire.HeaderAttempts, wire.HeaderWorker, wire.HeaderDeadAt, wire.HeaderOutboxSeq} {
 		if re.Header.Get(k) != "" {
 			t.Errorf("re-drive carries the dead-letter header %s", k)
 		}
 	}
-	if n := e.dlqCount(DeadLetterFilter(e.ns)); n != 0 {
+	if n := e.dlqCount(wire.DeadLetterFilter(e.ns)); n != 0 {
 		t.Fatalf("dead letters after retry: %d", n)
 	}
 	hist, err := d.History(ctx, id, "")
@@ -346,7 +330,7 @@ func TestDLQRetryPutsTheCommandBackInOutboxWithANewMsgID(t *testing.T) {
 		t.Fatalf("audit: %+v, %v", hist, err)
 	}
 	kv, _ := e.js.KeyValue(ctx, e.names.Receipts)
-	if _, err := kv.Get(ctx, ReceiptKey(id)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+	if _, err := kv.Get(ctx, wire.ReceiptKey(id)); !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("the failed receipt survived the retry: %v", err)
 	}
 	// The entry is gone: retrying it again is an error and changes nothing.
@@ -382,13 +366,13 @@ func TestDLQRetryAfterACrashLeavesOneRedriveAndOneAuditRecord(t *testing.T) {
 	}
 	// The first run's writes, by hand.
 	re := e.delivered(seq)
-	re.Header.Set(jetstream.MsgIDHeader, RedriveMsgID(id, dl.Seq))
+	re.Header.Set(jetstream.MsgIDHeader, wire.RedriveMsgID(id, dl.Seq))
 	if _, err := e.js.PublishMsg(ctx, re); err != nil {
 		t.Fatal(err)
 	}
 	audit, _ := json.Marshal(AuditRecord{Action: AuditRetried, CommandID: id, Kind: "pay", DLQSeq: dl.Seq, By: "crashed"})
-	if _, err := e.js.PublishMsg(ctx, &nats.Msg{Subject: AuditSubject(e.ns, "pay"), Data: audit, Header: nats.Header{
-		HeaderCommandID: {id}, HeaderDLQAction: {AuditRetried}, jetstream.MsgIDHeader: {auditMsgID(AuditRetried, dl.Seq)},
+	if _, err := e.js.PublishMsg(ctx, &nats.Msg{Subject: wire.AuditSubject(e.ns, "pay"), Data: audit, Header: nats.Header{
+		wire.HeaderCommandID: {id}, HeaderDLQAction: {AuditRetried}, jetstream.MsgIDHeader: {auditMsgID(AuditRetried, dl.Seq)},
 	}}); err != nil {
 		t.Fatal(err)
 	}
@@ -402,7 +386,7 @@ func TestDLQRetryAfterACrashLeavesOneRedriveAndOneAuditRecord(t *testing.T) {
 	if hist, _ := d.History(ctx, id, "pay"); len(hist) != 1 || hist[0].By != "crashed" {
 		t.Fatalf("audit records: %+v", hist)
 	}
-	if n := e.dlqCount(DeadLetterFilter(e.ns)); n != 0 {
+	if n := e.dlqCount(wire.DeadLetterFilter(e.ns)); n != 0 {
 		t.Fatalf("dead letters: %d", n)
 	}
 }
@@ -421,7 +405,7 @@ func TestDLQDiscardNeedsAReasonAndLeavesAnAuditRecord(t *testing.T) {
 	// (an orphan without it).
 	for _, seq := range []uint64{seq1, seq2} {
 		m := e.delivered(seq)
-		if _, err := e.js.PublishMsg(ctx, DeadLetterMsg(e.ns, m, seq, "gave up", 5, "n1", time.Now())); err != nil {
+		if _, err := e.js.PublishMsg(ctx, wire.DeadLetterMsg(e.ns, m, seq, "gave up", 5, "n1", time.Now())); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -440,10 +424,10 @@ func TestDLQDiscardNeedsAReasonAndLeavesAnAuditRecord(t *testing.T) {
 			t.Fatalf("discard with reason %q: %v", reason, err)
 		}
 	}
-	if n := e.dlqCount(DeadLetterFilter(e.ns)); n != 2 {
+	if n := e.dlqCount(wire.DeadLetterFilter(e.ns)); n != 2 {
 		t.Fatalf("dead letters after refused discards: %d, want 2", n)
 	}
-	if n := e.dlqCount(AuditFilter(e.ns)); n != 0 {
+	if n := e.dlqCount(wire.AuditFilter(e.ns)); n != 0 {
 		t.Fatalf("audit records after refused discards: %d", n)
 	}
 
@@ -456,7 +440,7 @@ func TestDLQDiscardNeedsAReasonAndLeavesAnAuditRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := e.dlqCount(DeadLetterFilter(e.ns)); n != 0 {
+	if n := e.dlqCount(wire.DeadLetterFilter(e.ns)); n != 0 {
 		t.Fatalf("dead letters after discard: %d", n)
 	}
 	hist, err := d.History(ctx, id1, "")
@@ -482,4 +466,11 @@ func TestDLQDiscardNeedsAReasonAndLeavesAnAuditRecord(t *testing.T) {
 			t.Fatalf("outbox kinds after discard: %+v", kinds)
 		}
 	}
+}
+
+// carriedByRedrive: the headers a re-drive keeps from the relay's copy
+// (esjet's own, trace context, content type).
+func carriedByRedrive(k string) bool {
+	l := strings.ToLower(k)
+	return strings.HasPrefix(l, "esjet-") || l == "traceparent" || l == "tracestate" || l == "content-type"
 }

@@ -1,7 +1,8 @@
-package outbox
+package wire
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"time"
 )
@@ -32,25 +33,27 @@ type Receipt struct {
 	At     time.Time       `json:"at"`
 }
 
+// Encode is the receipt's KV value.
+func (r Receipt) Encode() []byte {
+	b, _ := json.Marshal(r) // no field can fail to marshal but Result, which is valid JSON or nil
+	return b
+}
+
+// DecodeReceipt reads a receipt's KV value. A receipt without a command id
+// (written by an older esjet) gets none filled in: callers that know the
+// key use [CommandIDFromKey].
+func DecodeReceipt(data []byte) (Receipt, error) {
+	var r Receipt
+	if err := json.Unmarshal(data, &r); err != nil {
+		return Receipt{}, fmt.Errorf("receipt is not JSON: %w", err)
+	}
+	return r, nil
+}
+
 // ReceiptKey is the receipts bucket key of a command: its id with ':'
 // replaced by '.' (trip:t1:4:0 → trip.t1.4.0). Command id tokens are
 // [A-Za-z0-9_-], so the key is a valid KV key and maps back unambiguously.
 func ReceiptKey(commandID string) string { return strings.ReplaceAll(commandID, ":", ".") }
 
-// commandIDFromKey reverses [ReceiptKey].
-func commandIDFromKey(key string) string { return strings.ReplaceAll(key, ".", ":") }
-
-// Headers a worker adds to a dead letter on <ns>.dlq.<kind>, beside the
-// OUTBOX message's own headers (HeaderCommandID and the others).
-const (
-	HeaderError    = "Esjet-Error"    // the last attempt's error
-	HeaderAttempts = "Esjet-Attempts" // how many times the handler ran
-	HeaderWorker   = "Esjet-Worker"   // the worker (node) that gave up
-)
-
-// WorkerConsumerPrefix names the durable consumer of one kind's workers on
-// OUTBOX: esjet-worker-<kind>.
-const WorkerConsumerPrefix = "esjet-worker-"
-
-// WorkerConsumerName is the durable consumer of kind's workers on OUTBOX.
-func WorkerConsumerName(kind string) string { return WorkerConsumerPrefix + kind }
+// CommandIDFromKey reverses [ReceiptKey].
+func CommandIDFromKey(key string) string { return strings.ReplaceAll(key, ".", ":") }

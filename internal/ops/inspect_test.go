@@ -1,4 +1,4 @@
-package outbox
+package ops
 
 import (
 	"errors"
@@ -8,7 +8,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/natstest"
+	"github.com/esjet/esjet/internal/outbox"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 func TestInspectLagWhileTheRelayIsStoppedThenCaughtUp(t *testing.T) {
@@ -22,7 +24,7 @@ func TestInspectLagWhileTheRelayIsStoppedThenCaughtUp(t *testing.T) {
 		t.Fatalf("empty log, no relay: %+v %v", lag, err)
 	}
 	// The relay's consumer exists (a relay ran once), but none runs now.
-	if _, err := NewRelay(t.Context(), e.js, e.ns, RelayConfig{}, nil); err != nil {
+	if _, err := outbox.NewRelay(t.Context(), e.js, e.ns, outbox.RelayConfig{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	first := e.decide("a", streams.Command{Kind: "book_flight"})
@@ -59,12 +61,12 @@ func TestInspectKindsCountsPendingInFlightDoneDead(t *testing.T) {
 			e.publish(rec, i)
 		}
 	}
-	e.putReceipt(a.Commands[0].ID, "book_flight", OutcomeDone)
-	e.putReceipt(b.Commands[0].ID, "book_flight", OutcomeFailed)
+	e.putReceipt(a.Commands[0].ID, "book_flight", wire.OutcomeDone)
+	e.putReceipt(b.Commands[0].ID, "book_flight", wire.OutcomeFailed)
 	e.deadLetter(b, 0, "no seats")
 	// book_hotel has workers: one message taken, not acked.
 	cons, err := e.js.CreateOrUpdateConsumer(ctx, e.names.Outbox, jetstream.ConsumerConfig{
-		Durable: WorkerConsumerName("book_hotel"), FilterSubject: CommandSubject(e.ns, "book_hotel"), AckPolicy: jetstream.AckExplicitPolicy,
+		Durable: wire.WorkerConsumerName("book_hotel"), FilterSubject: wire.CommandSubject(e.ns, "book_hotel"), AckPolicy: jetstream.AckExplicitPolicy,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +106,7 @@ func TestInspectCommandFindsCauseOutboxCopyReceiptAndDeadLetter(t *testing.T) {
 	rec := e.decide("a", streams.Command{Kind: "book_flight"}, streams.Command{Kind: "book_hotel", Report: true})
 	e.ackRelay(rec.Seq)
 	ack := e.publish(rec, 1)
-	e.putReceipt(rec.Commands[1].ID, "book_hotel", OutcomeFailed)
+	e.putReceipt(rec.Commands[1].ID, "book_hotel", wire.OutcomeFailed)
 	e.deadLetter(rec, 1, "hotel closed")
 	in := Inspect(e.js, e.ns)
 
@@ -120,7 +122,7 @@ func TestInspectCommandFindsCauseOutboxCopyReceiptAndDeadLetter(t *testing.T) {
 	if len(info.Outbox) != 1 || info.Outbox[0].Seq != ack.Sequence || info.Outbox[0].MsgID != rec.Commands[1].ID || info.Schedule != nil {
 		t.Fatalf("outbox %+v schedule %+v", info.Outbox, info.Schedule)
 	}
-	if info.Receipt == nil || info.Receipt.Outcome != OutcomeFailed {
+	if info.Receipt == nil || info.Receipt.Outcome != wire.OutcomeFailed {
 		t.Fatalf("receipt %+v", info.Receipt)
 	}
 	if len(info.Dead) != 1 || info.Dead[0].Error != "hotel closed" || info.Dead[0].Attempts != 5 || info.Dead[0].Worker != "node-1" {

@@ -1,4 +1,4 @@
-package outbox
+package ops
 
 import (
 	"context"
@@ -14,7 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/natstest"
+	"github.com/esjet/esjet/internal/outbox"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // rcEnv is one provisioned scratch namespace with its log.
@@ -58,7 +60,7 @@ func (e *rcEnv) decide(id string, cmds ...streams.Command) streams.Record {
 // publish stores command i of rec in OUTBOX as the relay would.
 func (e *rcEnv) publish(rec streams.Record, i int) *jetstream.PubAck {
 	e.t.Helper()
-	ack, err := e.js.PublishMsg(e.t.Context(), commandMsg(e.ns, rec, rec.Commands[i], time.Now()))
+	ack, err := e.js.PublishMsg(e.t.Context(), wire.EncodeCommand(e.ns, rec, rec.Commands[i], time.Now()))
 	if err != nil {
 		e.t.Fatalf("publish %s: %v", rec.Commands[i].ID, err)
 	}
@@ -70,7 +72,7 @@ func (e *rcEnv) publish(rec streams.Record, i int) *jetstream.PubAck {
 func (e *rcEnv) ackRelay(seq uint64) {
 	e.t.Helper()
 	ctx := e.t.Context()
-	cons, err := e.js.CreateOrUpdateConsumer(ctx, e.names.Events, RelayConsumerConfig(e.names, RelayConfig{}))
+	cons, err := e.js.CreateOrUpdateConsumer(ctx, e.names.Events, outbox.RelayConsumerConfig(e.names, outbox.RelayConfig{}))
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -85,7 +87,7 @@ func (e *rcEnv) ackRelay(seq uint64) {
 		if n == 0 {
 			e.t.Fatalf("relay consumer: nothing left to fetch before seq %d", seq)
 		}
-		batch, err := cons.Fetch(n, jetstream.FetchPriorityGroup(PriorityGroup), jetstream.FetchMaxWait(5*time.Second))
+		batch, err := cons.Fetch(n, jetstream.FetchPriorityGroup(outbox.PriorityGroup), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			e.t.Fatal(err)
 		}
@@ -115,8 +117,8 @@ func (e *rcEnv) putReceipt(id, kind, outcome string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	data, _ := json.Marshal(Receipt{CommandID: id, Kind: kind, Outcome: outcome, Attempts: 1, At: time.Now()})
-	if _, err := kv.Put(e.t.Context(), ReceiptKey(id), data); err != nil {
+	data, _ := json.Marshal(wire.Receipt{CommandID: id, Kind: kind, Outcome: outcome, Attempts: 1, At: time.Now()})
+	if _, err := kv.Put(e.t.Context(), wire.ReceiptKey(id), data); err != nil {
 		e.t.Fatal(err)
 	}
 }
@@ -124,12 +126,12 @@ func (e *rcEnv) putReceipt(id, kind, outcome string) {
 // deadLetter stores rec's command i in the DLQ as a worker would.
 func (e *rcEnv) deadLetter(rec streams.Record, i int, reason string) {
 	e.t.Helper()
-	m := commandMsg(e.ns, rec, rec.Commands[i], time.Now())
-	m.Subject, _ = e.names.DLQSubject(rec.Commands[i].Kind)
+	m := wire.EncodeCommand(e.ns, rec, rec.Commands[i], time.Now())
+	m.Subject = wire.DeadLetterSubject(e.ns, rec.Commands[i].Kind)
 	m.Header.Del(jetstream.MsgIDHeader)
-	m.Header.Set(HeaderError, reason)
-	m.Header.Set(HeaderAttempts, "5")
-	m.Header.Set(HeaderWorker, "node-1")
+	m.Header.Set(wire.HeaderError, reason)
+	m.Header.Set(wire.HeaderAttempts, "5")
+	m.Header.Set(wire.HeaderWorker, "node-1")
 	if _, err := e.js.PublishMsg(e.t.Context(), m); err != nil {
 		e.t.Fatal(err)
 	}
@@ -156,7 +158,7 @@ func (e *rcEnv) run(cfg ReconcileConfig) Report {
 // rcStartRelay runs a real relay until the test ends (or stop is called).
 func rcStartRelay(t *testing.T, js jetstream.JetStream, ns string) (stop func()) {
 	t.Helper()
-	r, err := NewRelay(t.Context(), js, ns, RelayConfig{}, nil)
+	r, err := outbox.NewRelay(t.Context(), js, ns, outbox.RelayConfig{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -182,7 +184,7 @@ func rcStartRelay(t *testing.T, js jetstream.JetStream, ns string) (stop func())
 func rcWaitRelayed(t *testing.T, js jetstream.JetStream, names streams.Names, seq uint64) {
 	t.Helper()
 	natstest.Eventually(t, 10*time.Second, func() bool {
-		c, err := js.Consumer(t.Context(), names.Events, ConsumerName)
+		c, err := js.Consumer(t.Context(), names.Events, wire.RelayConsumerName)
 		return err == nil && c.CachedInfo().AckFloor.Stream >= seq
 	})
 }
@@ -285,7 +287,7 @@ func TestReconcileReportsExactlyThePlantedDrift(t *testing.T) {
 	// Find b's message and delete it (OUTBOX allows deletes).
 	var bSeq uint64
 	for seq := uint64(1); seq <= st.CachedInfo().State.LastSeq; seq++ {
-		if m, err := st.GetMsg(ctx, seq); err == nil && m.Header.Get(HeaderCommandID) == b.Commands[0].ID {
+		if m, err := st.GetMsg(ctx, seq); err == nil && m.Header.Get(wire.HeaderCommandID) == b.Commands[0].ID {
 			bSeq = seq
 		}
 	}
@@ -296,13 +298,13 @@ func TestReconcileReportsExactlyThePlantedDrift(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A re-drive stores c's command again under another Msg-Id.
-	dup := commandMsg(e.ns, c, c.Commands[0], time.Now())
+	dup := wire.EncodeCommand(e.ns, c, c.Commands[0], time.Now())
 	dup.Header.Set(jetstream.MsgIDHeader, "redrive-"+uuid.NewString())
 	if _, err := e.js.PublishMsg(ctx, dup); err != nil {
 		t.Fatal(err)
 	}
-	e.putReceipt(a.Commands[0].ID, "book_flight", OutcomeDone)
-	e.putReceipt(a.Commands[1].ID, "book_hotel", OutcomeFailed)
+	e.putReceipt(a.Commands[0].ID, "book_flight", wire.OutcomeDone)
+	e.putReceipt(a.Commands[1].ID, "book_hotel", wire.OutcomeFailed)
 	e.deadLetter(a, 1, "hotel closed")
 
 	rep := e.run(ReconcileConfig{})
@@ -346,7 +348,7 @@ func TestReconcileReportsExactlyThePlantedDrift(t *testing.T) {
 	if n != 1 || !errors.Is(err, ErrRepairDeduplicated) {
 		t.Fatalf("repair: n=%d err=%v; want 1 and ErrRepairDeduplicated for %s", n, err, b.Commands[0].ID)
 	}
-	m, err := st.GetLastMsgForSubject(ctx, CommandSubject(e.ns, "book_flight"))
+	m, err := st.GetLastMsgForSubject(ctx, wire.CommandSubject(e.ns, "book_flight"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,9 +356,9 @@ func TestReconcileReportsExactlyThePlantedDrift(t *testing.T) {
 	if err != nil || len(stored) != 1 {
 		t.Fatalf("read g's decision: %v", err)
 	}
-	want := commandMsg(e.ns, stored[0], g.Commands[0], time.Now()) // as the relay builds it
-	if m.Header.Get(jetstream.MsgIDHeader) != g.Commands[0].ID || m.Header.Get(HeaderDecisionSeq) != want.Header.Get(HeaderDecisionSeq) ||
-		m.Header.Get(HeaderIssued) != want.Header.Get(HeaderIssued) || m.Header.Get(HeaderDecisionID) != g.ID {
+	want := wire.EncodeCommand(e.ns, stored[0], g.Commands[0], time.Now()) // as the relay builds it
+	if m.Header.Get(jetstream.MsgIDHeader) != g.Commands[0].ID || m.Header.Get(wire.HeaderDecisionSeq) != want.Header.Get(wire.HeaderDecisionSeq) ||
+		m.Header.Get(wire.HeaderIssued) != want.Header.Get(wire.HeaderIssued) || m.Header.Get(wire.HeaderDecisionID) != g.ID {
 		t.Fatalf("repaired message headers %v, want like %v", m.Header, want.Header)
 	}
 	after := e.run(ReconcileConfig{})
@@ -409,14 +411,14 @@ func TestRepairRepublishesADeletedCommandWithItsOriginalID(t *testing.T) {
 	if after.Drift() != 0 || after.Totals.InOutbox != 2 || after.Totals.Scheduled != 1 {
 		t.Fatalf("after repair: drift %d, %+v", after.Drift(), after.Totals)
 	}
-	m, err := st.GetLastMsgForSubject(ctx, CommandSubject(e.ns, "book_flight"))
+	m, err := st.GetLastMsgForSubject(ctx, wire.CommandSubject(e.ns, "book_flight"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m.Header.Get(jetstream.MsgIDHeader) != rec.Commands[0].ID || string(m.Data) != `{"seat":"1A"}` {
 		t.Fatalf("repaired message: %v %s", m.Header, m.Data)
 	}
-	if _, err := st.GetLastMsgForSubject(ctx, ScheduleSubject(e.ns, "remind", rec.Commands[1].ID)); err != nil {
+	if _, err := st.GetLastMsgForSubject(ctx, wire.ScheduleSubject(e.ns, "remind", rec.Commands[1].ID)); err != nil {
 		t.Fatalf("schedule not restored: %v", err)
 	}
 	msgs := e.outboxMsgs()
@@ -473,7 +475,7 @@ func TestReconcileFollowsAFiredSchedule(t *testing.T) {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, 10*time.Second, func() bool {
-		_, err := st.GetLastMsgForSubject(t.Context(), CommandSubject(e.ns, "remind"))
+		_, err := st.GetLastMsgForSubject(t.Context(), wire.CommandSubject(e.ns, "remind"))
 		return err == nil
 	})
 	natstest.Eventually(t, 5*time.Second, func() bool { return e.outboxMsgs() == 1 }) // the schedule is gone

@@ -1,0 +1,199 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DeadLetter is one entry of the DLQ, as the wire contract reads it.
+type DeadLetter = wire.DeadLetter
+
+// Filter selects dead letters in [DLQ.List]. The zero value selects all.
+type Filter struct {
+	Kind string // one command kind; "" means every kind
+	// ErrorContains keeps entries whose error contains this text, ignoring
+	// case; "" keeps all.
+	ErrorContains string
+	OlderThan     time.Duration // dead at least this long ago; 0: no bound
+	NewerThan     time.Duration // dead at most this long ago; 0: no bound
+}
+
+// DeadLetterDetail is one dead letter with what happened to its command in
+// the DLQ before.
+type DeadLetterDetail struct {
+	DeadLetter
+	// History are the command's audit records, oldest first (earlier
+	// dead letters retried or discarded).
+	History []AuditRecord `json:"history"`
+	// OtherSeqs are other dead letters of the same command still in the DLQ.
+	OtherSeqs []uint64 `json:"other_seqs,omitempty"`
+}
+
+// DLQ reads and acts on one namespace's dead letters. It is safe for
+// concurrent use; two operators acting on one entry at once leave one
+// re-drive and one audit record when they do it inside the streams' dedup
+// windows, and at worst a repeated (harmless) record outside them.
+type DLQ struct {
+	js    jetstream.JetStream
+	names streams.Names
+	batch int
+	now   func() time.Time
+}
+
+// OpenDLQ returns the DLQ of namespace ns. It does no I/O.
+func OpenDLQ(js jetstream.JetStream, ns string) *DLQ {
+	return &DLQ{js: js, names: streams.NamesFor(ns), batch: 1000, now: time.Now}
+}
+
+// List returns the dead letters that pass f, oldest first.
+func (d *DLQ) List(ctx context.Context, f Filter) ([]DeadLetter, error) {
+	rng := streams.ScanRange{Filter: wire.DeadLetterFilter(d.names.Namespace)}
+	if f.Kind != "" {
+		subj, err := wire.DeadLetterSubjectFor(d.names.Namespace, f.Kind)
+		if err != nil {
+			return nil, err
+		}
+		rng.Filter = subj
+	}
+	if f.OlderThan < 0 || f.NewerThan < 0 {
+		return nil, fmt.Errorf("dlq list: ages must not be negative (older than %s, newer than %s)", f.OlderThan, f.NewerThan)
+	}
+	now := d.now()
+	if f.NewerThan > 0 {
+		// Stored time and Esjet-Dead-At come from two clocks: start early,
+		// filter exactly below.
+		rng.Since = now.Add(-f.NewerThan - clockSkew)
+	}
+	text := strings.ToLower(f.ErrorContains)
+	out := []DeadLetter{}
+	err := d.scan(ctx, rng, func(m *jetstream.RawStreamMsg) error {
+		dl := wire.DecodeDeadLetter(m)
+		age := now.Sub(dl.DeadAt)
+		switch {
+		case f.OlderThan > 0 && age < f.OlderThan:
+		case f.NewerThan > 0 && age > f.NewerThan:
+		case text != "" && !strings.Contains(strings.ToLower(dl.Error), text):
+		default:
+			out = append(out, dl)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dlq list: %w", err)
+	}
+	return out, nil
+}
+
+// Get finds one dead letter: by DLQ stream sequence when idOrSeq is a
+// number, else by command id (the newest entry of that command). It
+// returns an error wrapping [ErrDeadLetterNotFound] when there is none,
+// saying what became of it when the audit trail knows.
+func (d *DLQ) Get(ctx context.Context, idOrSeq string) (DeadLetter, error) {
+	dl, _, err := d.get(ctx, idOrSeq)
+	return dl, err
+}
+
+// Show is [DLQ.Get] with the command's audit history.
+func (d *DLQ) Show(ctx context.Context, idOrSeq string) (DeadLetterDetail, error) {
+	dl, others, err := d.get(ctx, idOrSeq)
+	if err != nil {
+		return DeadLetterDetail{}, err
+	}
+	hist, err := d.History(ctx, dl.ID, dl.Kind)
+	if err != nil {
+		return DeadLetterDetail{}, err
+	}
+	return DeadLetterDetail{DeadLetter: dl, History: hist, OtherSeqs: others}, nil
+}
+
+// History returns command id's audit records, oldest first. kind narrows
+// the scan; "" scans every kind.
+func (d *DLQ) History(ctx context.Context, id, kind string) ([]AuditRecord, error) {
+	return d.audits(ctx, kind, func(a AuditRecord) bool { return a.CommandID == id })
+}
+
+func (d *DLQ) get(ctx context.Context, idOrSeq string) (DeadLetter, []uint64, error) {
+	if seq, err := strconv.ParseUint(idOrSeq, 10, 64); err == nil {
+		dl, err := d.bySeq(ctx, seq)
+		return dl, nil, err
+	}
+	id := idOrSeq
+	if _, err := wire.ParseCommandID(id); err != nil {
+		return DeadLetter{}, nil, fmt.Errorf("%w (or a DLQ sequence number)", err)
+	}
+	var found []DeadLetter
+	err := d.scan(ctx, streams.ScanRange{Filter: wire.DeadLetterFilter(d.names.Namespace)}, func(m *jetstream.RawStreamMsg) error {
+		if m.Header.Get(wire.HeaderCommandID) == id {
+			found = append(found, wire.DecodeDeadLetter(m))
+		}
+		return nil
+	})
+	if err != nil {
+		return DeadLetter{}, nil, fmt.Errorf("dlq: find %s: %w", id, err)
+	}
+	if len(found) == 0 {
+		return DeadLetter{}, nil, d.notFound(ctx, "command "+id, func(a AuditRecord) bool { return a.CommandID == id })
+	}
+	newest := found[len(found)-1]
+	var others []uint64
+	for _, dl := range found[:len(found)-1] {
+		others = append(others, dl.Seq)
+	}
+	return newest, others, nil
+}
+
+func (d *DLQ) bySeq(ctx context.Context, seq uint64) (DeadLetter, error) {
+	st, err := d.stream(ctx)
+	if err != nil {
+		return DeadLetter{}, err
+	}
+	m, err := st.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return DeadLetter{}, d.notFound(ctx, fmt.Sprintf("seq %d", seq), func(a AuditRecord) bool { return a.DLQSeq == seq })
+	}
+	if err != nil {
+		return DeadLetter{}, fmt.Errorf("dlq: seq %d: %w", seq, err)
+	}
+	if !wire.IsDeadLetterSubject(d.names.Namespace, m.Subject) {
+		return DeadLetter{}, fmt.Errorf("%w: seq %d of %s is %s (an audit record), not a dead letter; `esjet dlq ls` lists the dead letters", ErrDeadLetterNotFound, seq, d.names.DLQ, m.Subject)
+	}
+	return wire.DecodeDeadLetter(m), nil
+}
+
+// notFound is ErrDeadLetterNotFound for what, with the last audit record
+// that matches when there is one.
+func (d *DLQ) notFound(ctx context.Context, what string, match func(AuditRecord) bool) error {
+	recs, err := d.audits(ctx, "", match)
+	if err != nil || len(recs) == 0 {
+		return fmt.Errorf("%w: no dead letter for %s in %s", ErrDeadLetterNotFound, what, d.names.DLQ)
+	}
+	a := recs[len(recs)-1]
+	return fmt.Errorf("%w: no dead letter for %s in %s; it was %s by %s at %s (audit seq %d)",
+		ErrDeadLetterNotFound, what, d.names.DLQ, a.Action, a.By, a.At.Format(time.RFC3339), a.Seq)
+}
+
+func (d *DLQ) stream(ctx context.Context) (jetstream.Stream, error) {
+	st, err := d.js.Stream(ctx, d.names.DLQ)
+	if err != nil {
+		return nil, fmt.Errorf("dlq %s: %w (start the node once to provision it)", d.names.DLQ, err)
+	}
+	return st, nil
+}
+
+func (d *DLQ) scan(ctx context.Context, rng streams.ScanRange, fn func(*jetstream.RawStreamMsg) error) error {
+	if _, err := d.stream(ctx); err != nil {
+		return err
+	}
+	sc := streams.NewScanner(d.js, d.names.DLQ, d.batch)
+	defer sc.Close()
+	_, err := sc.Scan(ctx, rng, fn)
+	return err
+}

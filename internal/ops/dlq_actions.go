@@ -1,0 +1,176 @@
+package ops
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"strings"
+
+	"github.com/esjet/esjet/internal/wire"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Retry re-drives dead letter dl into OUTBOX and returns the new copy's
+// Nats-Msg-Id. In order, each step safe to repeat after a crash:
+//  1. re-read the entry (it must still be in the DLQ);
+//  2. delete the command's receipt if it says failed (guarded by its
+//     revision), so the re-driven command runs and records a new outcome;
+//  3. publish [wire.RedriveMsg] to <ns>.outbox.<kind> — the entry's
+//     headers and body, the same Esjet-Command-Id, so receivers still
+//     dedupe, and Nats-Msg-Id [wire.RedriveMsgID] — and wait for OUTBOX's
+//     ack;
+//  4. write the audit record (action retried);
+//  5. delete the entry.
+//
+// by names the operator; "" means [Operator].
+func (d *DLQ) Retry(ctx context.Context, dl DeadLetter, by string) (string, error) {
+	m, err := d.reread(ctx, dl)
+	if err != nil {
+		return "", fmt.Errorf("retry: %w", err)
+	}
+	cur := wire.DecodeDeadLetter(m)
+	if err := d.clearFailedReceipt(ctx, cur.ID); err != nil {
+		return "", fmt.Errorf("retry %s: %w", cur.ID, err)
+	}
+	out := wire.RedriveMsg(d.names.Namespace, m)
+	msgID := out.Header.Get(jetstream.MsgIDHeader)
+	ack, err := d.js.PublishMsg(ctx, out, jetstream.WithExpectStream(d.names.Outbox))
+	if err != nil {
+		return "", fmt.Errorf("retry %s: publish to %s: %w", cur.ID, out.Subject, err)
+	}
+	rec := AuditRecord{Action: AuditRetried, NewOutboxMsgID: msgID, NewOutboxSeq: ack.Sequence}
+	if err := d.settle(ctx, cur, rec, by); err != nil {
+		return msgID, fmt.Errorf("retry %s: re-driven to OUTBOX (seq %d), then: %w", cur.ID, ack.Sequence, err)
+	}
+	return msgID, nil
+}
+
+// Discard removes dead letter dl for good, after writing an audit record
+// with reason. An empty reason is [ErrReasonRequired] and removes nothing.
+// by names the operator; "" means [Operator].
+func (d *DLQ) Discard(ctx context.Context, dl DeadLetter, reason, by string) error {
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return fmt.Errorf("discard seq %d (%s): %w: say why (it is kept in the audit record)", dl.Seq, dl.ID, ErrReasonRequired)
+	}
+	m, err := d.reread(ctx, dl)
+	if err != nil {
+		return fmt.Errorf("discard: %w", err)
+	}
+	if err := d.settle(ctx, wire.DecodeDeadLetter(m), AuditRecord{Action: AuditDiscarded, Reason: reason}, by); err != nil {
+		return fmt.Errorf("discard %s: %w", dl.ID, err)
+	}
+	return nil
+}
+
+// reread fetches dl again: it must still be a dead letter of the same
+// command.
+func (d *DLQ) reread(ctx context.Context, dl DeadLetter) (*jetstream.RawStreamMsg, error) {
+	if dl.Seq == 0 {
+		return nil, fmt.Errorf("%w: no DLQ sequence given", ErrDeadLetterNotFound)
+	}
+	st, err := d.stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := st.GetMsg(ctx, dl.Seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, d.notFound(ctx, fmt.Sprintf("seq %d", dl.Seq), func(a AuditRecord) bool { return a.DLQSeq == dl.Seq })
+	}
+	if err != nil {
+		return nil, fmt.Errorf("seq %d: %w", dl.Seq, err)
+	}
+	if !wire.IsDeadLetterSubject(d.names.Namespace, m.Subject) || (dl.ID != "" && m.Header.Get(wire.HeaderCommandID) != dl.ID) {
+		return nil, fmt.Errorf("%w: seq %d of %s is not a dead letter of %s", ErrDeadLetterNotFound, dl.Seq, d.names.DLQ, dl.ID)
+	}
+	return m, nil
+}
+
+// settle writes the audit record of cur, then deletes cur.
+func (d *DLQ) settle(ctx context.Context, cur DeadLetter, rec AuditRecord, by string) error {
+	if by == "" {
+		by = Operator()
+	}
+	rec.CommandID, rec.Kind, rec.DLQSeq = cur.ID, cur.Kind, cur.Seq
+	rec.By, rec.At = by, d.now().UTC()
+	rec.Error, rec.Attempts = cur.Error, cur.Attempts
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	am := &nats.Msg{Subject: wire.AuditSubject(d.names.Namespace, cur.Kind), Data: data, Header: nats.Header{
+		wire.HeaderCommandID:   {cur.ID},
+		wire.HeaderCommandKind: {cur.Kind},
+		HeaderDLQAction:        {rec.Action},
+		"Content-Type":         {"application/json"},
+		jetstream.MsgIDHeader:  {auditMsgID(rec.Action, cur.Seq)},
+	}}
+	if _, err := d.js.PublishMsg(ctx, am, jetstream.WithExpectStream(d.names.DLQ)); err != nil {
+		return fmt.Errorf("audit record on %s: %w (the dead letter is still there)", am.Subject, err)
+	}
+	st, err := d.stream(ctx)
+	if err != nil {
+		return err
+	}
+	if err := st.DeleteMsg(ctx, cur.Seq); err != nil {
+		// Someone else removed it meanwhile: the outcome is the same.
+		if _, gerr := st.GetMsg(ctx, cur.Seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
+			return nil
+		}
+		return fmt.Errorf("delete dead letter seq %d (audit recorded; run it again): %w", cur.Seq, err)
+	}
+	return nil
+}
+
+// clearFailedReceipt deletes id's receipt when its outcome is failed. A
+// receipt that says done is left alone (the worker folds the re-drive).
+func (d *DLQ) clearFailedReceipt(ctx context.Context, id string) error {
+	kv, err := d.js.KeyValue(ctx, d.names.Receipts)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("receipts: %w", err)
+	}
+	e, err := kv.Get(ctx, wire.ReceiptKey(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("receipt %s: %w", wire.ReceiptKey(id), err)
+	}
+	var rc wire.Receipt
+	if json.Unmarshal(e.Value(), &rc) == nil && rc.Outcome != wire.OutcomeFailed {
+		return nil
+	}
+	if err := kv.Delete(ctx, wire.ReceiptKey(id), jetstream.LastRevision(e.Revision())); err != nil {
+		return fmt.Errorf("clear failed receipt %s: %w", wire.ReceiptKey(id), err)
+	}
+	return nil
+}
+
+// audits returns the audit records of kind ("" every kind) that match,
+
+// Operator names who runs a DLQ action: $USER@host, else the OS user.
+func Operator() string {
+	name := os.Getenv("USER")
+	if name == "" {
+		name = os.Getenv("LOGNAME")
+	}
+	if name == "" {
+		if u, err := user.Current(); err == nil {
+			name = u.Username
+		}
+	}
+	if name == "" {
+		name = "unknown"
+	}
+	if host, err := os.Hostname(); err == nil && host != "" {
+		return name + "@" + host
+	}
+	return name
+}

@@ -1,0 +1,115 @@
+package ops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/esjet/esjet/internal/wire"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// KindStats is what the commands of one kind are doing.
+type KindStats struct {
+	Kind string `json:"kind"`
+	// Messages on <ns>.outbox.<kind> (OUTBOX keeps them after processing).
+	Messages uint64 `json:"messages"`
+	// Scheduled: delayed commands whose schedule has not fired.
+	Scheduled uint64 `json:"scheduled"`
+	// Consumer is the kind's worker consumer (esjet-worker-<kind>), ""
+	// when there is none yet.
+	Consumer string `json:"consumer,omitempty"`
+	// Pending: not yet delivered to a worker — the consumer's pending
+	// count, or every message when there is no consumer yet.
+	Pending uint64 `json:"pending"`
+	// InFlight: delivered to a worker, not acked yet.
+	InFlight uint64 `json:"in_flight"`
+	Done     uint64 `json:"done"`   // receipts with outcome done
+	Failed   uint64 `json:"failed"` // receipts with another outcome
+	Dead     uint64 `json:"dead"`   // messages in the DLQ
+}
+
+// Kinds reports per kind, sorted by kind: every kind that has messages in
+// OUTBOX, a pending schedule, a receipt or a dead letter.
+func (in *Inspector) Kinds(ctx context.Context) ([]KindStats, error) {
+	stats := map[string]*KindStats{}
+	get := func(kind string) *KindStats {
+		if stats[kind] == nil {
+			stats[kind] = &KindStats{Kind: kind}
+		}
+		return stats[kind]
+	}
+	outbox, err := in.js.Stream(ctx, in.names.Outbox)
+	if err != nil {
+		return nil, fmt.Errorf("outbox kinds: %s: %w", in.names.Outbox, err)
+	}
+	counts, err := subjectCounts(ctx, outbox, in.names.OutboxFilter())
+	if err != nil {
+		return nil, err
+	}
+	for subj, n := range counts {
+		get(lastTokens(subj, in.names.Namespace+".outbox.")).Messages += n
+	}
+	counts, err = subjectCounts(ctx, outbox, in.names.ScheduleFilter())
+	if err != nil {
+		return nil, err
+	}
+	for subj, n := range counts {
+		get(wire.KindOfSchedule(in.names.Namespace, subj)).Scheduled += n
+	}
+	if dlq, err := optionalStream(ctx, in.js, in.names.DLQ); err != nil {
+		return nil, err
+	} else if dlq != nil {
+		counts, err := subjectCounts(ctx, dlq, wire.DeadLetterFilter(in.names.Namespace)) // not the audit records
+		if err != nil {
+			return nil, err
+		}
+		for subj, n := range counts {
+			get(lastTokens(subj, in.names.Namespace+".dlq.")).Dead += n
+		}
+	}
+	if err := scanReceipts(ctx, in.js, in.names, in.batch, func(re receiptEntry) {
+		rc := re.Receipt
+		if re.Deleted || re.Err != nil || rc.Kind == "" {
+			return
+		}
+		if rc.Outcome == wire.OutcomeDone {
+			get(rc.Kind).Done++
+		} else {
+			get(rc.Kind).Failed++
+		}
+	}); err != nil {
+		return nil, err
+	}
+	out := make([]KindStats, 0, len(stats))
+	for _, kind := range slices.Sorted(maps.Keys(stats)) {
+		ks := stats[kind]
+		ks.Pending = ks.Messages
+		cons, err := in.js.Consumer(ctx, in.names.Outbox, wire.WorkerConsumerName(kind))
+		switch {
+		case errors.Is(err, jetstream.ErrConsumerNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("outbox kinds: consumer %s: %w", wire.WorkerConsumerName(kind), err)
+		default:
+			ci := cons.CachedInfo()
+			ks.Consumer = ci.Name
+			ks.Pending, ks.InFlight = ci.NumPending, uint64(ci.NumAckPending)
+		}
+		out = append(out, *ks)
+	}
+	return out, nil
+}
+
+// subjectCounts returns the stream's message count per subject on filter.
+func subjectCounts(ctx context.Context, st jetstream.Stream, filter string) (map[string]uint64, error) {
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return nil, fmt.Errorf("subjects of %s on %s: %w", st.CachedInfo().Config.Name, filter, err)
+	}
+	return info.State.Subjects, nil
+}
+
+func lastTokens(subject, prefix string) string { return strings.TrimPrefix(subject, prefix) }

@@ -1,0 +1,24 @@
+// Package wire is the OUTBOX contract: what the relay writes and the workers
+// and operator tools read, so that they meet only on JetStream.
+//
+// It owns, with encode and decode side by side:
+//   - the command message on <ns>.outbox.<kind> (or its schedule on
+//     <ns>.schedule.<kind>.<command id with dots>): [EncodeCommand] and
+//     [DecodeCommand], and the headers a target receives ([RequestHeader]);
+//   - the command id <type>:<id>:<version>:<index> ([ParseCommandID],
+//     [CommandRef.String]);
+//   - the receipt a worker records in KV <ns>_receipts ([Receipt],
+//     [ReceiptKey] and its inverse [CommandIDFromKey]);
+//   - the dead letter on <ns>.dlq.<kind> ([DeadLetterMsg],
+//     [DecodeDeadLetter]) and the re-driven copy ([RedriveMsg]);
+//   - the outcome reported back to the issuing aggregate ([Outcome],
+//     [DoneKind], [FailedKind]);
+//   - the header names, the subjects and the workers' consumer names.
+//
+// It does no I/O. The EVENTS headers it reuses (aggregate type and id,
+// correlation, causation, traceparent) are owned by internal/streams.
+//
+// Data flow: internal/streams (EVENTS) → internal/outbox (relay, encodes) →
+// OUTBOX → internal/consumer (workers, decode; receipts, dead letters,
+// outcomes) ← internal/ops (reconcile, DLQ console, inspector, decode).
+package wire

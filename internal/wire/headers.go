@@ -1,0 +1,43 @@
+package wire
+
+import "github.com/esjet/esjet/internal/streams"
+
+// Headers of an OUTBOX command message. The body is the command's JSON
+// payload as recorded; everything else a worker or an operator needs is
+// here, readable with `nats stream view`.
+const (
+	HeaderCommandID     = "Esjet-Command-Id"
+	HeaderCommandKind   = "Esjet-Command-Kind"
+	HeaderAggregateType = streams.HeaderAggregateType
+	HeaderAggregateID   = streams.HeaderAggregateID
+	HeaderVersion       = "Esjet-Aggregate-Version" // version of the issuing decision's last event
+	HeaderDecisionID    = "Esjet-Decision-Id"
+	HeaderDecisionSeq   = "Esjet-Decision-Seq" // EVENTS sequence of the issuing decision
+	HeaderReport        = "Esjet-Report"       // "true": report the outcome to the aggregate
+	HeaderDeliverAfter  = "Esjet-Deliver-After"
+	HeaderIssued        = "Esjet-Issued" // time the decision was stored
+	HeaderCorrelationID = streams.HeaderCorrelationID
+	HeaderCausationID   = streams.HeaderCausationID // the decision id
+	HeaderTraceParent   = streams.HeaderTraceParent
+
+	// JetStream message schedule headers (nats-server 2.12+).
+	HeaderSchedule       = "Nats-Schedule"
+	HeaderScheduleTarget = "Nats-Schedule-Target"
+)
+
+// Headers every target (NATS request, HTTP POST) receives beside the
+// command's identity headers: see [RequestHeader].
+const (
+	HeaderIdempotencyKey = "Idempotency-Key" // the command id
+	HeaderAttempt        = "Esjet-Attempt"   // 1, 2, …
+)
+
+// Headers a worker adds to a dead letter on <ns>.dlq.<kind>, beside the
+// OUTBOX message's own headers.
+const (
+	HeaderError     = "Esjet-Error"      // the last attempt's error, one line
+	HeaderAttempts  = "Esjet-Attempts"   // how many times the handler ran
+	HeaderWorker    = "Esjet-Worker"     // the worker (node) that gave up
+	HeaderDeadAt    = "Esjet-Dead-At"    // when the worker gave up, RFC 3339 with nanoseconds
+	HeaderOutboxSeq = "Esjet-Outbox-Seq" // OUTBOX sequence of the delivered copy
+)

@@ -1,0 +1,38 @@
+package wire
+
+import "encoding/json"
+
+// DoneKind and FailedKind name the result commands of a command kind: a
+// worker reports a command's outcome to the issuing aggregate as one of
+// these, with [DoneKey] or [FailedKey] as the idempotency key.
+func DoneKind(kind string) string   { return kind + "_done" }
+func FailedKind(kind string) string { return kind + "_failed" }
+
+// DoneKey and FailedKey are the idempotency keys of a command's reported
+// outcome: <command id>/done or <command id>/failed. Every report of one
+// outcome carries the same key (and the same bytes), so a repeat records
+// nothing.
+func DoneKey(commandID string) string   { return commandID + "/done" }
+func FailedKey(commandID string) string { return commandID + "/failed" }
+
+// Outcome is the payload of a <kind>_done or <kind>_failed command.
+type Outcome struct {
+	CommandID string          `json:"command_id"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	Attempts  int             `json:"attempts,omitempty"`
+}
+
+// Encode is the outcome's payload. Outcome has no field that can fail to
+// marshal (Result is valid JSON or nil).
+func (o Outcome) Encode() []byte {
+	b, _ := json.Marshal(o)
+	return b
+}
+
+// DecodeOutcome reads an outcome payload.
+func DecodeOutcome(data []byte) (Outcome, error) {
+	var o Outcome
+	err := json.Unmarshal(data, &o)
+	return o, err
+}

@@ -1,0 +1,29 @@
+package wire
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestReceiptAndOutcomeRoundTrip(t *testing.T) {
+	t.Parallel()
+	r := Receipt{CommandID: "trip:t1:4:0", Kind: "k", Outcome: OutcomeDone, Attempts: 2, ResultDigest: "ab",
+		Result: json.RawMessage(`{"ref":"X"}`), At: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)}
+	got, err := DecodeReceipt(r.Encode())
+	if err != nil || !reflect.DeepEqual(got, r) {
+		t.Fatalf("receipt round trip: %+v, %v", got, err)
+	}
+	if _, err := DecodeReceipt([]byte("nope")); err == nil {
+		t.Fatal("a receipt that is not JSON decoded")
+	}
+	o := Outcome{CommandID: "trip:t1:4:0", Error: "no"}
+	back, err := DecodeOutcome(o.Encode())
+	if err != nil || !reflect.DeepEqual(back, o) || string(o.Encode()) != `{"command_id":"trip:t1:4:0","error":"no"}` {
+		t.Fatalf("outcome round trip: %s → %+v, %v", o.Encode(), back, err)
+	}
+	if DoneKind("pay") != "pay_done" || FailedKind("pay") != "pay_failed" || DoneKey("a:b:1:0") != "a:b:1:0/done" || FailedKey("a:b:1:0") != "a:b:1:0/failed" {
+		t.Fatal("outcome kinds or keys changed: aggregates and receivers depend on them")
+	}
+}
