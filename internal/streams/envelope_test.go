@@ -43,6 +43,11 @@ func TestValidateTokenTable(t *testing.T) {
 		{"\xff", false, "at 0"},
 		{"a/b", false, `'/' at 1`},
 		{"a:b", false, `':' at 1`},
+		// Unicode is counted and placed by character, not by byte.
+		{"ééé", false, `'é' at 0`},
+		{"aé", false, `'é' at 1`},
+		{strings.Repeat("é", 100), false, `'é' at 0`},
+		{strings.Repeat("é", MaxTokenLen+2), false, "130 characters, longer than 128"},
 	} {
 		err := ValidateToken("aggregate id", tc.value)
 		if tc.ok {

@@ -3,6 +3,7 @@ package streams
 import (
 	"errors"
 	"fmt"
+	"unicode/utf8"
 )
 
 // MaxTokenLen is the longest aggregate type, aggregate id, command kind or
@@ -23,8 +24,8 @@ type TokenError struct {
 
 func (e *TokenError) Error() string {
 	v := e.Value
-	if len(v) > 40 {
-		v = v[:40] + "…"
+	if r := []rune(v); len(r) > 40 {
+		v = string(r[:40]) + "…"
 	}
 	return fmt.Sprintf("invalid %s %q: %s (use 1-%d characters from A-Z a-z 0-9 _ -)", e.Field, v, e.Reason, MaxTokenLen)
 }
@@ -39,16 +40,18 @@ func ValidateToken(field, value string) error {
 	if value == "" {
 		return &TokenError{Field: field, Value: value, Reason: "empty"}
 	}
-	if len(value) > MaxTokenLen {
-		return &TokenError{Field: field, Value: value, Reason: fmt.Sprintf("%d characters, longer than %d", len(value), MaxTokenLen)}
+	// Lengths and positions are in characters (runes), as a user counts them.
+	if n := utf8.RuneCountInString(value); n > MaxTokenLen {
+		return &TokenError{Field: field, Value: value, Reason: fmt.Sprintf("%d characters, longer than %d", n, MaxTokenLen)}
 	}
-	for i := 0; i < len(value); i++ {
-		c := value[i]
+	pos := 0
+	for _, c := range value {
 		switch {
 		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '_', c == '-':
 		default:
-			return &TokenError{Field: field, Value: value, Reason: fmt.Sprintf("character %q at %d is not allowed", rune(c), i)}
+			return &TokenError{Field: field, Value: value, Reason: fmt.Sprintf("character %q at %d is not allowed", c, pos)}
 		}
+		pos++
 	}
 	return nil
 }
