@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,12 +74,20 @@ func Load(path string, environ []string) (Config, error) {
 	return cfg, nil
 }
 
-// decodeYAML decodes data onto cfg strictly: unknown keys are errors with their line.
+// decodeYAML decodes data onto cfg strictly: unknown keys are errors with
+// their line, their full path and the nearest known key.
 func decodeYAML(data []byte, cfg *Config) error {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if err := unknownKeys(&doc, reflect.TypeFor[Config]()); err != nil {
+		return err
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return err
+		return yamlError(err)
 	}
 	// A second document would be silently ignored otherwise.
 	var extra yaml.Node
@@ -160,7 +170,7 @@ func applyEnv(cfg *Config, environ []string) error {
 		}
 		f, ok := fields[name]
 		if !ok {
-			errs = append(errs, fmt.Errorf("environment variable %s matches no config field (see config/esjet.yaml for the names)", name))
+			errs = append(errs, fmt.Errorf("environment variable %s matches no config field%s (see config/esjet.yaml for the names)", name, didYouMean(name, slices.Collect(maps.Keys(fields)))))
 			continue
 		}
 		if err := setField(root.FieldByIndex(f.index), val); err != nil {
@@ -204,4 +214,120 @@ func setField(v reflect.Value, val string) error {
 		return fmt.Errorf("unsupported field type %s", v.Type())
 	}
 	return nil
+}
+
+var yamlUnmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+// unknownKeys walks a YAML document against t's yaml tags and reports every
+// key that names no field, with its line, its path and the nearest key
+// there ("did you mean …").
+func unknownKeys(doc *yaml.Node, t reflect.Type) error {
+	var errs []error
+	var walk func(n *yaml.Node, t reflect.Type, path string)
+	walk = func(n *yaml.Node, t reflect.Type, path string) {
+		for n.Kind == yaml.DocumentNode || n.Kind == yaml.AliasNode {
+			if n.Kind == yaml.AliasNode {
+				n = n.Alias
+			} else if len(n.Content) > 0 {
+				n = n.Content[0]
+			} else {
+				return
+			}
+		}
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if n.Kind != yaml.MappingNode || reflect.PointerTo(t).Implements(yamlUnmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType) {
+			return
+		}
+		switch t.Kind() {
+		case reflect.Map:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				walk(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value))
+			}
+		case reflect.Struct:
+			fields := map[string]reflect.Type{}
+			for i := range t.NumField() {
+				f := t.Field(i)
+				tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+				if tag != "" && tag != "-" && f.IsExported() {
+					fields[tag] = f.Type
+				}
+			}
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				key := n.Content[i]
+				ft, ok := fields[key.Value]
+				if !ok {
+					names := slices.Sorted(maps.Keys(fields))
+					where := "at the top level"
+					if path != "" {
+						where = "in " + path
+					}
+					errs = append(errs, fmt.Errorf("line %d: unknown key %q %s%s (the keys there: %s)",
+						key.Line, key.Value, where, didYouMean(key.Value, names), strings.Join(names, ", ")))
+					continue
+				}
+				walk(n.Content[i+1], ft, join(path, key.Value))
+			}
+		}
+	}
+	walk(doc, t, "")
+	return errors.Join(errs...)
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// yamlError drops the decoder's Go vocabulary ("yaml: unmarshal errors:",
+// "into config.Duration") from a decode error, keeping its lines.
+func yamlError(err error) error {
+	var te *yaml.TypeError
+	if errors.As(err, &te) {
+		return errors.New(strings.Join(te.Errors, "; "))
+	}
+	return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+// didYouMean suggests the candidate nearest to name by edit distance
+// (case-insensitive), when it is near enough to be a typo: "; did you mean
+// \"embedded\"?", or "".
+func didYouMean(name string, candidates []string) string {
+	best, bestDist := "", -1
+	for _, c := range candidates {
+		d := levenshtein(strings.ToLower(name), strings.ToLower(c))
+		if bestDist < 0 || d < bestDist || (d == bestDist && c < best) {
+			best, bestDist = c, d
+		}
+	}
+	limit := max(2, len([]rune(name))/3)
+	if bestDist < 0 || bestDist > limit {
+		return ""
+	}
+	return fmt.Sprintf("; did you mean %q?", best)
+}
+
+// levenshtein is the edit distance between a and b, by rune.
+func levenshtein(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
 }

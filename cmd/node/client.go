@@ -7,16 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/spf13/cobra"
 
 	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/broker"
+	"github.com/esjet/esjet/internal/streams"
 )
 
 // The client commands talk to a running node through its NATS micro API,
@@ -31,24 +34,54 @@ func newSendCmd(g *globals) *cobra.Command {
   esjet send trip t1 add_note '{"text":"window seat"}' --key note-1`,
 		Args: cobra.RangeArgs(3, 4),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			body := []byte("{}")
-			if len(args) == 4 {
-				body = []byte(args[3])
-				if !json.Valid(body) {
-					return fmt.Errorf("the payload is not valid JSON: %s", args[3])
-				}
+			body, err := sendBody(args)
+			if err != nil {
+				return err
+			}
+			if err := checkTokens(args[0], args[1], args[2]); err != nil {
+				return err
 			}
 			hdr := nats.Header{}
 			if key != "" {
 				hdr.Set(api.HeaderIdempotencyKey, key)
 			}
-			return g.request(cmd, fmt.Sprintf("%s.%s.%s", args[0], args[1], args[2]), body, hdr, func(w io.Writer, data []byte) error {
-				return printJSON(w, data)
-			})
+			return g.request(cmd, args[0], fmt.Sprintf("%s.%s.%s", args[0], args[1], args[2]), body, hdr, printJSON)
 		},
 	}
 	cmd.Flags().StringVarP(&key, "key", "k", "", "idempotency key: a retry with the same key returns the first result")
 	return cmd
+}
+
+// sendBody is the command's payload: the fourth argument, which must be
+// JSON, or {}.
+func sendBody(args []string) ([]byte, error) {
+	if len(args) < 4 {
+		return []byte("{}"), nil
+	}
+	body := []byte(args[3])
+	if !json.Valid(body) {
+		return nil, fmt.Errorf("the payload is not valid JSON: %s (quote it for the shell: '{\"text\":\"hi\"}')", args[3])
+	}
+	return body, nil
+}
+
+// checkTokens validates the aggregate type, id and (when given) command kind
+// before anything is sent, so a dot or a space is reported as what it is
+// instead of as a subject the node does not serve.
+func checkTokens(typ, id string, kind ...string) error {
+	errs := []error{streams.ValidateToken("aggregate type", typ), streams.ValidateToken("aggregate id", id)}
+	for _, k := range kind {
+		switch {
+		case k == "state" || k == "events":
+			errs = append(errs, fmt.Errorf("%q is not a command but a read of the aggregate: use esjet %s %s %s", k, k, typ, id))
+			continue
+		case slices.Contains(api.RouteWords, k):
+			errs = append(errs, fmt.Errorf("%q is one of the API's route words (%s), never a command kind", k, strings.Join(api.RouteWords, ", ")))
+			continue
+		}
+		errs = append(errs, streams.ValidateToken("command kind", k))
+	}
+	return errors.Join(errs...)
 }
 
 func newStateCmd(g *globals) *cobra.Command {
@@ -57,7 +90,10 @@ func newStateCmd(g *globals) *cobra.Command {
 		Short: "Print an aggregate's current state and version",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.request(cmd, fmt.Sprintf("%s.%s.state", args[0], args[1]), nil, nil, printJSON)
+			if err := checkTokens(args[0], args[1]); err != nil {
+				return err
+			}
+			return g.request(cmd, args[0], fmt.Sprintf("%s.%s.state", args[0], args[1]), nil, nil, printJSON)
 		},
 	}
 }
@@ -69,7 +105,10 @@ func newEventsCmd(g *globals) *cobra.Command {
 		Short: "Print an aggregate's history: versions, event types, times, ids, and the commands issued",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.request(cmd, fmt.Sprintf("%s.%s.events", args[0], args[1]), nil, nil, func(w io.Writer, data []byte) error {
+			if err := checkTokens(args[0], args[1]); err != nil {
+				return err
+			}
+			return g.request(cmd, args[0], fmt.Sprintf("%s.%s.events", args[0], args[1]), nil, nil, func(w io.Writer, data []byte) error {
 				if asJSON {
 					return printJSON(w, data)
 				}
@@ -86,9 +125,10 @@ func newEventsCmd(g *globals) *cobra.Command {
 	return cmd
 }
 
-// request sends one API request to the node the config describes and prints
-// the reply with show, or turns an API error into a message and exit code 1.
-func (g *globals) request(cmd *cobra.Command, suffix string, body []byte, hdr nats.Header, show func(io.Writer, []byte) error) error {
+// request sends one API request about aggregate type typ to the node the
+// config describes and prints the reply with show, or turns an API error
+// into a message and exit code 1.
+func (g *globals) request(cmd *cobra.Command, typ, suffix string, body []byte, hdr nats.Header, show func(io.Writer, []byte) error) error {
 	cfg, err := g.load(cmd.Flags())
 	if err != nil {
 		return err
@@ -109,31 +149,37 @@ func (g *globals) request(cmd *cobra.Command, suffix string, body []byte, hdr na
 	}
 	reply, err := nc.RequestMsgWithContext(ctx, msg)
 	if errors.Is(err, nats.ErrNoResponders) {
-		// Either no node serves the namespace, or the type is not one of its
-		// aggregate types (each type is its own endpoint group).
-		if types, terr := nc.RequestWithContext(ctx, api.SubjectPrefix(cfg.Namespace)+".types", nil); terr == nil {
-			var infos []api.TypeInfo
-			_ = json.Unmarshal(types.Data, &infos)
-			var names []string
-			for _, t := range infos {
-				names = append(names, t.Type)
-			}
-			return fmt.Errorf("404 unknown_type: the node serving namespace %q has no aggregate type %q (it has: %s)", cfg.Namespace, strings.SplitN(suffix, ".", 2)[0], strings.Join(names, ", "))
-		}
-		return fmt.Errorf("no esjet node serves namespace %q at %s (is `esjet run` running with that namespace?)", cfg.Namespace, nc.ConnectedUrlRedacted())
+		return noResponders(ctx, nc, cfg.Namespace, typ)
 	}
 	if err != nil {
 		return fmt.Errorf("request %s: %w", msg.Subject, err)
 	}
-	if code := reply.Header.Get("Nats-Service-Error-Code"); code != "" {
+	if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
 		return apiError(code, reply)
 	}
 	return show(g.stdout, reply.Data)
 }
 
+// noResponders explains a request nobody answered: no node serves the
+// namespace, or (a node older than the catch-all endpoint) the type is not
+// one of its aggregate types.
+func noResponders(ctx context.Context, nc *nats.Conn, ns, typ string) error {
+	types, err := nc.RequestWithContext(ctx, api.SubjectPrefix(ns)+".types", nil)
+	if err != nil {
+		return fmt.Errorf("no esjet node serves namespace %q at %s (is `esjet run` running with that namespace?)", ns, nc.ConnectedUrlRedacted())
+	}
+	var infos []api.TypeInfo
+	_ = json.Unmarshal(types.Data, &infos)
+	var names []string
+	for _, t := range infos {
+		names = append(names, t.Type)
+	}
+	return fmt.Errorf("404 unknown_type: the node serving namespace %q has no aggregate type %q (it has: %s)", ns, typ, strings.Join(names, ", "))
+}
+
 func apiError(code string, reply *nats.Msg) error {
 	var body struct{ Error api.Error }
-	msg := reply.Header.Get("Nats-Service-Error")
+	msg := reply.Header.Get(micro.ErrorHeader)
 	if json.Unmarshal(reply.Data, &body) == nil && body.Error.Message != "" {
 		msg = body.Error.Code + ": " + body.Error.Message
 	}

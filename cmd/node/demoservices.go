@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/demo/services"
 	"github.com/esjet/esjet/internal/broker"
 )
@@ -36,63 +37,75 @@ Runs until SIGINT or SIGTERM.`,
   esjet demo-services --fail flights=terminal --fail hotels=transient:2 --slow budget=3s`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			opts := services.Options{Fail: map[string]services.Mode{}}
-			var problems []error
-			add := func(parse func(string) (string, services.Mode, error), specs []string) {
-				for _, spec := range specs {
-					name, m, err := parse(spec)
-					if err == nil {
-						if _, dup := opts.Fail[name]; dup {
-							err = fmt.Errorf("%s: the mode of %s given twice; give one --fail or --slow per service", spec, name)
-						}
-					}
-					if err != nil {
-						problems = append(problems, err)
-						continue
-					}
-					opts.Fail[name] = m
-				}
-			}
-			add(services.ParseFail, fails)
-			add(services.ParseSlow, slows)
-			if err := errors.Join(problems...); err != nil {
+			opts, err := demoModes(fails, slows)
+			if err != nil {
 				return err
 			}
 			cfg, err := g.load(cmd.Flags())
 			if err != nil {
 				return err
 			}
-			logger := newLogger(cfg, g.stderr)
-			ctx := cmd.Context()
-			cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			nc, err := broker.Connect(cctx, cfg, "esjet demo-services")
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			lost := closed(nc)
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
-			svc, err := services.Start(cctx, nc, js, opts, logger)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "demo services ready on %s (nats %s)\n", services.SubjectAll, nc.ConnectedUrlRedacted())
-			select {
-			case <-ctx.Done():
-			case <-lost:
-				_ = svc.Close()
-				return errors.New("demo-services: the connection to NATS closed")
-			}
-			return svc.Close()
+			return g.serveDemo(cmd.Context(), cfg, opts)
 		},
 	}
 	cmd.Flags().StringArrayVar(&fails, "fail", nil, "service=mode[:count]: make budget, flights or hotels fail (transient or terminal), for count requests or until changed")
 	cmd.Flags().StringArrayVar(&slows, "slow", nil, "service=delay[:count]: make a service sleep before answering")
 	return cmd
+}
+
+// demoModes parses the --fail and --slow flags into the services' modes,
+// reporting every bad one at once.
+func demoModes(fails, slows []string) (services.Options, error) {
+	opts := services.Options{Fail: map[string]services.Mode{}}
+	var problems []error
+	add := func(parse func(string) (string, services.Mode, error), specs []string) {
+		for _, spec := range specs {
+			name, m, err := parse(spec)
+			if err == nil {
+				if _, dup := opts.Fail[name]; dup {
+					err = fmt.Errorf("%s: the mode of %s given twice; give one --fail or --slow per service", spec, name)
+				}
+			}
+			if err != nil {
+				problems = append(problems, err)
+				continue
+			}
+			opts.Fail[name] = m
+		}
+	}
+	add(services.ParseFail, fails)
+	add(services.ParseSlow, slows)
+	return opts, errors.Join(problems...)
+}
+
+// serveDemo connects, starts the services and serves until ctx ends or the
+// connection closes.
+func (g *globals) serveDemo(ctx context.Context, cfg config.Config, opts services.Options) error {
+	logger := newLogger(cfg, g.stderr)
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	nc, err := broker.Connect(cctx, cfg, "esjet demo-services")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	lost := closed(nc)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	svc, err := services.Start(cctx, nc, js, opts, logger)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(g.stdout, "demo services ready on %s (nats %s)\n", services.SubjectAll, nc.ConnectedUrlRedacted())
+	select {
+	case <-ctx.Done():
+	case <-lost:
+		_ = svc.Close()
+		return errors.New("demo-services: the connection to NATS closed")
+	}
+	return svc.Close()
 }
 
 // closed returns a channel closed when nc closes for good (broker.Connect

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -44,11 +45,12 @@ Configuration: defaults < config file (--config, $ESJET_CONFIG or
 config/esjet.yaml) < ESJET_* environment variables < flags.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
-		Args:          cobra.NoArgs,
+		Args:          unknownSubcommand,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runNode(cmd, g)
 		},
 	}
+	root.SuggestionsMinimumDistance = 2
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	f := root.PersistentFlags()
@@ -67,6 +69,20 @@ config/esjet.yaml) < ESJET_* environment variables < flags.`,
 	root.AddCommand(newBenchCmd(g))
 	root.AddCommand(newServerCmd(g))
 	return root
+}
+
+// unknownSubcommand refuses an argument to the root command, which runs the
+// node and takes none: it is a mistyped subcommand, and the error suggests
+// the nearest ones (cobra only suggests when the root has no Args of its own).
+func unknownSubcommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+	if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return errors.New(msg + " (esjet --help lists the commands)")
 }
 
 // load reads the configuration with the flags that were set applied last,

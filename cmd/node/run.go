@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"time"
 
@@ -42,7 +43,7 @@ func runNode(cmd *cobra.Command, g *globals) error {
 		logger.Info("demo services are off: the trip's commands go to " + services.SubjectAll +
 			"; run `esjet demo-services` beside this node, or route workers.<kind> elsewhere in the config")
 	}
-	n, err := node.Start(ctx, cfg, node.Options{Logger: logger, Aggregates: []*aggregate.Definition{trip.Definition()}, Version: semver()})
+	n, err := node.Start(ctx, cfg, node.Options{Logger: logger, Aggregates: []*aggregate.Definition{trip.Definition()}, Version: version()})
 	if err != nil {
 		return err
 	}
@@ -54,6 +55,12 @@ func runNode(cmd *cobra.Command, g *globals) error {
 		}
 		n.OnClose(func() { _ = svc.Close() })
 	}
+	printReady(g.stdout, cfg, n)
+	return n.Run(ctx, shutdownGrace)
+}
+
+// printReady prints the line a user (and the tests) wait for.
+func printReady(w io.Writer, cfg config.Config, n *node.Node) {
 	natsURL := n.Broker().ClientURL()
 	if natsURL == "" {
 		natsURL = "(in-process only)"
@@ -62,8 +69,7 @@ func runNode(cmd *cobra.Command, g *globals) error {
 	if a := n.HTTPAddr(); a != "" {
 		httpURL = "http://" + a
 	}
-	fmt.Fprintf(g.stdout, "esjet %s ready: namespace %s, nats %s, http %s\n", version(), cfg.Namespace, natsURL, httpURL)
-	return n.Run(ctx, shutdownGrace)
+	fmt.Fprintf(w, "esjet %s ready: namespace %s, nats %s, http %s\n", version(), cfg.Namespace, natsURL, httpURL)
 }
 
 // tripRoutes returns workers with the trip's command kinds routed to the

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/streams"
 )
@@ -54,32 +55,37 @@ it has not yet received (pending) or not yet acknowledged (ack pending).`,
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
-			defer cancel()
-			nc, err := broker.Connect(ctx, cfg, "esjet streams")
-			if err != nil {
-				return err
-			}
-			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
-			reports, err := collectStreams(ctx, js, streams.NamesFor(cfg.Namespace))
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(g.stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(reports)
-			}
-			printStreams(g.stdout, cfg.Namespace, reports)
-			return nil
+			return g.showStreams(cmd.Context(), cfg, asJSON)
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	return cmd
+}
+
+// showStreams connects and prints the namespace's streams, as a table or JSON.
+func (g *globals) showStreams(ctx context.Context, cfg config.Config, asJSON bool) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	nc, err := broker.Connect(ctx, cfg, "esjet streams")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	reports, err := collectStreams(ctx, js, streams.NamesFor(cfg.Namespace))
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(reports)
+	}
+	printStreams(g.stdout, cfg.Namespace, reports)
+	return nil
 }
 
 func collectStreams(ctx context.Context, js jetstream.JetStream, names streams.Names) ([]streamReport, error) {

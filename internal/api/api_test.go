@@ -551,7 +551,7 @@ func TestBadRequest_AnsweredWithStatusAndCodeAndWritesNothing(t *testing.T) {
 		{"budget exceeded", send(trip.Type, "b1", trip.KindRequestTrip,
 			`{"traveler":"ada","destination":"Lisbon","budget":100,"flight_price":80,"hotel_price":30}`), 422, "budget_exceeded"},
 		{"already requested", send(trip.Type, "exists", trip.KindRequestTrip, good), 422, "already_requested"},
-		{"note on a missing trip", send(trip.Type, "b1", trip.KindAddNote, `{"text":"hi"}`), 422, "not_found"},
+		{"note on a missing trip: a domain not_found is 404", send(trip.Type, "b1", trip.KindAddNote, `{"text":"hi"}`), 404, "not_found"},
 		{"id longer than 128", send(trip.Type, strings.Repeat("x", 129), trip.KindRequestTrip, good), 400, "invalid_token"},
 		{"state of a missing aggregate", func(t *testing.T, s surface) reply { return s.State(t, trip.Type, "nobody") }, 404, "not_found"},
 		{"events of a missing aggregate", func(t *testing.T, s surface) reply { return s.Events(t, trip.Type, "nobody", 0) }, 404, "not_found"},

@@ -4,18 +4,31 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // Handler returns the HTTP gateway: the routes in the package doc, JSON in
 // and out, errors as {"error": {"code", "message"}} with the status of
-// [Error].
+// [Error] (a path that matches no route and a wrong method too).
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
+	s.routes(mux)
+	return JSONErrors(mux)
+}
+
+// HTTPRoutes lists the gateway's routes, for the message of a 404.
+var HTTPRoutes = []string{
+	"POST /v1/<type>/<id>/<command>", "GET /v1/<type>/<id>", "GET /v1/<type>/<id>/events",
+	"POST /v1/raw/<type>/<id>/events", "GET /v1/raw/<type>/<id>/events", "GET /v1/types",
+}
+
+func (s *Service) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/types", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, s.Types())
+		WriteJSON(w, http.StatusOK, s.Types())
 	})
 	mux.HandleFunc("POST /v1/{type}/{id}/{command}", func(w http.ResponseWriter, r *http.Request) {
 		body, ok := s.readBody(w, r)
@@ -43,7 +56,50 @@ func (s *Service) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/raw/{type}/{id}/events", func(w http.ResponseWriter, r *http.Request) {
 		s.events(w, r, false)
 	})
-	return mux
+}
+
+// JSONErrors answers what mux itself would answer — 404 for a path no
+// route matches, 405 for a method the path does not take — in the API's
+// JSON error shape instead of Go's plain text; everything else goes to mux.
+func JSONErrors(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h, pattern := mux.Handler(r)
+		if pattern != "" {
+			mux.ServeHTTP(w, r)
+			return
+		}
+		rec := &statusRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		switch rec.status {
+		case http.StatusMethodNotAllowed:
+			allow := rec.header.Get("Allow")
+			w.Header().Set("Allow", allow)
+			writeError(w, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+				Message: fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, allow)})
+		case http.StatusNotFound:
+			writeError(w, &Error{Status: http.StatusNotFound, Code: "no_route",
+				Message: fmt.Sprintf("no route for %s %s; the routes are: %s", r.Method, r.URL.Path, strings.Join(HTTPRoutes, ", "))})
+		default:
+			mux.ServeHTTP(w, r) // a redirect or other mux answer
+		}
+	})
+}
+
+// statusRecorder learns the status the mux's own 404/405 handler writes.
+type statusRecorder struct {
+	header http.Header
+	status int
+}
+
+func (r *statusRecorder) Header() http.Header { return r.header }
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.status == 0 {
+		r.status = code
+	}
+}
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return len(b), nil
 }
 
 func (s *Service) events(w http.ResponseWriter, r *http.Request, typed bool) {
@@ -90,18 +146,39 @@ func (s *Service) reply(w http.ResponseWriter, status int, v any, err error) {
 		if ae.Status >= 500 {
 			s.logger.Error("request failed", "error", err)
 		}
-		writeJSON(w, ae.Status, map[string]any{"error": ae})
+		writeError(w, ae)
 		return
 	}
-	writeJSON(w, status, v)
+	WriteJSON(w, status, v)
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
+func writeError(w http.ResponseWriter, e *Error) {
+	WriteJSON(w, e.Status, map[string]any{"error": e})
+}
+
+// WriteJSON answers v as compact JSON (one line: a response's size is its
+// data's, never a multiple of it) without HTML escaping ("->" stays "->",
+// not "-\u003e").
+func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
+	_ = newEncoder(w).Encode(v)
+}
+
+// newEncoder is the API's JSON encoder: compact, no HTML escaping.
+func newEncoder(w io.Writer) *json.Encoder {
 	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
+	enc.SetEscapeHTML(false)
+	return enc
+}
+
+// marshal is json.Marshal without HTML escaping.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := newEncoder(&buf).Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // decodeStrict decodes one JSON value, refusing unknown fields and trailing

@@ -2,11 +2,11 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,6 +22,8 @@ type MicroService struct {
 	sem     chan struct{}
 	wg      sync.WaitGroup
 	timeout time.Duration
+
+	inFlight atomic.Int64
 
 	mu       sync.Mutex
 	stats    map[string]*endpointStats // by endpoint name
@@ -146,10 +148,11 @@ func (ms *MicroService) async(endpoint string, h func(micro.Request) (any, error
 			return
 		}
 		ms.wg.Add(1)
+		ms.inFlight.Add(1)
 		ms.mu.Unlock()
 		ms.sem <- struct{}{}
 		go func() {
-			defer func() { <-ms.sem; ms.wg.Done() }()
+			defer func() { <-ms.sem; ms.inFlight.Add(-1); ms.wg.Done() }()
 			defer func() {
 				if p := recover(); p != nil {
 					ms.reply(endpoint, start, req, nil, fmt.Errorf("panic handling %s: %v", req.Subject(), p))
@@ -165,7 +168,7 @@ func (ms *MicroService) reply(endpoint string, start time.Time, req micro.Reques
 	msg := nats.NewMsg(req.Reply())
 	var errText string
 	if err == nil {
-		msg.Data, err = json.Marshal(v)
+		msg.Data, err = marshal(v)
 	}
 	if err != nil {
 		ae := toError(err)
@@ -178,7 +181,7 @@ func (ms *MicroService) reply(endpoint string, start time.Time, req micro.Reques
 		}
 		msg.Header.Set(micro.ErrorCodeHeader, strconv.Itoa(ae.Status))
 		msg.Header.Set(micro.ErrorHeader, oneLine(errText))
-		msg.Data, _ = json.Marshal(map[string]any{"error": ae})
+		msg.Data, _ = marshal(map[string]any{"error": ae})
 	}
 	if req.Reply() != "" {
 		if perr := ms.nc.PublishMsg(msg); perr != nil {
@@ -206,6 +209,9 @@ func (ms *MicroService) reply(endpoint string, start time.Time, req micro.Reques
 func oneLine(s string) string {
 	return strings.NewReplacer("\r", " ", "\n", " ").Replace(s)
 }
+
+// InFlight is the number of requests being handled.
+func (ms *MicroService) InFlight() int64 { return ms.inFlight.Load() }
 
 // Stop unregisters the service and waits for in-flight requests (bounded by
 // their own timeout).

@@ -1,27 +1,9 @@
-// Package api is esjet's command and event-store API, served on two
-// surfaces with the same operations, routes and error codes: a NATS micro
-// service (`nats micro ls` lists it) and an HTTP gateway (JSON).
-//
-//	operation        NATS subject                          HTTP
-//	send a command   esjet.<ns>.<type>.<id>.<command>       POST /v1/<type>/<id>/<command>
-//	current state    esjet.<ns>.<type>.<id>.state           GET  /v1/<type>/<id>
-//	history          esjet.<ns>.<type>.<id>.events          GET  /v1/<type>/<id>/events
-//	raw append       esjet.<ns>.raw.append.<type>.<id>      POST /v1/raw/<type>/<id>/events
-//	raw load         esjet.<ns>.raw.events.<type>.<id>      GET  /v1/raw/<type>/<id>/events
-//	list types       esjet.<ns>.types                       GET  /v1/types
-//
-// A command's body is its JSON payload; the Idempotency-Key header makes a
-// retry safe. Errors carry a status (400 bad input, 404 unknown type or
-// aggregate, 409 conflict or reused key, 413 too large, 422 domain
-// rejection, 500 infrastructure), a machine-readable code and a message.
 package api
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"time"
 
 	"github.com/esjet/esjet/internal/aggregate"
@@ -36,13 +18,28 @@ type Service struct {
 	logger  *slog.Logger
 }
 
-// New returns the API over repo for namespace ns. maxBody caps a request
-// body in bytes (the streams' max message size is a good value).
-func New(repo *aggregate.Repository, ns string, maxBody int, logger *slog.Logger) *Service {
+// Config are the API's tunables.
+type Config struct {
+	// Namespace is the bounded context served (subjects esjet.<ns>.…).
+	Namespace string
+	// MaxBody caps a request body in bytes; the streams' max message size
+	// is a good value. Zero means 1 MiB.
+	MaxBody int
+}
+
+// New returns the API over repo. It refuses a registry whose aggregate
+// types or command kinds collide with the API's routes ([ErrRouteWord]).
+func New(repo *aggregate.Repository, cfg Config, logger *slog.Logger) (*Service, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Service{repo: repo, ns: ns, maxBody: maxBody, logger: logger.With("component", "api")}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 1 << 20
+	}
+	if err := checkRouteWords(repo.Registry()); err != nil {
+		return nil, err
+	}
+	return &Service{repo: repo, ns: cfg.Namespace, maxBody: cfg.MaxBody, logger: logger.With("component", "api")}, nil
 }
 
 // Meta is what a request carries besides its body.
@@ -194,96 +191,4 @@ func (s *Service) Types() []TypeInfo {
 		out = append(out, TypeInfo{Type: t, Commands: def.Commands()})
 	}
 	return out
-}
-
-// Error is an API error as both surfaces report it.
-type Error struct {
-	Status  int    `json:"-"`
-	Code    string `json:"code"`
-	Message string `json:"message"`
-	// Version is the aggregate's actual version on a version conflict.
-	Version *uint64 `json:"version,omitempty"`
-}
-
-func (e *Error) Error() string { return e.Message }
-
-// MaxKeyLen caps an idempotency key.
-const MaxKeyLen = 256
-
-func checkKey(key string) error {
-	if len(key) > MaxKeyLen {
-		return &Error{Status: 400, Code: "invalid_idempotency_key", Message: fmt.Sprintf("Idempotency-Key is %d characters, longer than %d", len(key), MaxKeyLen)}
-	}
-	return nil
-}
-
-// tooLarge reports a body over the limit; n < 0 when its length is unknown
-// (a chunked HTTP body).
-func tooLarge(n, max int) error {
-	msg := fmt.Sprintf("request body is %d bytes, over the %d-byte limit (streams.max_message_size)", n, max)
-	if n < 0 {
-		msg = fmt.Sprintf("request body is over the %d-byte limit (streams.max_message_size)", max)
-	}
-	return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: msg}
-}
-
-// Status is the status an operation's error is answered with (200 for nil).
-func Status(err error) int {
-	if err == nil {
-		return 200
-	}
-	return toError(err).Status
-}
-
-// toError maps any error from the operations to an [*Error].
-func toError(err error) *Error {
-	var ae *Error
-	if errors.As(err, &ae) {
-		return ae
-	}
-	var rej *aggregate.Rejection
-	var vc *aggregate.VersionConflictError
-	var te *streams.TokenError
-	switch {
-	case errors.Is(err, aggregate.ErrInvalidDecision):
-		// The aggregate broke the contract: a bug on the server side, even
-		// when the cause underneath is a token or JSON error.
-		return &Error{Status: 500, Code: "internal", Message: err.Error()}
-	case errors.As(err, &rej):
-		return &Error{Status: 422, Code: rej.Code, Message: rej.Message}
-	case errors.As(err, &vc):
-		v := vc.Actual
-		return &Error{Status: 409, Code: "version_conflict", Message: err.Error(), Version: &v}
-	case errors.As(err, &te):
-		return &Error{Status: 400, Code: "invalid_token", Message: err.Error()}
-	case errors.Is(err, aggregate.ErrUnknownType):
-		return &Error{Status: 404, Code: "unknown_type", Message: err.Error()}
-	case errors.Is(err, aggregate.ErrNotFound):
-		return &Error{Status: 404, Code: "not_found", Message: err.Error()}
-	case errors.Is(err, aggregate.ErrUnknownCommand):
-		return &Error{Status: 400, Code: "unknown_command", Message: err.Error()}
-	case errors.Is(err, aggregate.ErrBadCommand):
-		return &Error{Status: 400, Code: "bad_payload", Message: err.Error()}
-	case errors.Is(err, aggregate.ErrManagedType):
-		return &Error{Status: 400, Code: "managed_type", Message: err.Error()}
-	case errors.Is(err, streams.ErrInvalidDecision):
-		return &Error{Status: 400, Code: "invalid_events", Message: err.Error()}
-	case errors.Is(err, aggregate.ErrKeyReused):
-		return &Error{Status: 409, Code: "idempotency_key_reused", Message: err.Error()}
-	case errors.Is(err, aggregate.ErrConflict):
-		return &Error{Status: 409, Code: "conflict", Message: err.Error()}
-	case errors.Is(err, aggregate.ErrTooLarge), errors.Is(err, streams.ErrTooLarge):
-		return &Error{Status: 413, Code: "too_large", Message: err.Error()}
-	case errors.Is(err, streams.ErrStorageFull):
-		return &Error{Status: http.StatusInsufficientStorage, Code: "storage_full", Message: err.Error() +
-			" — nothing was written; free space or raise the JetStream storage limits (nats.embedded.max_store), then retry"}
-	case errors.Is(err, streams.ErrUnknownOutcome):
-		return &Error{Status: 503, Code: "outcome_unknown", Message: err.Error() +
-			" — the command may have been recorded: retry with the same Idempotency-Key, or read the aggregate's events before sending it again without one"}
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return &Error{Status: 503, Code: "unavailable", Message: err.Error() +
-			" — the node did not finish in time; retry with the same Idempotency-Key (without one, read the aggregate's events first)"}
-	default:
-		return &Error{Status: 500, Code: "internal", Message: err.Error()}
-	}
 }

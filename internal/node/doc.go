@@ -11,9 +11,11 @@
 // that no worker here carries out is logged at WARN when the node starts:
 // its commands would wait in OUTBOX.
 //
-// Close stops everything in reverse under the caller's deadline: the
-// functions registered with OnClose (in-process services on the node's
-// connection), HTTP, the workers (in-flight handlers finish), the relay
-// (its batch in hand), the micro service (in-flight requests), then the
-// broker (drain, then the embedded server).
+// Close stops everything under the caller's deadline, what takes work in
+// first: HTTP and the micro service (in-flight requests finish), the
+// workers (in-flight handlers finish, while in-process services still
+// answer), the functions registered with OnClose (in-process services on
+// the node's connection), the relay (its batch in hand), then the broker
+// (drain, then the embedded server). Each wait is logged with what it is
+// waiting for.
 package node

@@ -2,13 +2,13 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -54,18 +54,20 @@ type Node struct {
 	workersStop context.CancelFunc
 	workersDone sync.WaitGroup
 
-	httpSrv  *http.Server
-	httpAddr string
-	httpDone chan error
+	httpSrv      *http.Server
+	httpAddr     string
+	httpDone     chan error
+	httpInFlight atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
 	onClose   []func()
 }
 
-// OnClose registers fn to run first when the node closes (last registered,
-// first run): for things started on the node's connection, such as
-// in-process services, which must stop before it drains.
+// OnClose registers fn to run when the node closes, after the API and the
+// workers have stopped and before the relay and the connection do (last
+// registered, first run): for things started on the node's connection, such
+// as in-process services, which must stop before it drains.
 func (n *Node) OnClose(fn func()) { n.onClose = append(n.onClose, fn) }
 
 // Start brings a node up and returns when it is ready: JetStream answers,
@@ -107,7 +109,10 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 		return nil, fmt.Errorf("open snapshots bucket: %w", err)
 	}
 	n.repo = aggregate.NewRepository(n.log, snaps, reg, RepositoryConfig(cfg), logger)
-	n.api = api.New(n.repo, cfg.Namespace, int(cfg.Streams.MaxMessageSize), logger)
+	n.api, err = api.New(n.repo, api.Config{Namespace: cfg.Namespace, MaxBody: int(cfg.Streams.MaxMessageSize)}, logger)
+	if err != nil {
+		return nil, err
+	}
 	version := opts.Version
 	if version == "" {
 		version = "0.0.0"
@@ -297,50 +302,58 @@ func (f feedback) Report(ctx context.Context, r consumer.Report) error {
 // Relay is the node's outbox relay.
 func (n *Node) Relay() *outbox.Relay { return n.relay }
 
-// Close stops the node in reverse start order: the OnClose functions (last
-// registered first), HTTP, the workers (stop pulling; in-flight handlers
-// finish), the relay (finishing its batch in hand), the micro service
-// (waiting for in-flight requests), then the broker (drain, then the
-// embedded server). What does not stop by ctx's deadline is reported in the
-// error. It is idempotent: later calls return the first call's error.
+// Close stops the node: first what takes new work in (HTTP, waiting for
+// its in-flight requests, then the micro service, waiting for its own),
+// then the workers (finishing their in-flight commands, so in-process
+// services registered with OnClose still answer them), then the OnClose
+// functions (last registered, first run), the relay (finishing its batch in
+// hand), and the broker (drain, then the embedded server). Each wait is
+// logged with what it waits for; what does not stop by ctx's deadline is
+// reported in the error. It is idempotent: later calls return the first
+// call's error.
 func (n *Node) Close(ctx context.Context) error {
 	n.closeOnce.Do(func() {
-		for i := len(n.onClose) - 1; i >= 0; i-- {
-			n.onClose[i]()
-		}
 		var errs []error
 		if n.httpSrv != nil {
+			if k := n.httpInFlight.Load(); k > 0 {
+				n.logger.Info(fmt.Sprintf("draining: waiting for %d in-flight HTTP request(s)", k))
+			}
 			if err := n.httpSrv.Shutdown(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("shut down http: %w", err))
+				errs = append(errs, fmt.Errorf("shut down http: %d request(s) still in flight when the shutdown grace ran out: %w", n.httpInFlight.Load(), err))
+			}
+		}
+		if n.micro != nil {
+			if k := n.micro.InFlight(); k > 0 {
+				n.logger.Info(fmt.Sprintf("draining: waiting for %d in-flight NATS request(s)", k))
+			}
+			if err := n.micro.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stop micro service: %w", err))
 			}
 		}
 		if n.workersStop != nil {
 			n.workersStop() // stop pulling; in-flight handlers finish
 			waited := make(chan struct{})
 			go func() { n.workersDone.Wait(); close(waited) }()
-			select {
-			case <-waited:
-			case <-ctx.Done():
-				errs = append(errs, fmt.Errorf("stop workers: %w", ctx.Err()))
+			if err := n.await(ctx, fmt.Sprintf("%d worker(s) to finish their in-flight commands", len(n.workers)), waited); err != nil {
+				errs = append(errs, err)
 			}
+		}
+		for i := len(n.onClose) - 1; i >= 0; i-- {
+			n.onClose[i]()
 		}
 		if n.relayStop != nil {
 			n.relayStop()
-			select {
-			case err := <-n.relayDone:
-				if err != nil {
-					errs = append(errs, err)
-				}
-			case <-ctx.Done():
-				errs = append(errs, fmt.Errorf("stop relay: %w", ctx.Err()))
-			}
-		}
-		if n.micro != nil {
-			if err := n.micro.Stop(); err != nil {
-				errs = append(errs, fmt.Errorf("stop micro service: %w", err))
+			var relayErr error
+			waited := make(chan struct{})
+			go func() { relayErr = <-n.relayDone; close(waited) }()
+			if err := n.await(ctx, "the relay to finish its batch", waited); err != nil {
+				errs = append(errs, err)
+			} else if relayErr != nil {
+				errs = append(errs, relayErr)
 			}
 		}
 		if n.broker != nil {
+			n.logger.Debug("draining: the NATS connection")
 			if err := n.broker.Close(ctx); err != nil {
 				errs = append(errs, err)
 			}
@@ -351,6 +364,29 @@ func (n *Node) Close(ctx context.Context) error {
 		}
 	})
 	return n.closeErr
+}
+
+// await waits for done, logging what it waits for when that takes more than
+// a moment, and again every few seconds; it gives up when ctx ends.
+func (n *Node) await(ctx context.Context, what string, done <-chan struct{}) error {
+	select {
+	case <-done:
+		return nil
+	case <-time.After(100 * time.Millisecond):
+	}
+	n.logger.Info("draining: waiting for " + what)
+	tick := time.NewTicker(5 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			return nil
+		case <-tick.C:
+			n.logger.Info("draining: still waiting for " + what)
+		case <-ctx.Done():
+			return fmt.Errorf("stopping: gave up waiting for %s when the shutdown grace ran out (%v)", what, context.Cause(ctx))
+		}
+	}
 }
 
 func (n *Node) startHTTP() error {
@@ -365,7 +401,13 @@ func (n *Node) startHTTP() error {
 	})
 	mux.HandleFunc("GET /readyz", n.handleReady)
 	mux.Handle("/v1/", n.api.Handler())
-	n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+	counted := api.JSONErrors(mux)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.httpInFlight.Add(1)
+		defer n.httpInFlight.Add(-1)
+		counted.ServeHTTP(w, r)
+	})
+	n.httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
 	n.httpDone = make(chan error, 1)
 	go func() {
@@ -393,8 +435,4 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, code int, v any) { api.WriteJSON(w, code, v) }

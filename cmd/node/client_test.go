@@ -1,0 +1,140 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"runtime/debug"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+func TestClientCommandsValidateTokensBeforeSending(t *testing.T) {
+	// No node runs: a request would fail with "no esjet node serves…".
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"state", "trip", "a.b"}, `invalid aggregate id "a.b": character '.' at 1 is not allowed`},
+		{[]string{"events", "tr ip", "t1"}, `invalid aggregate type "tr ip": character ' ' at 2`},
+		{[]string{"send", "trip", "t1", "add.note"}, `invalid command kind "add.note"`},
+		{[]string{"send", "trip", "t1", "state"}, `use esjet state trip t1`},
+		{[]string{"state", "trip", "ééé"}, `character 'é' at 0`},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), tc.args, []string{"ESJET_NATS_EMBEDDED_LISTEN=127.0.0.1:1"}, &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("esjet %s: %v, want an error containing %q", strings.Join(tc.args, " "), err, tc.want)
+		}
+	}
+}
+
+func TestMistypedSubcommandSuggestsTheRightOne(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"strems"}, nil, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), `unknown command "strems" for "esjet"; did you mean streams?`) {
+		t.Fatalf("esjet strems: %v, want a suggestion of streams", err)
+	}
+	if err := run(t.Context(), []string{"xyzzy"}, nil, &stdout, &stderr); err == nil || strings.Contains(err.Error(), "did you mean") {
+		t.Fatalf("esjet xyzzy: %v, want an unknown command without a suggestion", err)
+	}
+}
+
+func TestClientAgainstARunningNode(t *testing.T) {
+	flags := startTestNode(t, "clienttest")
+	esjet := func(args ...string) (string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append(args, flags...), nil, &stdout, &stderr)
+		return stdout.String(), err
+	}
+	if _, err := esjet("send", "trip", "nobody", "add_note", `{"text":"hi"}`); err == nil || !strings.HasPrefix(err.Error(), "404 not_found: ") {
+		t.Errorf("add_note on a missing trip: %v, want 404 not_found", err)
+	}
+	if _, err := esjet("send", "trip", "c1", "request_trip", `{"budget":"lots"}`); err == nil ||
+		err.Error() != `400 bad_payload: bad command payload: trip.request_trip: field "budget" must be a number, got a string` {
+		t.Errorf("bad payload: %v", err)
+	}
+
+	// esjet version and the micro service report the same version.
+	out, err := esjet("version")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := strings.TrimPrefix(strings.SplitN(out, "\n", 2)[0], "esjet ")
+	nc, err := nats.Connect("nats://" + flagValue(flags, "--listen"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	m, err := nc.Request("$SRV.INFO.esjet", nil, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info struct{ Version string }
+	if err := json.Unmarshal(m.Data, &info); err != nil {
+		t.Fatal(err)
+	}
+	if cli == "" || cli != info.Version {
+		t.Errorf("esjet version says %q, the micro service %q", cli, info.Version)
+	}
+}
+
+func TestVersionFromBuildInfo(t *testing.T) {
+	mod := func(v string, settings ...debug.BuildSetting) *debug.BuildInfo {
+		return &debug.BuildInfo{Main: debug.Module{Version: v}, Settings: settings}
+	}
+	for _, tc := range []struct {
+		linked string
+		bi     *debug.BuildInfo
+		want   string
+	}{
+		{"v1.2.3", mod("v9.9.9"), "1.2.3"},
+		{"", mod("v0.3.0"), "0.3.0"},
+		{"", mod("v0.0.0-20261130120000-3ffcbd2a1b2c+dirty"), "0.0.0-20261130120000-3ffcbd2a1b2c+dirty"},
+		{"", mod("(devel)", debug.BuildSetting{Key: "vcs.revision", Value: "3ffcbd2a1b2c3d4e"}, debug.BuildSetting{Key: "vcs.modified", Value: "true"}), "0.1.0-devel+3ffcbd2a1b2c.modified"},
+		{"", mod("(devel)", debug.BuildSetting{Key: "vcs.revision", Value: "3ffcbd2a1b2c3d4e"}), "0.1.0-devel+3ffcbd2a1b2c"},
+		{"", mod("(devel)"), "0.1.0-devel"},
+		{"", nil, "0.1.0-devel"},
+	} {
+		if got := versionFrom(tc.linked, tc.bi); got != tc.want {
+			t.Errorf("versionFrom(%q, %+v) = %q, want %q", tc.linked, tc.bi, got, tc.want)
+		}
+	}
+}
+
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		second os.Signal
+		code   int
+	}{{os.Interrupt, 130}, {syscall.SIGTERM, 143}} {
+		sigs := make(chan os.Signal, 2)
+		ctx, cancel := context.WithCancelCause(context.Background())
+		var stderr bytes.Buffer
+		exited := make(chan int, 1)
+		done := make(chan struct{})
+		go func() { watchSignals(sigs, cancel, &stderr, func(c int) { exited <- c }); close(done) }()
+		sigs <- os.Interrupt
+		<-ctx.Done()
+		if cause := context.Cause(ctx); !strings.Contains(cause.Error(), "send it again to exit at once") {
+			t.Errorf("first signal's cause %q does not say how to skip the drain", cause)
+		}
+		select {
+		case c := <-exited:
+			t.Fatalf("exited with %d after one signal", c)
+		default:
+		}
+		sigs <- tc.second
+		if c := <-exited; c != tc.code {
+			t.Errorf("second %v: exit %d, want %d", tc.second, c, tc.code)
+		}
+		<-done
+		if !strings.Contains(stderr.String(), "exiting at once") {
+			t.Errorf("second signal said %q", stderr.String())
+		}
+	}
+}

@@ -1,0 +1,82 @@
+package config
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// goWords are Go type names and package prefixes a user should not see.
+var goWords = regexp.MustCompile(`config\.[A-Z]|(^|: )yaml: |unmarshal errors`)
+
+func TestLoadUnknownKeySuggestsTheNearestKey(t *testing.T) {
+	for _, tt := range []struct {
+		name, content string
+		want          []string
+	}{
+		{"nested typo", "nats:\n  embeded:\n    listen: none\n",
+			[]string{`line 2: unknown key "embeded" in nats; did you mean "embedded"?`, "the keys there: embedded, external, mode"}},
+		{"deep typo", "nats:\n  embedded:\n    data_dri: /tmp/x\n",
+			[]string{`line 3: unknown key "data_dri" in nats.embedded; did you mean "data_dir"?`}},
+		{"top level", "namespce: demo\n", []string{`line 1: unknown key "namespce" at the top level; did you mean "namespace"?`}},
+		{"inside a worker", "workers:\n  book_flight:\n    max_atempts: 3\n",
+			[]string{`unknown key "max_atempts" in workers.book_flight; did you mean "max_attempts"?`}},
+		{"nothing near", "nats:\n  zzzzzzzz: 1\n", []string{`unknown key "zzzzzzzz" in nats (the keys there`}},
+		{"every typo at once", "namespce: demo\nlog:\n  levl: info\n", []string{`"namespce"`, `"levl" in log; did you mean "level"?`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(writeFile(t, tt.content), nil)
+			if err == nil {
+				t.Fatal("Load succeeded")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if goWords.MatchString(err.Error()) {
+				t.Errorf("error %q speaks Go (a type name or package prefix)", err)
+			}
+		})
+	}
+	if strings.Contains(strings.ToLower(tryLoad(t, "nats:\n  zzzzzzzz: 1\n")), "did you mean") {
+		t.Error("a key near nothing got a suggestion")
+	}
+}
+
+func tryLoad(t *testing.T, content string) string {
+	t.Helper()
+	_, err := Load(writeFile(t, content), nil)
+	if err == nil {
+		t.Fatal("Load succeeded")
+	}
+	return err.Error()
+}
+
+func TestLoadUnknownEnvironmentVariableSuggestsTheNearestName(t *testing.T) {
+	_, err := Load("", []string{"ESJET_NATS_EMBEDED_LISTEN=none", "ESJET_LOG_LEVL=debug"})
+	if err == nil {
+		t.Fatal("Load succeeded")
+	}
+	for _, w := range []string{
+		`ESJET_NATS_EMBEDED_LISTEN matches no config field; did you mean "ESJET_NATS_EMBEDDED_LISTEN"?`,
+		`ESJET_LOG_LEVL matches no config field; did you mean "ESJET_LOG_LEVEL"?`,
+	} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not contain %q", err, w)
+		}
+	}
+}
+
+func TestLevenshtein(t *testing.T) {
+	for _, tt := range []struct {
+		a, b string
+		want int
+	}{
+		{"", "", 0}, {"a", "", 1}, {"embeded", "embedded", 1}, {"kitten", "sitting", 3}, {"ééé", "éé", 1},
+	} {
+		if got := levenshtein(tt.a, tt.b); got != tt.want {
+			t.Errorf("levenshtein(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,26 @@
+// Package api is esjet's command and event-store API, served on two
+// surfaces with the same operations, routes and error codes: a NATS micro
+// service (`nats micro ls` lists it) and an HTTP gateway (JSON).
+//
+//	operation        NATS subject                          HTTP
+//	send a command   esjet.<ns>.<type>.<id>.<command>       POST /v1/<type>/<id>/<command>
+//	current state    esjet.<ns>.<type>.<id>.state           GET  /v1/<type>/<id>
+//	history          esjet.<ns>.<type>.<id>.events          GET  /v1/<type>/<id>/events
+//	raw append       esjet.<ns>.raw.append.<type>.<id>      POST /v1/raw/<type>/<id>/events
+//	raw load         esjet.<ns>.raw.events.<type>.<id>      GET  /v1/raw/<type>/<id>/events
+//	list types       esjet.<ns>.types                       GET  /v1/types
+//
+// Where it sits: a client (HTTP, NATS, `esjet send`, the workers' outcome
+// reports through [Service.Send]) → api → internal/aggregate (Decide, the
+// repository) → internal/streams (the EVENTS stream). The API owns its
+// route words: no aggregate type or command kind may be one of
+// [RouteWords], and [New] refuses a registry that uses one.
+//
+// A command's body is its JSON payload; the Idempotency-Key header makes a
+// retry safe. Errors carry a status (400 bad input, 404 unknown type, route
+// or aggregate, 405 wrong method, 409 conflict or reused key, 413 too large,
+// 422 domain rejection, 500 infrastructure), a machine-readable code and a
+// message, as {"error": {"code", "message"}} on both surfaces. A domain
+// rejection with code "not_found" (a command that needs an existing
+// aggregate, sent to one that does not exist) is answered 404.
+package api

@@ -1,0 +1,129 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/esjet/esjet"
+	"github.com/esjet/esjet/demo/trip"
+	"github.com/esjet/esjet/esjettest"
+)
+
+// goWords are what a user must not read in an error: a Go package prefix
+// at the start of a layer, a Go type or struct name, or JSON's HTML escape.
+var goWords = regexp.MustCompile(`(^|: )(aggregate|streams|outbox|consumer|api|json|nats): |Go struct|\\u003[ce]|main\.`)
+
+func TestErrors_SpeakToTheUserNotInGo(t *testing.T) {
+	t.Parallel()
+	e := start(t, arrowDefinition())
+	for _, s := range e.surfaces() {
+		for _, tc := range []struct {
+			name   string
+			r      func() reply
+			status int
+			code   string
+			want   string // part of the message
+		}{
+			{"unknown command", func() reply { return s.Send(t, trip.Type, "g1", "fly", []byte(`{}`), nil) }, 400, "unknown_command", `trip has no command "fly"`},
+			{"wrong field type", func() reply {
+				return s.Send(t, trip.Type, "g1", trip.KindRequestTrip, []byte(`{"budget":"lots"}`), nil)
+			}, 400, "bad_payload", `field "budget" must be a number, got a string`},
+			{"unknown field", func() reply {
+				return s.Send(t, trip.Type, "g1", trip.KindRequestTrip, []byte(`{"seat":"12A"}`), nil)
+			}, 400, "bad_payload", `unknown field "seat"`},
+			{"unicode id counted by character", func() reply { return s.State(t, trip.Type, strings.Repeat("é", 130)) }, 400, "invalid_token", "130 characters, longer than 128"},
+			{"unicode character named", func() reply { return s.State(t, trip.Type, "aé") }, 400, "invalid_token", `character 'é' at 1`},
+			{"rejection with an arrow", func() reply { return s.Send(t, "arrow", "g1", "go", []byte(`{}`), nil) }, 422, "one_way", "a -> b <c> & d"},
+		} {
+			r := tc.r()
+			got := failed(t, r, tc.status, tc.code)
+			if !strings.Contains(got.Message, tc.want) {
+				t.Errorf("%s %s: message %q does not contain %q", s.Name(), tc.name, got.Message, tc.want)
+			}
+			if goWords.Match(r.Body) {
+				t.Errorf("%s %s: reply %s speaks Go", s.Name(), tc.name, r.Body)
+			}
+		}
+	}
+}
+
+// arrow rejects with a message full of characters JSON would HTML-escape.
+func arrowDefinition() *esjet.Definition {
+	def := esjet.Define("arrow", 1, func(s struct{}, _ esjet.Event) struct{} { return s })
+	esjet.On(def, "go", func(struct{}, struct{}) (esjet.Decision, error) {
+		return esjet.Decision{}, esjet.Reject("one_way", "a -> b <c> & d")
+	})
+	return def.Definition()
+}
+
+func TestHTTP_NoRouteAndWrongMethodAnswerTheJSONErrorShape(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		code, want   string
+	}{
+		{http.MethodGet, "/v1/trip/t1/events/extra", 404, "no_route", "the routes are: POST /v1/<type>/<id>/<command>"},
+		{http.MethodGet, "/nowhere", 404, "no_route", "GET /nowhere"},
+		{http.MethodDelete, "/v1/types", 405, "method_not_allowed", "DELETE is not allowed on /v1/types; use GET"},
+		{http.MethodPut, "/v1/trip/t1/request_trip", 405, "method_not_allowed", "PUT is not allowed"},
+		{http.MethodPost, "/healthz", 405, "method_not_allowed", "use GET"},
+	} {
+		r := e.http.do(t, tc.method, tc.path, nil, nil)
+		got := failed(t, r, tc.status, tc.code)
+		if !strings.Contains(got.Message, tc.want) {
+			t.Errorf("%s %s: message %q does not contain %q", tc.method, tc.path, got.Message, tc.want)
+		}
+	}
+}
+
+func TestHTTP_RepliesAreCompactJSON(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	r := e.http.Send(t, trip.Type, "c1", trip.KindRequestTrip, mustJSON(t, request), nil)
+	ok[result](t, r)
+	for _, body := range [][]byte{r.Body, e.http.Events(t, trip.Type, "c1", 0).Body, e.http.State(t, trip.Type, "c1").Body} {
+		if n := strings.Count(strings.TrimSpace(string(body)), "\n"); n != 0 || strings.Contains(string(body), "  ") {
+			t.Errorf("reply is not compact (%d newlines): %s", n, body)
+		}
+	}
+}
+
+func TestNew_RefusesATypeThatIsARouteWord(t *testing.T) {
+	t.Parallel()
+	for _, typ := range []string{"types", "state", "events"} {
+		def := esjet.Define(typ, 1, func(s struct{}, _ esjet.Event) struct{} { return s })
+		esjet.On(def, "touch", func(struct{}, struct{}) (esjet.Decision, error) { return esjet.Emit("touched", nil), nil })
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		n, err := esjet.Start(ctx, esjet.Options{Config: esjettest.Config(t), Aggregates: []*esjet.Definition{def.Definition()}})
+		cancel()
+		if err == nil {
+			_ = n.Close(t.Context())
+			t.Fatalf("a node with aggregate type %q started", typ)
+		}
+		want := `aggregate type "` + typ + `" collides with the API's routes (reserved: raw, types, state, events); rename the type`
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("start with type %q: %v, want it to say %q", typ, err, want)
+		}
+	}
+}
+
+// decodeError reads an {"error": …} body.
+func decodeError(t *testing.T, body []byte) apiError {
+	t.Helper()
+	var e struct{ Error apiError }
+	if err := json.Unmarshal(body, &e); err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	return e.Error
+}
+
+var _ = errors.New
+var _ = decodeError
