@@ -2,8 +2,6 @@ package api_test
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"net/http"
 	"regexp"
 	"strings"
@@ -98,32 +96,24 @@ func TestHTTP_RepliesAreCompactJSON(t *testing.T) {
 
 func TestNew_RefusesATypeThatIsARouteWord(t *testing.T) {
 	t.Parallel()
-	for _, typ := range []string{"types", "state", "events"} {
-		def := esjet.Define(typ, 1, func(s struct{}, _ esjet.Event) struct{} { return s })
-		esjet.On(def, "touch", func(struct{}, struct{}) (esjet.Decision, error) { return esjet.Emit("touched", nil), nil })
+	for _, tc := range []struct{ typ, kind, want string }{
+		{"raw", "touch", `aggregate type "raw" collides with the API's routes (reserved: raw, types, state, events); rename the type`},
+		{"types", "touch", `aggregate type "types" collides`},
+		{"state", "touch", `aggregate type "state" collides`},
+		{"ledger", "state", `command kind "state" of aggregate type "ledger" collides with the API's routes (reserved: raw, types, state, events); rename the command`},
+		{"ledger", "events", `command kind "events" of aggregate type "ledger" collides`},
+	} {
+		def := esjet.Define(tc.typ, 1, func(s struct{}, _ esjet.Event) struct{} { return s })
+		esjet.On(def, tc.kind, func(struct{}, struct{}) (esjet.Decision, error) { return esjet.Emit("touched", nil), nil })
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		n, err := esjet.Start(ctx, esjet.Options{Config: esjettest.Config(t), Aggregates: []*esjet.Definition{def.Definition()}})
 		cancel()
 		if err == nil {
 			_ = n.Close(t.Context())
-			t.Fatalf("a node with aggregate type %q started", typ)
+			t.Fatalf("a node with aggregate type %q and command %q started", tc.typ, tc.kind)
 		}
-		want := `aggregate type "` + typ + `" collides with the API's routes (reserved: raw, types, state, events); rename the type`
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("start with type %q: %v, want it to say %q", typ, err, want)
+		if !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("start with %s.%s: %v, want it to say %q", tc.typ, tc.kind, err, tc.want)
 		}
 	}
 }
-
-// decodeError reads an {"error": …} body.
-func decodeError(t *testing.T, body []byte) apiError {
-	t.Helper()
-	var e struct{ Error apiError }
-	if err := json.Unmarshal(body, &e); err != nil {
-		t.Fatalf("%s: %v", body, err)
-	}
-	return e.Error
-}
-
-var _ = errors.New
-var _ = decodeError
