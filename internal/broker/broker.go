@@ -31,6 +31,30 @@ type Broker struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	failMu sync.Mutex
+	failed error // why the broker gave its connection up on its own
+}
+
+// Done is closed when the connection is closed for good: by [Broker.Close],
+// or by the broker itself when it refused a server it reconnected to (see
+// [Broker.Err]). A node stops when it is closed.
+func (b *Broker) Done() <-chan struct{} { return b.closed }
+
+// Err is why the broker closed its connection on its own — a
+// [*ServerTooOldError] after a reconnect to an older server — or nil.
+func (b *Broker) Err() error {
+	b.failMu.Lock()
+	defer b.failMu.Unlock()
+	return b.failed
+}
+
+func (b *Broker) fail(err error) {
+	b.failMu.Lock()
+	defer b.failMu.Unlock()
+	if b.failed == nil {
+		b.failed = err
+	}
 }
 
 // Start starts the broker cfg describes and returns once JetStream answers: an
@@ -201,24 +225,24 @@ func redactURLs(urls string) string {
 
 // waitJetStream polls AccountInfo until JetStream answers: a server reports ready for
 // connections before its JetStream (in a cluster, its meta leader) is.
-func waitJetStream(ctx context.Context, js jetstream.JetStream, timeout time.Duration) error {
+func waitJetStream(ctx context.Context, js jetstream.JetStream, timeout time.Duration) (*jetstream.AccountInfo, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		attempt, cancelAttempt := context.WithTimeout(ctx, time.Second)
-		_, err := js.AccountInfo(attempt)
+		info, err := js.AccountInfo(attempt)
 		cancelAttempt()
 		switch {
 		case err == nil:
-			return nil
+			return info, nil
 		case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount):
-			return err
+			return nil, err
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("jetstream not ready after %s: %w", timeout, err)
+			return nil, fmt.Errorf("jetstream not ready after %s: %w", timeout, err)
 		case <-tick.C:
 		}
 	}

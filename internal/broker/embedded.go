@@ -87,7 +87,7 @@ func runEmbedded(ctx context.Context, cfg config.Config, opts *server.Options, b
 	b.nc = nc
 	js, err := jetstream.New(nc)
 	if err == nil {
-		err = waitJetStream(ctx, js, startTimeout)
+		_, err = waitJetStream(ctx, js, startTimeout)
 	}
 	if err != nil {
 		nc.Close()

@@ -3,6 +3,7 @@ package broker
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrDataDirLocked: another process (or another broker in this one) owns the
@@ -27,3 +28,32 @@ func (e *DataDirLockedError) Error() string {
 
 // Unwrap makes the error match [ErrDataDirLocked].
 func (e *DataDirLockedError) Unwrap() error { return ErrDataDirLocked }
+
+// ErrServerTooOld: the NATS server (or the JetStream answering) is older than
+// the features esjet relies on. Returned wrapped in a [*ServerTooOldError].
+var ErrServerTooOld = errors.New("broker: nats-server too old")
+
+// ServerTooOldError names the server refused, what it runs, the minimum, and
+// what needs it.
+type ServerTooOldError struct {
+	URL     string // the server connected to, credentials redacted
+	Version string // its nats-server version (INFO)
+	// APILevel is the JetStream API level that answered; LevelTooLow says the
+	// refusal is about it (the server connected to may be new enough while
+	// the JetStream answering runs an older release).
+	APILevel    int
+	LevelTooLow bool
+	Missing     []string // "<feature> needs <version>" for each feature it lacks
+}
+
+func (e *ServerTooOldError) Error() string {
+	found := "nats-server " + e.Version
+	if e.LevelTooLow {
+		found = fmt.Sprintf("nats-server %s whose JetStream answers at API level %d (another cluster member runs an older release)", e.Version, e.APILevel)
+	}
+	return fmt.Sprintf("%s at %s is too old: esjet needs nats-server %s or later (JetStream API level %d); without it %s. Upgrade every server of the cluster to %s or later",
+		found, e.URL, MinServerVersion, MinAPILevel, strings.Join(e.Missing, "; "), MinServerVersion)
+}
+
+// Unwrap makes the error match [ErrServerTooOld].
+func (e *ServerTooOldError) Unwrap() error { return ErrServerTooOld }

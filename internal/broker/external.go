@@ -37,7 +37,15 @@ func startExternal(ctx context.Context, cfg config.Config, logger *slog.Logger) 
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
-			logger.Info("nats reconnected", "url", nc.ConnectedUrlRedacted())
+			logger.Info("nats reconnected", "url", nc.ConnectedUrlRedacted(), "server_version", nc.ConnectedServerVersion())
+			// Another cluster member may run an older release: acting on it
+			// would silently lose features (schedules never fire, the relay
+			// dies). Give the connection up instead; the node stops.
+			if err := checkServerVersion(nc.ConnectedUrlRedacted(), nc.ConnectedServerVersion()); err != nil {
+				b.fail(err)
+				logger.Error("refusing the nats server reconnected to; closing the connection", "error", err)
+				nc.Close()
+			}
 		}),
 		nats.ClosedHandler(closedOnce(b.closed)),
 	}, clientOptions(x.Auth, x.TLS, x.CredentialsFile, false)...)
@@ -50,9 +58,21 @@ func startExternal(ctx context.Context, cfg config.Config, logger *slog.Logger) 
 		return nil, fmt.Errorf("connect to %s: %w", redactURLs(url), err)
 	}
 	b.nc = nc
+	if err := checkServerVersion(nc.ConnectedUrlRedacted(), nc.ConnectedServerVersion()); err != nil {
+		nc.Close()
+		return nil, err
+	}
 	js, err := jetstream.New(nc)
+	var info *jetstream.AccountInfo
 	if err == nil {
-		err = waitJetStream(ctx, js, max(x.ConnectTimeout.Std(), 10*time.Second))
+		info, err = waitJetStream(ctx, js, max(x.ConnectTimeout.Std(), 10*time.Second))
+	}
+	if err == nil {
+		err = checkAPILevel(nc.ConnectedUrlRedacted(), nc.ConnectedServerVersion(), info.API.Level)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
 	}
 	if err != nil {
 		at := nc.ConnectedUrlRedacted()
@@ -63,6 +83,7 @@ func startExternal(ctx context.Context, cfg config.Config, logger *slog.Logger) 
 		return nil, fmt.Errorf("jetstream at %s: %w", redactURLs(url), err)
 	}
 	b.js = js
-	logger.Info("connected to nats", "url", nc.ConnectedUrlRedacted(), "server_name", nc.ConnectedServerName())
+	logger.Info("connected to nats", "url", nc.ConnectedUrlRedacted(), "server_name", nc.ConnectedServerName(),
+		"server_version", nc.ConnectedServerVersion(), "jetstream_api_level", info.API.Level)
 	return b, nil
 }

@@ -225,6 +225,11 @@ func (n *Node) Run(ctx context.Context, grace time.Duration) error {
 		if runErr != nil {
 			runErr = fmt.Errorf("http server: %w", runErr)
 		}
+	case <-n.broker.Done(): // the broker refused a server it reconnected to
+		runErr = errors.New("nats connection closed")
+		if err := n.broker.Err(); err != nil {
+			runErr = fmt.Errorf("nats connection closed: %w", err)
+		}
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
 	defer cancel()
