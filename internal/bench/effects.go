@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -44,17 +43,14 @@ func (e *env) effectsPhase(ctx context.Context, progress func(float64)) ([]Phase
 	}), nil
 }
 
-// publishCommands puts n commands of kind in OUTBOX as the relay would.
+// publishCommands puts n commands of kind in OUTBOX as the relay would,
+// encoded by wire.EncodeCommand.
 func publishCommands(ctx context.Context, js jetstream.JetStream, ns, kind string, n int) error {
+	now := time.Now()
 	return raw.PublishAll(ctx, js, n, func(i int) *nats.Msg {
-		id := fmt.Sprintf("acct:x%d:1:0-%s", i, kind)
-		m := nats.NewMsg(wire.CommandSubject(ns, kind))
-		m.Data = depositBody
-		for k, v := range map[string]string{jetstream.MsgIDHeader: id, wire.HeaderCommandID: id,
-			wire.HeaderCommandKind: kind, wire.HeaderAggregateType: "acct", wire.HeaderAggregateID: "x" + strconv.Itoa(i),
-			wire.HeaderVersion: "1", wire.HeaderReport: "false"} {
-			m.Header.Set(k, v)
-		}
-		return m
+		id := "x" + strconv.Itoa(i) + "-" + kind
+		rec := streams.Record{Seq: uint64(i + 1), Decision: streams.Decision{ID: "d-" + id, AggregateType: "acct", AggregateID: id,
+			Events: []streams.Event{{Type: "paid", Version: 1}}}}
+		return wire.EncodeCommand(ns, rec, streams.Command{ID: streams.CommandID("acct", id, 1, 0), Kind: kind, Payload: depositBody}, now)
 	})
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/esjet/esjet/internal/bench/raw"
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
@@ -25,9 +25,10 @@ import (
 //
 // BenchmarkRelayThroughput: each round fills a fresh namespace with 5,000
 // decisions of one command each (untimed), then times the relay draining
-// them into OUTBOX, then a raw JetStream consume + publish + ack of the same
-// decisions (same batch, same async publish and AckAll, no decoding, no
-// headers built) — so the ratio is esjet's cost over the floor.
+// them into OUTBOX and raw.Relay, a raw JetStream consume + publish + ack
+// of the same decisions (the relay's pipeline: same batch, async publishes,
+// an ack per decision; no decoding, no headers built), alternating which
+// goes first — so the ratio is esjet's cost over the floor.
 
 const benchDecisions = 5000
 
@@ -66,104 +67,50 @@ func fillDecisions(b *testing.B, s *server.Server) (*relayEnv, uint64) {
 	return &relayEnv{js: js, ns: ns, log: l}, last
 }
 
-// rawRelay drains EVENTS into OUTBOX the minimal way — the relay's own
-// pipeline (Consume with prefetch, batches of what has arrived, async
-// publishes, an ack per decision with the batch's last one confirmed)
-// without decoding decisions or building command messages — and returns
-// when the message at seq last is acked.
-func rawRelay(ctx context.Context, js jetstream.JetStream, ns string, last uint64) error {
-	names := streams.NamesFor(ns)
-	cons, err := js.CreateOrUpdateConsumer(ctx, names.Events, jetstream.ConsumerConfig{
-		Durable: "raw-bench", AckPolicy: jetstream.AckExplicitPolicy, MaxAckPending: 256 * 8,
-	})
+// drainRelay runs a relay on e's namespace until it has relayed the
+// decision at sequence last, and returns the time from before the relay
+// was built until then (stopping it is not timed).
+func drainRelay(ctx context.Context, e *relayEnv, last uint64) (time.Duration, error) {
+	start := time.Now()
+	r, err := NewRelay(ctx, e.js, e.ns, RelayConfig{}, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	pub, _ := jetstream.New(js.Conn(), jetstream.WithPublishAsyncMaxPending(256*16))
-	in := make(chan jetstream.Msg, 256*4)
-	cc, err := cons.Consume(func(m jetstream.Msg) { in <- m }, jetstream.PullMaxMessages(256*2))
-	if err != nil {
-		return err
-	}
-	defer cc.Stop()
-	batch := make([]jetstream.Msg, 0, 256)
-	for {
-		batch = append(batch[:0], <-in)
-	fill:
-		for len(batch) < 256 {
-			select {
-			case m := <-in:
-				batch = append(batch, m)
-			default:
-				break fill
-			}
-		}
-		var futs []jetstream.PubAckFuture
-		for _, m := range batch {
-			out := nats.NewMsg(ns + ".outbox.raw")
-			out.Data = m.Data()
-			out.Header.Set(jetstream.MsgIDHeader, uuid.NewString())
-			f, err := pub.PublishMsgAsync(out)
-			if err != nil {
-				return err
-			}
-			futs = append(futs, f)
-		}
-		for _, f := range futs {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				return err
-			}
-		}
-		for _, m := range batch[:len(batch)-1] {
-			_ = m.Ack()
-		}
-		lastMsg := batch[len(batch)-1]
-		if err := lastMsg.DoubleAck(ctx); err != nil {
-			return err
-		}
-		if meta, _ := lastMsg.Metadata(); meta != nil && meta.Sequence.Stream >= last {
-			return nil
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for r.Stats().LastSeq < last {
+		select {
+		case err := <-done:
+			done <- err
+			return 0, fmt.Errorf("relay stopped before sequence %d: %v", last, err)
+		case <-tick.C:
 		}
 	}
+	return time.Since(start), nil
 }
 
 func BenchmarkRelayThroughput(b *testing.B) {
 	s := natstest.RunServer(b)
-	var esjetTime, rawTime time.Duration
-	rounds := 0
+	var p raw.Pair
 	for b.Loop() {
 		b.StopTimer()
 		e, last := fillDecisions(b, s)
 		b.StartTimer()
-
-		start := time.Now()
-		r, err := NewRelay(b.Context(), e.js, e.ns, RelayConfig{}, nil)
-		if err != nil {
+		esjet := func() (time.Duration, error) { return drainRelay(b.Context(), e, last) }
+		rawRelay := raw.Timed(func() error {
+			return raw.Relay(b.Context(), e.js, e.log.Names().Events, e.ns+".outbox.raw", last, 0)
+		})
+		if err := p.Round(benchDecisions, esjet, rawRelay); err != nil {
 			b.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- r.Run(ctx) }()
-		for r.Stats().LastSeq < last {
-			time.Sleep(time.Millisecond)
-		}
-		esjetTime += time.Since(start)
-		cancel()
-		<-done
-
-		start = time.Now()
-		if err := rawRelay(b.Context(), e.js, e.ns, last); err != nil {
-			b.Fatal(err)
-		}
-		rawTime += time.Since(start)
-		rounds++
 	}
-	n := float64(rounds * benchDecisions)
-	b.ReportMetric(n/esjetTime.Seconds(), "esjet-cmd/s")
-	b.ReportMetric(n/rawTime.Seconds(), "raw-cmd/s")
-	b.ReportMetric(rawTime.Seconds()/esjetTime.Seconds(), "ratio")
+	b.ReportMetric(p.Esjet.PerSecond(), "esjet-cmd/s")
+	b.ReportMetric(p.Raw.PerSecond(), "raw-cmd/s")
+	b.ReportMetric(p.Ratio(), "ratio")
 	b.ReportMetric(0, "ns/op")
 }
 
