@@ -158,7 +158,7 @@ const (
 )
 
 // Worker configures one command kind's workers. Zero tunables mean their
-// defaults.
+// defaults ([DefaultWorker]).
 type Worker struct {
 	// Target is "nats", "http" or "go".
 	Target string `yaml:"target"`
@@ -173,7 +173,8 @@ type Worker struct {
 	AckWait Duration `yaml:"ack_wait"`
 	// Timeout cancels a handler. Default 30s.
 	Timeout Duration `yaml:"timeout"`
-	// MaxAttempts before the command is dead-lettered. Default 5.
+	// MaxAttempts before the command is dead-lettered. Default 15: with the
+	// default backoff a target may be down for about 8 minutes.
 	MaxAttempts int `yaml:"max_attempts"`
 	// BackoffInitial and BackoffMax shape retry delays (doubling, ±20%
 	// jitter). Defaults 500ms and 1m.

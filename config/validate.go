@@ -69,7 +69,11 @@ func (c *Config) Validate() error {
 	} else if c.Streams.OutboxDuplicateWindow > 0 && c.Streams.OutboxDuplicateWindow < 2*o.AckWait {
 		v.add("streams.outbox_duplicate_window", c.Streams.OutboxDuplicateWindow, fmt.Sprintf("must be at least twice outbox.ack_wait (%s), so a redelivered decision's commands are still recognised as duplicates", o.AckWait))
 	}
+	c.validateRetryHorizon(v, "", Worker{})
 	for kind, w := range c.Workers {
+		if w.MaxAttempts >= 0 && w.BackoffInitial >= 0 && w.BackoffMax >= 0 && w.Timeout >= 0 {
+			c.validateRetryHorizon(v, "workers."+kind, w)
+		}
 		// A worker that crashes after writing a dead letter is redelivered
 		// after its ack_wait; the DLQ must still drop the second write.
 		if aw := w.AckWait; aw > 0 && c.Streams.DuplicateWindow > 0 && c.Streams.DuplicateWindow < 2*aw {
@@ -96,7 +100,7 @@ func (c *Config) Validate() error {
 			v.add(path+".pool", w.Pool, "use 0 (default 4) to 1000")
 		}
 		if w.MaxAttempts < 0 {
-			v.add(path+".max_attempts", w.MaxAttempts, "use 0 (default 5) or more")
+			v.add(path+".max_attempts", w.MaxAttempts, "use 0 (default 15) or more")
 		}
 		for name, d := range map[string]Duration{"ack_wait": w.AckWait, "timeout": w.Timeout, "backoff_initial": w.BackoffInitial, "backoff_max": w.BackoffMax} {
 			if d < 0 {

@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"net"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,24 +35,97 @@ func TestTripCompletesWithDemoServicesOutsideTheNode(t *testing.T) {
 	})
 	waitFor(t, &svcOut, &svcErr, svcDone, "demo services ready")
 
-	nc, err := nats.Connect("nats://" + flagValue(flags, "--listen"))
+	requestTripConfirmed(t, flagValue(flags, "--listen"), "demoroutes", "r1")
+}
+
+// runNodeUntil runs `esjet run` in-process with flags (demo services off)
+// and returns a function that stops it and waits for a clean return.
+func runNodeUntil(t *testing.T, flags []string) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var out, errOut natstest.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, append([]string{"run"}, flags...), []string{"ESJET_DEMO_SERVICES=false"}, &out, &errOut)
+	}()
+	waitFor(t, &out, &errOut, done, " ready: ")
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("node: %v\n%s", err, errOut.String())
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("node did not stop")
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// requestTripConfirmed sends request_trip for id over NATS and waits until
+// the trip is confirmed: the whole saga ran through the demo services.
+func requestTripConfirmed(t *testing.T, natsAddr, ns, id string) {
+	t.Helper()
+	nc, err := nats.Connect("nats://" + natsAddr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
 	req := `{"traveler":"ada","destination":"Lisbon","budget":100000,"flight_price":40000,"hotel_price":30000}`
-	if m, err := nc.Request("esjet.demoroutes.trip.r1.request_trip", []byte(req), 10*time.Second); err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
-		t.Fatalf("request_trip: %v %v", err, m)
+	prefix := "esjet." + ns + ".trip." + id + "."
+	if m, err := nc.Request(prefix+"request_trip", []byte(req), 10*time.Second); err != nil || m.Header.Get("Nats-Service-Error-Code") != "" {
+		t.Fatalf("request_trip %s: %v %v", id, err, m)
 	}
 	var state string
 	natstest.Eventually(t, 60*time.Second, func() bool {
-		m, err := nc.Request("esjet.demoroutes.trip.r1.state", nil, 5*time.Second)
-		if err == nil {
+		if m, err := nc.Request(prefix+"state", nil, 5*time.Second); err == nil {
 			state = string(m.Data)
 		}
 		return strings.Contains(state, `"confirmed"`)
 	})
-	if !strings.Contains(state, `"FL-`) || !strings.Contains(state, `"HT-`) {
-		t.Fatalf("confirmed without booking refs: %s", state)
+}
+
+// TestDemoServicesRideOutANodeRestart pins issue 11's "demo-services exits
+// when the node restarts": it must reconnect and serve the next trip.
+func TestDemoServicesRideOutANodeRestart(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	flags := []string{"--data-dir", filepath.Join(t.TempDir(), "data"), "--listen", addr, "--http", "none", "--namespace", "svcrestart"}
+	stop := runNodeUntil(t, flags)
+
+	svcCtx, stopSvc := context.WithCancel(t.Context())
+	var svcOut, svcErr natstest.Buffer
+	svcDone := make(chan error, 1)
+	go func() { svcDone <- run(svcCtx, append([]string{"demo-services"}, flags...), nil, &svcOut, &svcErr) }()
+	t.Cleanup(func() {
+		stopSvc()
+		select {
+		case <-svcDone:
+		case <-time.After(30 * time.Second):
+			t.Error("demo-services did not stop")
+		}
+	})
+	waitFor(t, &svcOut, &svcErr, svcDone, "demo services ready")
+	requestTripConfirmed(t, addr, "svcrestart", "before")
+
+	stop()
+	runNodeUntil(t, flags)
+	select {
+	case err := <-svcDone:
+		t.Fatalf("demo-services returned when the node restarted: %v\n%s", err, svcErr.String())
+	default:
+	}
+	requestTripConfirmed(t, addr, "svcrestart", "after")
+	if !strings.Contains(svcErr.String(), "reconnected to NATS") {
+		t.Errorf("no reconnect logged:\n%s", svcErr.String())
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -32,7 +33,8 @@ Modes: ok, transient (retryable "supplier busy"), terminal (budget refused /
 no seats / no rooms), slow (sleep, then answer). A count makes the mode apply
 to the next N requests only. Flights to "Atlantis" always fail with "no seats".
 
-Runs until SIGINT or SIGTERM.`,
+Runs until SIGINT or SIGTERM. It waits for NATS if the node is not up yet
+and reconnects for ever when the node restarts.`,
 		Example: `  esjet demo-services
   esjet demo-services --fail flights=terminal --fail hotels=transient:2 --slow budget=3s`,
 		Args: cobra.NoArgs,
@@ -82,18 +84,21 @@ func demoModes(fails, slows []string) (services.Options, error) {
 // connection closes.
 func (g *globals) serveDemo(ctx context.Context, cfg config.Config, opts services.Options) error {
 	logger := newLogger(cfg, g.stderr)
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	nc, err := broker.Connect(cctx, cfg, "esjet demo-services")
+	nc, err := broker.Connect(ctx, cfg, "esjet demo-services", reconnectForever(logger)...)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	if err := waitConnected(ctx, nc, logger); err != nil {
+		return err
+	}
 	lost := closed(nc)
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return err
 	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	svc, err := services.Start(cctx, nc, js, opts, logger)
 	if err != nil {
 		return err
@@ -108,8 +113,43 @@ func (g *globals) serveDemo(ctx context.Context, cfg config.Config, opts service
 	return svc.Close()
 }
 
-// closed returns a channel closed when nc closes for good (broker.Connect
-// does not reconnect: a node that stops ends the demo services too).
+// reconnectForever makes the demo services outlive a node restart (or start
+// before the node): they stand beside a node a user restarts at will, and
+// their subscriptions come back with the connection.
+func reconnectForever(logger *slog.Logger) []nats.Option {
+	return []nats.Option{
+		func(o *nats.Options) error { o.AllowReconnect = true; return nil }, // broker.Connect turns it off
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(time.Second),
+		nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
+			logger.Warn("disconnected from NATS; reconnecting until it is back", "error", err)
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) {
+			logger.Info("reconnected to NATS", "url", nc.ConnectedUrlRedacted())
+		}),
+	}
+}
+
+// waitConnected returns once nc is connected, or when ctx ends: with
+// RetryOnFailedConnect, Connect returns before a server answers.
+func waitConnected(ctx context.Context, nc *nats.Conn, logger *slog.Logger) error {
+	changed := nc.StatusChanged(nats.CONNECTED)
+	defer nc.RemoveStatusListener(changed)
+	if nc.IsConnected() {
+		return nil
+	}
+	logger.Warn("NATS does not answer yet; waiting for it (is `esjet run` running?)", "servers", nc.Servers())
+	select {
+	case <-changed:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("demo-services: no NATS server answered before the command was stopped (servers %v; is `esjet run` running?)", nc.Servers())
+	}
+}
+
+// closed returns a channel closed when nc closes for good (it reconnects for
+// ever, so only Close does that).
 func closed(nc *nats.Conn) <-chan struct{} {
 	ch := make(chan struct{})
 	var once sync.Once

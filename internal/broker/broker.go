@@ -128,8 +128,9 @@ func (b *Broker) close(ctx context.Context) error {
 // Connect connects a client named name to the node cfg describes: in embedded mode to
 // its listen address with its auth and TLS (the node must be running: esjet run), in
 // external mode to the cluster's URLs with the credentials, auth and TLS configured.
-// It does not retry; the attempt is bounded by nats.external.connect_timeout and ctx.
-func Connect(ctx context.Context, cfg config.Config, name string) (*nats.Conn, error) {
+// It does not retry or reconnect; the attempt is bounded by nats.external.connect_timeout
+// and ctx. extra options are applied last (a long-running client turns reconnects on).
+func Connect(ctx context.Context, cfg config.Config, name string, extra ...nats.Option) (*nats.Conn, error) {
 	timeout := cfg.NATS.External.ConnectTimeout.Std()
 	if timeout <= 0 {
 		timeout = 5 * time.Second
@@ -169,7 +170,7 @@ func Connect(ctx context.Context, cfg config.Config, name string) (*nats.Conn, e
 	default:
 		return nil, fmt.Errorf("connect to nats: unknown nats.mode %q", cfg.NATS.Mode)
 	}
-	nc, err := nats.Connect(url, opts...)
+	nc, err := nats.Connect(url, append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w%s", redactURLs(url), err, hint)
 	}

@@ -245,10 +245,7 @@ func (n *Node) startWorkers(ctx context.Context, opts Options, logger *slog.Logg
 	handlers := opts.Handlers
 	kinds := map[string]consumer.KindConfig{}
 	for kind, w := range n.cfg.Workers {
-		kc := consumer.KindConfig{
-			Kind: kind, Workers: w.Pool, AckWait: w.AckWait.Std(), Timeout: w.Timeout.Std(), MaxAttempts: w.MaxAttempts,
-			BackoffInitial: w.BackoffInitial.Std(), BackoffMax: w.BackoffMax.Std(), Node: n.cfg.NATS.Embedded.ServerName,
-		}
+		kc := n.kindConfig(kind, w)
 		switch w.Target {
 		case config.TargetNATS:
 			kc.Handler = consumer.NATSTarget{Conn: n.broker.Conn(), Subject: w.Subject}
@@ -265,7 +262,9 @@ func (n *Node) startWorkers(ctx context.Context, opts Options, logger *slog.Logg
 	}
 	for kind, h := range handlers {
 		if _, ok := kinds[kind]; !ok {
-			kinds[kind] = consumer.KindConfig{Kind: kind, Handler: h, Node: n.cfg.NATS.Embedded.ServerName}
+			kc := n.kindConfig(kind, config.Worker{})
+			kc.Handler = h
+			kinds[kind] = kc
 		}
 	}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))

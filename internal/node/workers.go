@@ -6,8 +6,20 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/aggregate"
+	"github.com/esjet/esjet/internal/consumer"
 )
+
+// kindConfig is a kind's worker settings: its workers entry, with the
+// config's defaults ([config.DefaultWorker]) for what the entry leaves zero.
+func (n *Node) kindConfig(kind string, w config.Worker) consumer.KindConfig {
+	w = w.WithDefaults()
+	return consumer.KindConfig{
+		Kind: kind, Workers: w.Pool, AckWait: w.AckWait.Std(), Timeout: w.Timeout.Std(), MaxAttempts: w.MaxAttempts,
+		BackoffInitial: w.BackoffInitial.Std(), BackoffMax: w.BackoffMax.Std(), Node: n.cfg.NATS.Embedded.ServerName,
+	}
+}
 
 // issuedKind is a command kind an aggregate type can issue.
 type issuedKind struct {

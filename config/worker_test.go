@@ -1,0 +1,44 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDefaultWorkerRidesOutATargetRestart pins issue 11's "the default retry
+// horizon is ~7 s": a target down for 5 minutes, failing every attempt at
+// once, must not exhaust the default attempts (even with the backoff's
+// jitter at its shortest, -10%).
+func TestDefaultWorkerRidesOutATargetRestart(t *testing.T) {
+	w := DefaultWorker()
+	if got := w.RetryBackoff() * 9 / 10; got < 5*time.Minute {
+		t.Fatalf("default retry backoff %s (%d attempts, %s to %s): a target down for 5 minutes dead-letters its commands",
+			w.RetryBackoff(), w.MaxAttempts, w.BackoffInitial, w.BackoffMax)
+	}
+	if got := (Worker{}).RetryBackoff(); got != w.RetryBackoff() {
+		t.Fatalf("zero Worker backoff %s, want the default's %s", got, w.RetryBackoff())
+	}
+	small := Worker{MaxAttempts: 3, BackoffInitial: Duration(time.Second), BackoffMax: Duration(90 * time.Second), Timeout: Duration(time.Second)}
+	if got := small.RetryBackoff(); got != 3*time.Second {
+		t.Fatalf("3 attempts from 1s: backoff %s, want 3s (1s + 2s)", got)
+	}
+	if got := small.RetryHorizon(); got != 6*time.Second {
+		t.Fatalf("3 attempts from 1s, timeout 1s: horizon %s, want 6s", got)
+	}
+}
+
+func TestOutboxMaxAgeCoversTheRetryHorizon(t *testing.T) {
+	cfg := Default()
+	cfg.Streams.OutboxMaxAge = Duration(12 * time.Minute) // ≥ both dedup windows, < the default horizon (~15.5 min)
+	err := cfg.Validate()
+	if got := fieldErrors(t, err); got["streams.outbox_max_age"] == nil || len(got) != 1 || !strings.Contains(err.Error(), "default worker") {
+		t.Fatalf("outbox_max_age below the default retry horizon: Validate() = %v", err)
+	}
+	cfg = Default()
+	cfg.Workers = map[string]Worker{"slow_kind": {Target: TargetNATS, Subject: "x.slow", MaxAttempts: 40, BackoffMax: Duration(12 * time.Hour)}}
+	err = cfg.Validate()
+	if got := fieldErrors(t, err); got["streams.outbox_max_age"] == nil || len(got) != 1 || !strings.Contains(err.Error(), "workers.slow_kind") {
+		t.Fatalf("a worker retrying past outbox_max_age: Validate() = %v", err)
+	}
+}
