@@ -295,6 +295,10 @@ func printDeadLetters(w io.Writer, ns string, list []ops.DeadLetter, f ops.Filte
 }
 
 func printDeadLetter(w io.Writer, d ops.DeadLetterDetail, now time.Time) {
+	if d.Settled != nil {
+		printSettled(w, d)
+		return
+	}
 	fmt.Fprintf(w, "dead letter seq %d: command %s (%s)\n\n", d.Seq, d.ID, d.Kind)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "error\t%s\n", d.Error)
@@ -327,10 +331,33 @@ func printDeadLetter(w io.Writer, d ops.DeadLetterDetail, now time.Time) {
 		fmt.Fprintln(w, "\nhistory: none (never retried or discarded before)")
 		return
 	}
+	printAuditTrail(w, d.History)
+}
+
+// printSettled shows a dead letter that a retry or discard took out of the
+// DLQ: what its audit trail kept, and the trail.
+func printSettled(w io.Writer, d ops.DeadLetterDetail) {
+	a := d.Settled
+	fmt.Fprintf(w, "dead letter seq %d: command %s (%s) is no longer in the DLQ: %s by %s at %s\n\n",
+		d.Seq, d.ID, d.Kind, a.Action, a.By, a.At.Format(time.RFC3339))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "error\t%s\n", d.Error)
+	fmt.Fprintf(tw, "attempts\t%d\n", d.Attempts)
+	switch a.Action {
+	case ops.AuditDiscarded:
+		fmt.Fprintf(tw, "reason\t%s\n", a.Reason)
+	case ops.AuditRetried:
+		fmt.Fprintf(tw, "re-driven as\tOUTBOX seq %d, msg id %s (esjet outbox %s shows where it is now)\n", a.NewOutboxSeq, a.NewOutboxMsgID, d.ID)
+	}
+	_ = tw.Flush()
+	printAuditTrail(w, d.History)
+}
+
+func printAuditTrail(w io.Writer, history []ops.AuditRecord) {
 	fmt.Fprintln(w, "\nhistory:")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  AT\tACTION\tBY\tDLQ SEQ\tERROR\tDETAIL")
-	for _, a := range d.History {
+	for _, a := range history {
 		detail := a.Reason
 		if a.Action == ops.AuditRetried {
 			detail = "msg id " + a.NewOutboxMsgID

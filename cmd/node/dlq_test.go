@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -108,8 +109,11 @@ func TestDLQCommandsAgainstARunningNode(t *testing.T) {
 		t.Fatalf("OUTBOX after retry: %v %v", last, err)
 	}
 	var det ops.DeadLetterDetail
-	if _, _, err := dlqCLI(t, flags, "", "dlq", "show", "parcel:p2:1:0"); err == nil || !strings.Contains(err.Error(), "retried by") {
-		t.Fatalf("show after retry: %v", err)
+	// A retried letter is out of the DLQ; show still tells its story.
+	out, _, err = dlqCLI(t, flags, "", "dlq", "show", "parcel:p2:1:0")
+	if err != nil || !strings.Contains(out, "is no longer in the DLQ: retried by") || !strings.Contains(out, "history:") ||
+		!strings.Contains(out, "re-driven as") {
+		t.Fatalf("show after retry: %v\n%s", err, out)
 	}
 
 	// Discard needs a reason.
@@ -119,6 +123,15 @@ func TestDLQCommandsAgainstARunningNode(t *testing.T) {
 	out, _, err = dlqCLI(t, flags, "", "dlq", "discard", "parcel:p3:1:0", "--reason", "printer replaced; relabelled by hand")
 	if err != nil || !strings.Contains(out, "discarded seq") || !strings.Contains(out, "relabelled by hand") {
 		t.Fatalf("dlq discard: %v\n%s", err, out)
+	}
+	// dlq show of a discarded letter shows its history, by id and by seq.
+	for _, arg := range []string{"parcel:p3:1:0", strconv.FormatUint(seqOf(t, out), 10)} {
+		shown, _, err := dlqCLI(t, flags, "", "dlq", "show", arg)
+		if err != nil || !strings.Contains(shown, "parcel:p3:1:0 (label_parcel) is no longer in the DLQ: discarded by") ||
+			!strings.Contains(shown, "reason    printer replaced; relabelled by hand") || !strings.Contains(shown, "history:") ||
+			!regexp.MustCompile(`(?m)^  \S+\s+discarded\s+`).MatchString(shown) {
+			t.Fatalf("dlq show %s of a discarded letter: %v\n%s", arg, err, shown)
+		}
 	}
 
 	// Bulk retry asks first.
@@ -193,4 +206,15 @@ func TestConfirmRefusesAStdinThatIsNotATerminal(t *testing.T) {
 			t.Errorf("answer %q: %v, %v", in, ok, err)
 		}
 	}
+}
+
+// seqOf reads the DLQ sequence from `dlq discard`'s "discarded seq N" line.
+func seqOf(t *testing.T, out string) uint64 {
+	t.Helper()
+	m := regexp.MustCompile(`discarded seq (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no \"discarded seq\" in %q", out)
+	}
+	n, _ := strconv.ParseUint(m[1], 10, 64)
+	return n
 }

@@ -34,7 +34,10 @@ func newOutboxCmd(g *globals) *cobra.Command {
 are not yet in OUTBOX, and how old the oldest is), then per command kind:
 pending (not yet taken by a worker), in flight (taken, not acknowledged),
 done and failed (receipts), dead (in the DLQ) and scheduled (delayed, not
-yet due).
+yet due). WORKERS says whether any worker serves the kind now: pull
+requests waiting, busy (a delivery or ack in the last minute), or NONE
+PULLING; a kind with pending commands that nobody pulls gets a WARNING
+(its commands wait, without error, until a node serves it).
 
 With a command id (<type>:<id>:<version>:<index>): the decision that issued
 it, its copies in OUTBOX (or its pending schedule), its receipt and its
@@ -73,7 +76,7 @@ dead letters.`,
 			if asJSON {
 				return writeIndentedJSON(g.stdout, outboxReport{Namespace: cfg.Namespace, Lag: lag, Kinds: kinds})
 			}
-			printOutbox(g.stdout, cfg.Namespace, lag, kinds)
+			printOutbox(g.stdout, cfg.Namespace, lag, kinds, time.Now())
 			return nil
 		},
 	}
@@ -108,7 +111,7 @@ func writeIndentedJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func printOutbox(w io.Writer, ns string, lag ops.Lag, kinds []ops.KindStats) {
+func printOutbox(w io.Writer, ns string, lag ops.Lag, kinds []ops.KindStats, now time.Time) {
 	fmt.Fprintf(w, "namespace %s\n\n", ns)
 	switch {
 	case !lag.RelayConsumer && lag.Unrelayed > 0:
@@ -129,14 +132,43 @@ func printOutbox(w io.Writer, ns string, lag ops.Lag, kinds []ops.KindStats) {
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tPENDING\tIN FLIGHT\tDONE\tFAILED\tDEAD\tSCHEDULED\tMESSAGES\tWORKERS")
+	var stalled []ops.KindStats
 	for _, k := range kinds {
-		workers := k.Consumer
-		if workers == "" {
-			workers = "-"
+		if k.Stalled {
+			stalled = append(stalled, k)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", k.Kind, k.Pending, k.InFlight, k.Done, k.Failed, k.Dead, k.Scheduled, k.Messages, workers)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\n", k.Kind, k.Pending, k.InFlight, k.Done, k.Failed, k.Dead, k.Scheduled, k.Messages,
+			workersColumn(k, now))
 	}
 	_ = tw.Flush()
+	for _, k := range stalled {
+		fmt.Fprintf(w, "\nWARNING: %d %s command(s) pending and no worker is pulling them: they wait, without error, until a node serves %s.\n"+
+			"  Give the kind a handler or a route (workers: in the config) on a running node.\n", k.Pending, k.Kind, k.Kind)
+	}
+}
+
+// workersColumn says whether anyone serves kind k: how many pull requests
+// its workers have waiting, or that they are all busy, or that nobody
+// pulls (since when).
+func workersColumn(k ops.KindStats, now time.Time) string {
+	since := "never pulled"
+	if !k.LastActive.IsZero() {
+		since = fmt.Sprintf("last active %s ago", roundAge(max(now.Sub(k.LastActive), 0)))
+	}
+	switch {
+	case k.Consumer == "" && k.Stalled:
+		return "NONE (no worker ever ran)"
+	case k.Consumer == "":
+		return "-"
+	case k.Waiting > 0:
+		return fmt.Sprintf("%d waiting", k.Waiting)
+	case k.Pulling:
+		return "busy, " + since
+	case k.Stalled:
+		return "NONE PULLING, " + since
+	default:
+		return "none pulling, " + since
+	}
 }
 
 func printCommand(w io.Writer, c ops.CommandInfo) {

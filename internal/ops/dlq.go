@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -35,6 +36,11 @@ type DeadLetterDetail struct {
 	History []AuditRecord `json:"history"`
 	// OtherSeqs are other dead letters of the same command still in the DLQ.
 	OtherSeqs []uint64 `json:"other_seqs,omitempty"`
+	// Settled is the audit record that took the dead letter out of the DLQ
+	// (retried or discarded), when it is no longer there. The DeadLetter
+	// then holds only what that record kept (command id, kind, DLQ
+	// sequence, error, attempts); the payload and headers are gone.
+	Settled *AuditRecord `json:"settled,omitempty"`
 }
 
 // DLQ reads and acts on one namespace's dead letters. It is safe for
@@ -101,9 +107,22 @@ func (d *DLQ) Get(ctx context.Context, idOrSeq string) (DeadLetter, error) {
 	return dl, err
 }
 
-// Show is [DLQ.Get] with the command's audit history.
+// Show is [DLQ.Get] with the command's audit history. A dead letter that
+// was retried or discarded is no longer in the DLQ, but its audit trail is:
+// Show then returns what the trail knows, with Settled set to the record
+// that removed it. It returns an error wrapping [ErrDeadLetterNotFound]
+// only when neither the DLQ nor the trail knows idOrSeq.
 func (d *DLQ) Show(ctx context.Context, idOrSeq string) (DeadLetterDetail, error) {
 	dl, others, err := d.get(ctx, idOrSeq)
+	if errors.Is(err, ErrDeadLetterNotFound) {
+		det, ok, serr := d.settled(ctx, idOrSeq)
+		if serr != nil {
+			return DeadLetterDetail{}, serr
+		}
+		if ok {
+			return det, nil
+		}
+	}
 	if err != nil {
 		return DeadLetterDetail{}, err
 	}
@@ -112,6 +131,27 @@ func (d *DLQ) Show(ctx context.Context, idOrSeq string) (DeadLetterDetail, error
 		return DeadLetterDetail{}, err
 	}
 	return DeadLetterDetail{DeadLetter: dl, History: hist, OtherSeqs: others}, nil
+}
+
+// settled finds the audit trail of a dead letter no longer in the DLQ: by
+// the DLQ sequence it had when idOrSeq is a number, else by command id.
+func (d *DLQ) settled(ctx context.Context, idOrSeq string) (DeadLetterDetail, bool, error) {
+	match := func(a AuditRecord) bool { return a.CommandID == idOrSeq }
+	if seq, err := strconv.ParseUint(idOrSeq, 10, 64); err == nil {
+		match = func(a AuditRecord) bool { return a.DLQSeq == seq }
+	}
+	recs, err := d.audits(ctx, "", match)
+	if err != nil || len(recs) == 0 {
+		return DeadLetterDetail{}, false, err
+	}
+	last := recs[len(recs)-1]
+	hist, err := d.History(ctx, last.CommandID, last.Kind)
+	if err != nil {
+		return DeadLetterDetail{}, false, err
+	}
+	dl := DeadLetter{Seq: last.DLQSeq, ID: last.CommandID, Kind: last.Kind, Error: last.Error, Attempts: last.Attempts,
+		Payload: json.RawMessage("null")}
+	return DeadLetterDetail{DeadLetter: dl, History: hist, Settled: &last}, true, nil
 }
 
 // History returns command id's audit records, oldest first. kind narrows

@@ -260,9 +260,16 @@ func TestDLQShowFindsTheNewestEntryAndItsAuditHistory(t *testing.T) {
 			t.Fatalf("history: %+v", h)
 		}
 	}
-	_, err = d.Show(ctx, strconv.FormatUint(first.Sequence, 10))
+	// The retried entry is gone: Get says what became of it, Show shows its
+	// trail.
+	_, err = d.Get(ctx, strconv.FormatUint(first.Sequence, 10))
 	if !errors.Is(err, ErrDeadLetterNotFound) || !strings.Contains(err.Error(), "retried by ann@box") {
-		t.Fatalf("show of a retried entry: %v", err)
+		t.Fatalf("get of a retried entry: %v", err)
+	}
+	old, err := d.Show(ctx, strconv.FormatUint(first.Sequence, 10))
+	if err != nil || old.Settled == nil || old.Settled.Action != AuditRetried || old.Settled.NewOutboxMsgID != msgID ||
+		old.Seq != first.Sequence || old.Error != "first failure" || len(old.History) != 1 {
+		t.Fatalf("show of a retried entry: %+v, %v", old, err)
 	}
 	// The audit record's own sequence is not a dead letter either.
 	if _, err := d.Show(ctx, strconv.FormatUint(second.Sequence-1, 10)); !errors.Is(err, ErrDeadLetterNotFound) {
@@ -447,6 +454,19 @@ func TestDLQDiscardNeedsAReasonAndLeavesAnAuditRecord(t *testing.T) {
 	if err != nil || len(hist) != 1 || hist[0].Action != AuditDiscarded || hist[0].Reason != "supplier gone for good" ||
 		hist[0].By != "ops@test" || hist[0].Error != "gave up" || hist[0].Attempts != 5 || hist[0].NewOutboxMsgID != "" {
 		t.Fatalf("audit: %+v, %v", hist, err)
+	}
+
+	// Show of a discarded letter tells its story from the audit trail, by
+	// command id and by the DLQ sequence it had.
+	for _, arg := range []string{id1, strconv.FormatUint(dl1.Seq, 10)} {
+		det, err := d.Show(ctx, arg)
+		if err != nil || det.Settled == nil || det.Settled.Action != AuditDiscarded || det.ID != id1 || det.Kind != "pay" ||
+			det.Seq != dl1.Seq || det.Error != "gave up" || det.Attempts != 5 || len(det.History) != 1 {
+			t.Fatalf("show %s after discard: %+v, %v", arg, det, err)
+		}
+	}
+	if _, err := d.Show(ctx, "trip:nobody:1:0"); !errors.Is(err, ErrDeadLetterNotFound) {
+		t.Fatalf("show of a command never dead: %v", err)
 	}
 
 	rep := e.run(ReconcileConfig{})

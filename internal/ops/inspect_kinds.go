@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,7 +31,26 @@ type KindStats struct {
 	Done     uint64 `json:"done"`   // receipts with outcome done
 	Failed   uint64 `json:"failed"` // receipts with another outcome
 	Dead     uint64 `json:"dead"`   // messages in the DLQ
+	// Waiting: pull requests the kind's workers have outstanding right now
+	// (the consumer's num_waiting). An idle worker pool always has one per
+	// node: each waits for the next command.
+	Waiting int `json:"waiting"`
+	// LastActive: when a worker last took or acknowledged a command of the
+	// kind (the consumer's last delivery or ack); zero if never.
+	LastActive time.Time `json:"last_active,omitzero"`
+	// Pulling says whether any worker serves the kind now: a pull request
+	// waiting, or a delivery or ack within [ActiveWindow] (every worker
+	// busy).
+	Pulling bool `json:"pulling"`
+	// Stalled: commands pending and no worker pulling. They wait, without
+	// error, until a node serves the kind.
+	Stalled bool `json:"stalled"`
 }
+
+// ActiveWindow is how recent a worker's last delivery or ack must be for a
+// kind with no pull request waiting to count as served: its workers are all
+// busy rather than gone. An idle worker renews its pull every 2s.
+const ActiveWindow = time.Minute
 
 // Kinds reports per kind, sorted by kind: every kind that has messages in
 // OUTBOX, a pending schedule, a receipt or a dead letter.
@@ -84,6 +104,7 @@ func (in *Inspector) Kinds(ctx context.Context) ([]KindStats, error) {
 	}); err != nil {
 		return nil, err
 	}
+	now := in.now()
 	out := make([]KindStats, 0, len(stats))
 	for _, kind := range slices.Sorted(maps.Keys(stats)) {
 		ks := stats[kind]
@@ -97,7 +118,11 @@ func (in *Inspector) Kinds(ctx context.Context) ([]KindStats, error) {
 			ci := cons.CachedInfo()
 			ks.Consumer = ci.Name
 			ks.Pending, ks.InFlight = ci.NumPending, uint64(ci.NumAckPending)
+			ks.Waiting = ci.NumWaiting
+			ks.LastActive = lastActive(ci)
 		}
+		ks.Pulling = ks.Waiting > 0 || (!ks.LastActive.IsZero() && now.Sub(ks.LastActive) < ActiveWindow)
+		ks.Stalled = ks.Pending > 0 && !ks.Pulling
 		out = append(out, *ks)
 	}
 	return out, nil
@@ -113,3 +138,14 @@ func subjectCounts(ctx context.Context, st jetstream.Stream, filter string) (map
 }
 
 func lastTokens(subject, prefix string) string { return strings.TrimPrefix(subject, prefix) }
+
+// lastActive is the later of a consumer's last delivery and last ack.
+func lastActive(ci *jetstream.ConsumerInfo) time.Time {
+	var t time.Time
+	for _, p := range []*time.Time{ci.Delivered.Last, ci.AckFloor.Last} {
+		if p != nil && p.After(t) {
+			t = p.UTC()
+		}
+	}
+	return t
+}

@@ -83,17 +83,75 @@ func TestInspectKindsCountsPendingInFlightDoneDead(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []KindStats{
-		{Kind: "book_flight", Messages: 2, Pending: 2, Done: 1, Failed: 1, Dead: 1},
-		{Kind: "book_hotel", Messages: 3, Consumer: "esjet-worker-book_hotel", Pending: 2, InFlight: 1},
+		// No consumer: nobody has ever served book_flight, and it has pending commands.
+		{Kind: "book_flight", Messages: 2, Pending: 2, Done: 1, Failed: 1, Dead: 1, Stalled: true},
+		// A delivery just now: served.
+		{Kind: "book_hotel", Messages: 3, Consumer: "esjet-worker-book_hotel", Pending: 2, InFlight: 1, Pulling: true},
 		{Kind: "remind", Scheduled: 1},
 	}
 	if len(kinds) != len(want) {
 		t.Fatalf("kinds %+v", kinds)
 	}
 	for i := range want {
-		if kinds[i] != want[i] {
-			t.Errorf("kind %d:\n got %+v\nwant %+v", i, kinds[i], want[i])
+		got := kinds[i]
+		if (got.Consumer != "") != !got.LastActive.IsZero() {
+			t.Errorf("kind %s: last active %v with consumer %q", got.Kind, got.LastActive, got.Consumer)
 		}
+		got.LastActive = time.Time{}
+		if got != want[i] {
+			t.Errorf("kind %d:\n got %+v\nwant %+v", i, got, want[i])
+		}
+	}
+}
+
+// TestInspectKindsFlagsPendingCommandsNobodyPulls: a kind whose workers
+// are gone (no pull request waiting, nothing taken for longer than
+// ActiveWindow) and that has pending commands is stalled; a kind with a
+// pull request waiting is served.
+func TestInspectKindsFlagsPendingCommandsNobodyPulls(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	e := newRCEnv(t, s, streams.ProvisionConfig{})
+	ctx := t.Context()
+	a := e.decide("a", streams.Command{Kind: "pay"}, streams.Command{Kind: "pay"}, streams.Command{Kind: "notify"})
+	for i := range a.Commands {
+		e.publish(a, i)
+	}
+	consumer := func(kind string) jetstream.Consumer {
+		cons, err := e.js.CreateOrUpdateConsumer(ctx, e.names.Outbox, jetstream.ConsumerConfig{
+			Durable: wire.WorkerConsumerName(kind), FilterSubject: wire.CommandSubject(e.ns, kind), AckPolicy: jetstream.AckExplicitPolicy,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cons
+	}
+	// pay: a worker took one command and left; notify: a worker waits.
+	batch, err := consumer("pay").Fetch(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for m := range batch.Messages() {
+		_ = m.Ack()
+	}
+	cc, err := consumer("notify").Consume(func(m jetstream.Msg) {}, jetstream.PullMaxMessages(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Stop()
+
+	in := Inspect(e.js, e.ns)
+	in.now = func() time.Time { return time.Now().Add(ActiveWindow + time.Second) }
+	var kinds []KindStats
+	natstest.Eventually(t, 5*time.Second, func() bool {
+		kinds, err = in.Kinds(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(kinds) == 2 && kinds[0].Kind == "notify" && kinds[0].Waiting > 0 && kinds[0].Pending == 0
+	})
+	if n, p := kinds[0], kinds[1]; !n.Pulling || n.Stalled || p.Kind != "pay" || p.Pending != 1 || p.Waiting != 0 || p.Pulling || !p.Stalled {
+		t.Fatalf("kinds: %+v", kinds)
 	}
 }
 
