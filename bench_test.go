@@ -58,16 +58,22 @@ func benchCounter() *Definition {
 	return def.Definition()
 }
 
-func startBenchNode(b *testing.B, cacheSize int) *benchEnv {
+// startNode starts a benchmark node (namespace "test", sync interval, no
+// HTTP, no demo, an aggregate cache of cacheSize: 0 is off) with opts'
+// aggregates and handlers, and connects a TCP client to it; both are
+// closed when b ends.
+func startNode(b *testing.B, cacheSize int, opts Options) (*Node, *nats.Conn) {
 	b.Helper()
 	cfg := DefaultConfig()
+	cfg.Aggregates.CacheSize = cacheSize
 	cfg.Namespace = "test"
 	cfg.NATS.Embedded.DataDir = b.TempDir()
 	cfg.NATS.Embedded.Listen = "127.0.0.1:0"
 	cfg.NATS.Embedded.Sync = config.SyncInterval
 	cfg.HTTP.Listen = "none"
-	cfg.Aggregates.CacheSize = cacheSize
-	n, err := Start(context.Background(), Options{Config: cfg, Aggregates: []*Definition{benchCounter()}})
+	cfg.Demo.Services = false
+	opts.Config = cfg
+	n, err := Start(context.Background(), opts)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -77,6 +83,12 @@ func startBenchNode(b *testing.B, cacheSize int) *benchEnv {
 		b.Fatal(err)
 	}
 	b.Cleanup(nc.Close)
+	return n, nc
+}
+
+func startBenchNode(b *testing.B, cacheSize int) *benchEnv {
+	b.Helper()
+	n, nc := startNode(b, cacheSize, Options{Aggregates: []*Definition{benchCounter()}})
 	js, _ := jetstream.New(nc)
 	ctx := context.Background()
 	res, err := n.Send(ctx, "counter", "sample", "add", benchAdd{By: 1})
@@ -312,24 +324,8 @@ func benchAccount() *Definition {
 // handler → receipt → charge_done back to the aggregate → "charged" is in
 // the log. It reports p50/p99 of that time.
 func BenchmarkEndToEnd(b *testing.B) {
-	cfg := DefaultConfig()
-	cfg.Namespace = "test"
-	cfg.NATS.Embedded.DataDir = b.TempDir()
-	cfg.NATS.Embedded.Listen = "127.0.0.1:0"
-	cfg.NATS.Embedded.Sync = config.SyncInterval
-	cfg.HTTP.Listen = "none"
-	cfg.Demo.Services = false
-	n, err := Start(context.Background(), Options{Config: cfg, Aggregates: []*Definition{benchAccount()},
+	n, nc := startNode(b, DefaultConfig().Aggregates.CacheSize, Options{Aggregates: []*Definition{benchAccount()},
 		Handlers: map[string]Handler{"charge": HandlerFunc(func(context.Context, Delivery) (json.RawMessage, error) { return nil, nil })}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = n.Close(context.Background()) })
-	nc, err := nats.Connect(n.NATSURL())
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(nc.Close)
 	charged := make(chan string, 16)
 	sub, err := nc.Subscribe("test.evt.acct.*", func(m *nats.Msg) {
 		if m.Header.Get("Esjet-Event-Types") == "charged" {

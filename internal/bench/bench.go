@@ -223,24 +223,23 @@ var describe = map[string]string{
 	PhaseReplay:  "Log.ReadFrom of the whole log vs a raw ordered consumer reading it",
 }
 
+// phaseRuns are the phases' bodies, one file each.
+var phaseRuns = map[string]func(e *env, ctx context.Context, progress func(float64)) ([]Phase, error){
+	PhaseAppend:  (*env).appendPhase,
+	PhaseMicro:   (*env).microPhase,
+	PhaseRelay:   (*env).relayPhase,
+	PhaseEffects: (*env).effectsPhase,
+	PhaseE2E:     (*env).e2ePhase,
+	PhaseLoad:    (*env).loadPhase,
+	PhaseReplay:  (*env).replayPhase,
+}
+
 func (e *env) runPhase(ctx context.Context, name string, progress func(float64)) ([]Phase, error) {
-	switch name {
-	case PhaseAppend:
-		return e.appendPhase(ctx, progress)
-	case PhaseMicro:
-		return e.microPhase(ctx, progress)
-	case PhaseRelay:
-		return e.relayPhase(ctx, progress)
-	case PhaseEffects:
-		return e.effectsPhase(ctx, progress)
-	case PhaseE2E:
-		return e.e2ePhase(ctx, progress)
-	case PhaseLoad:
-		return e.loadPhase(ctx, progress)
-	case PhaseReplay:
-		return e.replayPhase(ctx, progress)
+	run, ok := phaseRuns[name]
+	if !ok {
+		return nil, fmt.Errorf("unknown phase %q", name)
 	}
-	return nil, fmt.Errorf("unknown phase %q", name)
+	return run(e, ctx, progress)
 }
 
 func noop(context.Context, consumer.Delivery) (json.RawMessage, error) { return nil, nil }

@@ -32,7 +32,9 @@ import (
 
 const benchDecisions = 5000
 
-func fillDecisions(b *testing.B, s *server.Server) (*relayEnv, uint64) {
+// newBenchEnv provisions a fresh namespace on s (newRelayEnv, for a
+// benchmark).
+func newBenchEnv(b *testing.B, s *server.Server) *relayEnv {
 	b.Helper()
 	_, js := natstest.Connect(b, s)
 	ns := natstest.Namespace(b)
@@ -43,6 +45,14 @@ func fillDecisions(b *testing.B, s *server.Server) (*relayEnv, uint64) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	return &relayEnv{js: js, ns: ns, log: l}
+}
+
+// fillDecisions appends benchDecisions decisions of one command each to a
+// fresh namespace with 16 writers, and returns the last sequence.
+func fillDecisions(b *testing.B, s *server.Server) (*relayEnv, uint64) {
+	b.Helper()
+	e := newBenchEnv(b, s)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var last uint64
@@ -52,7 +62,7 @@ func fillDecisions(b *testing.B, s *server.Server) (*relayEnv, uint64) {
 				d := streams.Decision{ID: uuid.NewString(), AggregateType: "order", AggregateID: fmt.Sprintf("o%d", i),
 					Events:   []streams.Event{{Type: "placed", Data: json.RawMessage(`{"sku":"abc-123","qty":2,"price":1999}`)}},
 					Commands: []streams.Command{{Kind: "ship", Payload: json.RawMessage(`{"sku":"abc-123","qty":2,"to":"Lisbon"}`), Report: true}}}
-				rec, err := l.Append(context.Background(), d, streams.Position{})
+				rec, err := e.log.Append(context.Background(), d, streams.Position{})
 				if err != nil {
 					b.Error(err)
 					return
@@ -64,7 +74,7 @@ func fillDecisions(b *testing.B, s *server.Server) (*relayEnv, uint64) {
 		})
 	}
 	wg.Wait()
-	return &relayEnv{js: js, ns: ns, log: l}, last
+	return e, last
 }
 
 // drainRelay runs a relay on e's namespace until it has relayed the
@@ -118,16 +128,8 @@ func BenchmarkRelayThroughput(b *testing.B) {
 // running and measures, per command, the time from the append's ack to the
 // command arriving on its OUTBOX subject.
 func BenchmarkRelayLatency(b *testing.B) {
-	s := natstest.RunServer(b)
-	_, js := natstest.Connect(b, s)
-	ns := natstest.Namespace(b)
-	if _, err := streams.Provision(b.Context(), js, ns, streams.ProvisionConfig{}, nil); err != nil {
-		b.Fatal(err)
-	}
-	l, err := streams.Open(b.Context(), js, ns, streams.Config{}, nil)
-	if err != nil {
-		b.Fatal(err)
-	}
+	e := newBenchEnv(b, natstest.RunServer(b))
+	js, ns, l := e.js, e.ns, e.log
 	r, err := NewRelay(b.Context(), js, ns, RelayConfig{}, nil)
 	if err != nil {
 		b.Fatal(err)
