@@ -71,6 +71,9 @@ var (
 	ErrNotFound       = aggregate.ErrNotFound       // the aggregate has no events
 	ErrConflict       = aggregate.ErrConflict       // too many concurrent changes; retry
 	ErrKeyReused      = aggregate.ErrKeyReused      // idempotency key reused with another request
+	// ErrOutcomeNotSendable: <kind>_done and <kind>_failed are reported by
+	// the worker that ran the command, never sent.
+	ErrOutcomeNotSendable = aggregate.ErrOutcomeNotSendable
 )
 
 // Node is a running esjet node: the event log, the registered aggregate
@@ -104,7 +107,9 @@ func WithIdempotencyKey(key string) SendOption { return func(m *api.Meta) { m.Id
 func WithCorrelationID(id string) SendOption { return func(m *api.Meta) { m.CorrelationID = id } }
 
 // Send handles a command on aggregate typ/id. payload is marshalled as JSON
-// (json.RawMessage and []byte are sent as they are; nil means {}).
+// (json.RawMessage and []byte are sent as they are; nil means {}). An
+// outcome kind (<kind>_done, <kind>_failed) is refused with
+// [ErrOutcomeNotSendable]: only the worker that ran the command reports it.
 func (n *Node) Send(ctx context.Context, typ, id, kind string, payload any, opts ...SendOption) (Result, error) {
 	var body []byte
 	switch p := payload.(type) {

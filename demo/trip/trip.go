@@ -401,8 +401,10 @@ func compensationFailed(kind string, pending func(State) bool) func(State, esjet
 	}
 }
 
-// unexpected rejects an outcome the trip did not ask for: ids are assigned at
-// append, so the saga's state is what tells.
+// unexpected rejects an outcome the trip's state does not expect. The
+// framework already lets through only outcomes of commands the trip issued
+// and still awaits (a forged or repeated one never gets here); this check
+// stays as defence in depth.
 func unexpected(s State, kind string, o esjet.Outcome) error {
 	status := s.Status
 	if status == "" {

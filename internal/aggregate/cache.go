@@ -22,6 +22,9 @@ type entry struct {
 	// recentSince, when set, says recent is complete only from that time
 	// on: a snapshot kept just the newest part (see maxRecentInSnapshot).
 	recentSince time.Time
+	// outstanding are the commands the aggregate issued with Report whose
+	// outcome is not recorded yet: command id → kind (see outcome.go).
+	outstanding map[string]string
 	// sinceSnapshot counts events folded since the last snapshot.
 	sinceSnapshot int
 }

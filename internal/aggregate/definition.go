@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"sort"
+	"strings"
 
 	"github.com/esjet/esjet/internal/streams"
 )
@@ -25,6 +27,22 @@ type Definition struct {
 type commandDef struct {
 	decode func(json.RawMessage) (any, error)
 	decide func(state, cmd any) (Decision, error)
+	// outcomeOf is the issued command kind when this kind is its outcome
+	// (<kind>_done or <kind>_failed); "" for a client command.
+	outcomeOf string
+	result    string // "done" or "failed" for an outcome
+}
+
+// outcomeForm splits an outcome kind into the issued command kind and the
+// result ("done" or "failed"); ok is false for any other kind.
+func outcomeForm(kind string) (of, result string, ok bool) {
+	if of, ok := strings.CutSuffix(kind, "_done"); ok && of != "" {
+		return of, "done", true
+	}
+	if of, ok := strings.CutSuffix(kind, "_failed"); ok && of != "" {
+		return of, "failed", true
+	}
+	return "", "", false
 }
 
 // Def is the typed handle used while defining an aggregate type with state S.
@@ -64,9 +82,21 @@ func Define[S any](typ string, stateSchema int, evolve func(S, Event) S) *Def[S]
 // strictly (unknown fields are an error) into C, and decide turns the state
 // and the command into a decision. decide must be pure; an error it returns
 // is a domain rejection (use [Reject] for a code).
+//
+// A kind of the form [DoneKind](k) or [FailedKind](k) is the outcome of a
+// command k the aggregate issues with Report: C must be [Outcome]. Clients
+// cannot send it ([ErrOutcomeNotSendable]); the worker that ran the command
+// reports it through [Repository.HandleOutcome], and the repository lets it
+// reach decide only for a command this aggregate issued that is still
+// outstanding, so decide need not defend against forged outcomes.
 func On[S, C any](def *Def[S], kind string, decide func(S, C) (Decision, error)) *Def[S] {
 	if err := streams.ValidateToken("command kind", kind); err != nil {
 		panic(fmt.Sprintf("aggregate.On(%s): %v", def.d.typ, err))
+	}
+	of, result, isOutcome := outcomeForm(kind)
+	if isOutcome && reflect.TypeFor[C]() != reflect.TypeFor[Outcome]() {
+		panic(fmt.Sprintf("aggregate.On(%s): command kind %q is the form of the outcome of %q, whose payload is an Outcome, not %v; give a client command another name",
+			def.d.typ, kind, of, reflect.TypeFor[C]()))
 	}
 	if _, dup := def.d.commands[kind]; dup {
 		panic(fmt.Sprintf("aggregate.On(%s): command %q registered twice", def.d.typ, kind))
@@ -89,6 +119,11 @@ func On[S, C any](def *Def[S], kind string, decide func(S, C) (Decision, error))
 		},
 		decide: func(state, cmd any) (Decision, error) { return decide(state.(S), cmd.(C)) },
 	}
+	if isOutcome {
+		cd := def.d.commands[kind]
+		cd.outcomeOf, cd.result = of, result
+		def.d.commands[kind] = cd
+	}
 	return def
 }
 
@@ -101,11 +136,25 @@ func (d *Definition) Type() string { return d.typ }
 // StateSchema is the version of the state's snapshot shape.
 func (d *Definition) StateSchema() int { return d.schema }
 
-// Commands lists the command kinds, sorted.
+// Commands lists the command kinds clients may send, sorted: outcomes are
+// not among them (see [Definition.Outcomes]).
 func (d *Definition) Commands() []string {
-	out := make([]string, 0, len(d.commands))
-	for k := range d.commands {
-		out = append(out, k)
+	return d.kinds(func(c commandDef) bool { return c.outcomeOf == "" })
+}
+
+// Outcomes lists the outcome kinds the type handles (<kind>_done,
+// <kind>_failed), sorted. Only a worker reports them, through
+// [Repository.HandleOutcome].
+func (d *Definition) Outcomes() []string {
+	return d.kinds(func(c commandDef) bool { return c.outcomeOf != "" })
+}
+
+func (d *Definition) kinds(keep func(commandDef) bool) []string {
+	out := []string{}
+	for k, c := range d.commands {
+		if keep(c) {
+			out = append(out, k)
+		}
 	}
 	sort.Strings(out)
 	return out

@@ -39,7 +39,39 @@ var (
 	// has a registered Definition: its events come from its Decide
 	// functions only. 400.
 	ErrManagedType = errors.New("aggregate: type is managed by its registered Decide functions")
+	// ErrOutcomeNotSendable: [Repository.Handle] was asked to run an
+	// outcome kind (<kind>_done, <kind>_failed). Only the worker that ran
+	// the command reports its outcome, through [Repository.HandleOutcome].
+	// The API answers 403 outcome_not_sendable.
+	ErrOutcomeNotSendable = errors.New("aggregate: outcomes are reported by workers, not sent")
+	// ErrOutcomeRefused is wrapped by [*OutcomeRefusedError]: the outcome
+	// is not for a command this aggregate issued and still awaits, or the
+	// domain rejected it. Nothing was written; the refusal is logged and
+	// counted ([Stats].OutcomesRefused).
+	ErrOutcomeRefused = errors.New("aggregate: outcome refused")
 )
+
+// OutcomeRefusedError says which outcome [Repository.HandleOutcome]
+// refused and why. It wraps [ErrOutcomeRefused] (and the domain's
+// [*Rejection] when Decide said no).
+type OutcomeRefusedError struct {
+	Type, ID  string // the aggregate
+	Kind      string // <kind>_done or <kind>_failed
+	CommandID string
+	Reason    string
+	cause     error
+}
+
+func (e *OutcomeRefusedError) Error() string {
+	return fmt.Sprintf("%s for command %q refused by %s/%s: %s", e.Kind, e.CommandID, e.Type, e.ID, e.Reason)
+}
+
+func (e *OutcomeRefusedError) Unwrap() []error {
+	if e.cause != nil {
+		return []error{ErrOutcomeRefused, e.cause}
+	}
+	return []error{ErrOutcomeRefused}
+}
 
 // Rejection is a domain "no": the command is valid but not acceptable in the
 // current state ("budget exceeded"). Decide returns it through [Reject]. It
@@ -69,14 +101,15 @@ func (e *VersionConflictError) Error() string {
 
 func (e *VersionConflictError) Unwrap() error { return ErrConflict }
 
-// IsPermanent reports whether err, returned by [Repository.Handle] or
-// [Repository.AppendRaw], is an answer no retry of the same request will
-// change: a rejection, a payload or token that does not validate, an unknown
-// type or kind, a reused idempotency key, a decision too large. Conflicts,
-// timeouts, an unknown outcome of an append, a full store and other
-// infrastructure errors are transient, and so is [ErrInvalidDecision] (a
-// bug in Decide, which a deploy fixes: a retry then succeeds). nil is not
-// permanent.
+// IsPermanent reports whether err, returned by [Repository.Handle],
+// [Repository.HandleOutcome] or [Repository.AppendRaw], is an answer no
+// retry of the same request will change: a rejection, a payload or token
+// that does not validate, an unknown type or kind, a reused idempotency
+// key, a decision too large, an outcome refused or sent by a client.
+// Conflicts, timeouts, an unknown outcome of an append, a full store and
+// other infrastructure errors are transient, and so is
+// [ErrInvalidDecision] (a bug in Decide, which a deploy fixes: a retry then
+// succeeds). nil is not permanent.
 //
 // This is the rule a caller retrying on someone's behalf (the worker
 // reporting an outcome) follows; transports map errors to their own codes.
@@ -96,6 +129,7 @@ func IsPermanent(err error) bool {
 		errors.Is(err, ErrKeyReused),
 		errors.Is(err, ErrTooLarge), errors.Is(err, streams.ErrTooLarge),
 		errors.Is(err, ErrManagedType),
+		errors.Is(err, ErrOutcomeNotSendable), errors.Is(err, ErrOutcomeRefused),
 		errors.Is(err, streams.ErrInvalidDecision),
 		errors.Is(err, streams.ErrInvalidToken):
 		return true

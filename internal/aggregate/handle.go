@@ -22,14 +22,17 @@ type request struct {
 	key        string // cache and lock key: <type>/<id>
 	decisionID string
 	digest     string // of kind + payload when keyed, else ""
+	// outcome is set for an outcome on its way through HandleOutcome.
+	outcome *outcomeRequest
 }
 
 // Handle decides cmd against the aggregate's current state and appends the
 // decision. Errors: [ErrUnknownType], [ErrUnknownCommand], [ErrBadCommand],
 // a [*Rejection] (wraps [ErrRejected]), [ErrKeyReused], [ErrConflict],
 // [ErrTooLarge], a [*streams.TokenError] for a bad id, [ErrInvalidDecision]
-// for an aggregate that broke the contract, or an infrastructure error.
-// [IsPermanent] tells which of them a retry cannot change.
+// for an aggregate that broke the contract, [ErrOutcomeNotSendable] for an
+// outcome kind (see [Repository.HandleOutcome]), or an infrastructure
+// error. [IsPermanent] tells which of them a retry cannot change.
 func (r *Repository) Handle(ctx context.Context, cmd Command) (Result, error) {
 	q, err := r.newRequest(cmd)
 	if err != nil {
@@ -48,8 +51,13 @@ func (r *Repository) newRequest(cmd Command) (*request, error) {
 	if err := streams.ValidateToken("aggregate id", cmd.ID); err != nil {
 		return nil, err
 	}
-	if _, ok := def.commands[cmd.Kind]; !ok {
+	cd, ok := def.commands[cmd.Kind]
+	if !ok {
 		return nil, fmt.Errorf("%w: %s has no command %q (it has: %v)", ErrUnknownCommand, def.typ, cmd.Kind, def.Commands())
+	}
+	if cd.outcomeOf != "" {
+		return nil, fmt.Errorf("%w: %s.%s is the outcome of the %s commands %s issues; only the worker that ran one reports it. Send one of %v",
+			ErrOutcomeNotSendable, def.typ, cmd.Kind, cd.outcomeOf, def.typ, def.Commands())
 	}
 	q := &request{cmd: cmd, def: def, key: cmd.Type + "/" + cmd.ID, decisionID: uuid.Must(uuid.NewV7()).String()}
 	if cmd.IdempotencyKey != "" {
@@ -75,6 +83,15 @@ func (r *Repository) handle(ctx context.Context, q *request) (Result, error) {
 	for attempt := 0; ; attempt++ {
 		if res, ok, err := r.answered(ctx, q, e); ok || err != nil {
 			return res, err
+		}
+		if q.outcome != nil {
+			again, err := r.admit(ctx, q, e, &tailChecked)
+			if err != nil {
+				return Result{}, err
+			}
+			if again {
+				continue
+			}
 		}
 		dec, err := q.def.Decide(e.state, q.cmd.Kind, q.cmd.Payload)
 		if !tailChecked && appendsNothing(dec, err) {

@@ -20,7 +20,7 @@ func (r *Repository) get(ctx context.Context, def *Definition, typ, id string) (
 		e, ok = r.readSnapshot(ctx, def, typ, id)
 	}
 	if !ok {
-		e = &entry{state: def.newState(), recent: map[string]recentDecision{}}
+		e = &entry{state: def.newState(), recent: map[string]recentDecision{}, outstanding: map[string]string{}}
 	}
 	if err := r.refresh(ctx, def, typ, id, e, 0); err != nil {
 		return nil, err
@@ -73,5 +73,6 @@ func (r *Repository) fold(def *Definition, e *entry, rec streams.Record) (err er
 	e.pos = rec.Position()
 	e.sinceSnapshot += len(rec.Events)
 	e.remember(rec, r.horizon())
+	r.track(e, rec)
 	return nil
 }

@@ -107,11 +107,15 @@ type Stats struct {
 	SnapshotsWritten int64
 	RecordsRead      int64 // decisions read from the log by loads and conflict reloads
 	Conflicts        int64
-	Cached           int // aggregates in the cache now
+	// OutcomesRefused counts outcomes HandleOutcome refused: not for an
+	// outstanding command of the aggregate, or rejected by Decide. Each is
+	// logged at WARN with its command id and reason.
+	OutcomesRefused int64
+	Cached          int // aggregates in the cache now
 }
 
 type counters struct {
-	commands, replays, cacheHits, coldLoads, snapshotHits, snapshotsWritten, recordsRead, conflicts atomic.Int64
+	commands, replays, cacheHits, coldLoads, snapshotHits, snapshotsWritten, recordsRead, conflicts, outcomesRefused atomic.Int64
 }
 
 // Repository handles commands for the registered aggregate types. It is safe
@@ -127,7 +131,10 @@ type Repository struct {
 	cache  *lru
 	locks  stripes
 	space  uuid.UUID
-	stats  counters
+	// outcomeSpace derives the ids of outcome decisions: apart from space,
+	// so no client's idempotency key yields one.
+	outcomeSpace uuid.UUID
+	stats        counters
 }
 
 // NewRepository returns a repository over log, with snapshots in snaps.
@@ -137,11 +144,13 @@ func NewRepository(log *streams.Log, snaps jetstream.KeyValue, reg *Registry, cf
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	space := uuid.NewSHA1(uuid.NameSpaceURL, []byte("esjet:"+cfg.Namespace))
 	return &Repository{
 		log: log, snaps: snaps, reg: reg, cfg: cfg,
-		logger: logger.With("component", "aggregate"),
-		cache:  newLRU(cfg.CacheSize),
-		space:  uuid.NewSHA1(uuid.NameSpaceURL, []byte("esjet:"+cfg.Namespace)),
+		logger:       logger.With("component", "aggregate"),
+		cache:        newLRU(cfg.CacheSize),
+		space:        space,
+		outcomeSpace: uuid.NewSHA1(space, []byte("outcome")),
 	}
 }
 
@@ -157,7 +166,8 @@ func (r *Repository) Stats() Stats {
 	return Stats{
 		Commands: s.commands.Load(), Replays: s.replays.Load(), CacheHits: s.cacheHits.Load(),
 		ColdLoads: s.coldLoads.Load(), SnapshotHits: s.snapshotHits.Load(), SnapshotsWritten: s.snapshotsWritten.Load(),
-		RecordsRead: s.recordsRead.Load(), Conflicts: s.conflicts.Load(), Cached: r.cache.len(),
+		RecordsRead: s.recordsRead.Load(), Conflicts: s.conflicts.Load(), OutcomesRefused: s.outcomesRefused.Load(),
+		Cached: r.cache.len(),
 	}
 }
 

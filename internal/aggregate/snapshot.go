@@ -13,8 +13,10 @@ import (
 )
 
 // snapshotVersion is the version of the snapshot record itself (not of the
-// state inside it, which is the definition's StateSchema).
-const snapshotVersion = 1
+// state inside it, which is the definition's StateSchema). Version 2 added
+// the outstanding commands; a version 1 snapshot lacks them, so it is
+// treated as missing and the aggregate is replayed from its events.
+const snapshotVersion = 2
 
 // snapshot is what the snapshots bucket holds under <type>.<id>.
 type snapshot struct {
@@ -27,7 +29,10 @@ type snapshot struct {
 	Version     uint64                    `json:"version"`
 	State       json.RawMessage           `json:"state"`
 	Recent      map[string]recentDecision `json:"recent,omitempty"`
-	Taken       time.Time                 `json:"taken"`
+	// Outstanding are the reported commands awaiting their outcome:
+	// command id → kind.
+	Outstanding map[string]string `json:"outstanding,omitempty"`
+	Taken       time.Time         `json:"taken"`
 }
 
 func snapshotKey(typ, id string) string { return typ + "." + id }
@@ -49,7 +54,11 @@ func (r *Repository) readSnapshot(ctx context.Context, def *Definition, typ, id 
 		return nil, false
 	}
 	var s snapshot
-	if err := json.Unmarshal(kv.Value(), &s); err != nil || s.V != snapshotVersion {
+	if err := json.Unmarshal(kv.Value(), &s); err == nil && s.V < snapshotVersion {
+		r.logger.Info("snapshot of an older format (without outstanding commands); replaying from events",
+			"aggregate_type", typ, "aggregate_id", id, "snapshot_version", s.V, "version", snapshotVersion)
+		return nil, false
+	} else if err != nil || s.V != snapshotVersion {
 		r.logger.Warn("snapshot of an unknown format; replaying from events", "aggregate_type", typ, "aggregate_id", id, "error", err)
 		return nil, false
 	}
@@ -66,8 +75,12 @@ func (r *Repository) readSnapshot(ctx context.Context, def *Definition, typ, id 
 	if s.Recent == nil {
 		s.Recent = map[string]recentDecision{}
 	}
+	if s.Outstanding == nil {
+		s.Outstanding = map[string]string{}
+	}
 	r.stats.snapshotHits.Add(1)
-	e := &entry{state: state, pos: streams.Position{Seq: s.Seq, Version: s.Version}, recent: s.Recent, recentSince: s.RecentSince}
+	e := &entry{state: state, pos: streams.Position{Seq: s.Seq, Version: s.Version}, recent: s.Recent, recentSince: s.RecentSince,
+		outstanding: s.Outstanding}
 	for _, rd := range e.recent {
 		if e.oldest.IsZero() || rd.At.Before(e.oldest) {
 			e.oldest = rd.At
@@ -85,7 +98,7 @@ func (r *Repository) writeSnapshot(ctx context.Context, def *Definition, typ, id
 		recent, since := newestRecent(e)
 		data, err = json.Marshal(snapshot{
 			V: snapshotVersion, StateSchema: def.schema, Seq: e.pos.Seq, Version: e.pos.Version,
-			State: state, Recent: recent, RecentSince: since, Taken: r.cfg.Now().UTC(),
+			State: state, Recent: recent, RecentSince: since, Outstanding: e.outstanding, Taken: r.cfg.Now().UTC(),
 		})
 		if err == nil {
 			_, err = r.snaps.Put(ctx, snapshotKey(typ, id), data)

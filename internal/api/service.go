@@ -182,7 +182,8 @@ type TypeInfo struct {
 	Commands []string `json:"commands"`
 }
 
-// Types lists the registered aggregate types and their commands.
+// Types lists the registered aggregate types and the commands clients may
+// send (outcomes, which only workers report, are not among them).
 func (s *Service) Types() []TypeInfo {
 	reg := s.repo.Registry()
 	out := []TypeInfo{}

@@ -286,14 +286,15 @@ func (n *Node) startWorkers(ctx context.Context, opts Options, logger *slog.Logg
 	return nil
 }
 
-// feedback reports a command's outcome to its aggregate through the
-// repository, with the same idempotency as any command. Whether a refusal
-// is final is the aggregate layer's rule ([aggregate.IsPermanent]), not a
-// transport's status code.
+// feedback reports a command's outcome to its aggregate on the
+// repository's outcome path, which no API reaches: the framework accepts it
+// only for a command the aggregate issued and still awaits. Whether a
+// refusal is final is the aggregate layer's rule ([aggregate.IsPermanent]),
+// not a transport's status code.
 type feedback struct{ repo *aggregate.Repository }
 
 func (f feedback) Report(ctx context.Context, r consumer.Report) error {
-	_, err := f.repo.Handle(ctx, aggregate.Command{
+	_, err := f.repo.HandleOutcome(ctx, aggregate.Command{
 		Type: r.AggregateType, ID: r.AggregateID, Kind: r.Kind, Payload: r.Payload,
 		IdempotencyKey: r.IdempotencyKey, CorrelationID: r.CorrelationID, CausationID: r.CausationID,
 	})

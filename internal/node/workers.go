@@ -35,7 +35,7 @@ func issuedKinds(defs []*aggregate.Definition) []issuedKind {
 	seen := map[issuedKind]bool{}
 	var out []issuedKind
 	for _, d := range defs {
-		for _, c := range d.Commands() {
+		for _, c := range d.Outcomes() {
 			for _, suffix := range suffixes {
 				kind, ok := strings.CutSuffix(c, suffix)
 				ik := issuedKind{Kind: kind, AggregateType: d.Type()}

@@ -1,0 +1,186 @@
+package aggregate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// Outcomes: a command an aggregate issues with Report comes back as
+// <kind>_done or <kind>_failed. Clients cannot send those kinds
+// ([ErrOutcomeNotSendable]); the worker reports them through
+// [Repository.HandleOutcome], and the framework — not each domain — lets an
+// outcome reach Decide only for a command this aggregate issued, that is
+// still outstanding, under the matching kind.
+//
+// The outstanding commands (command id → kind) are framework state kept
+// beside the domain state: in the cache and in snapshots, and rebuilt on
+// replay from the log: a decision's commands with Report are added, and a
+// decision written by HandleOutcome removes the command it answers. Such a
+// decision is recognised by its id, derived from the command id in a UUID
+// namespace of its own, which no client request can produce (a client's
+// keyed decision id is derived in another namespace), and by its causation
+// id, the command id.
+
+// outcomeRequest is what HandleOutcome checks before Decide.
+type outcomeRequest struct {
+	commandID string
+	of        string // the issued command kind
+}
+
+// HandleOutcome records the outcome of a command the aggregate issued with
+// Report: cmd.Kind is <kind>_done or <kind>_failed and cmd.Payload an
+// [Outcome] naming the command id. It is the worker's path, not reachable
+// from the APIs. The decision id, idempotency key (<command id>/done or
+// /failed) and causation id (the command id) are derived from the outcome,
+// whatever cmd carries, so a repeated report of the same outcome is
+// answered from the log (Replayed) and writes nothing.
+//
+// Errors: [ErrUnknownType], [ErrUnknownCommand] (not an outcome kind of the
+// type), [ErrBadCommand] (the payload is not an Outcome with a command id),
+// a [*OutcomeRefusedError] (wraps [ErrOutcomeRefused]) for an outcome of a
+// command the aggregate did not issue, under another kind, already
+// answered (with another result or payload), or rejected by Decide — logged at WARN and counted in
+// [Stats].OutcomesRefused — or the errors of [Repository.Handle]. Every
+// refusal is permanent ([IsPermanent]).
+func (r *Repository) HandleOutcome(ctx context.Context, cmd Command) (Result, error) {
+	q, err := r.newOutcomeRequest(cmd)
+	if err != nil {
+		return Result{}, err
+	}
+	res, err := r.handle(ctx, q)
+	var rej *Rejection
+	switch {
+	case errors.As(err, &rej):
+		err = &OutcomeRefusedError{Type: cmd.Type, ID: cmd.ID, Kind: cmd.Kind, CommandID: q.outcome.commandID,
+			Reason: "the aggregate rejected it: " + rej.Error(), cause: err}
+	case errors.Is(err, ErrKeyReused):
+		// The same result of the same command, with another payload: a
+		// worker repeats an outcome byte for byte, so this one is not it.
+		err = &OutcomeRefusedError{Type: cmd.Type, ID: cmd.ID, Kind: cmd.Kind, CommandID: q.outcome.commandID,
+			Reason: "an outcome of this command with another payload is recorded already", cause: err}
+	}
+	var refused *OutcomeRefusedError
+	if errors.As(err, &refused) {
+		r.stats.outcomesRefused.Add(1)
+		r.logger.Warn("outcome refused", "aggregate_type", refused.Type, "aggregate_id", refused.ID,
+			"kind", refused.Kind, "command_id", refused.CommandID, "reason", refused.Reason)
+	}
+	return res, err
+}
+
+// newOutcomeRequest validates an outcome and gives it its identity.
+func (r *Repository) newOutcomeRequest(cmd Command) (*request, error) {
+	def, err := r.reg.Get(cmd.Type)
+	if err != nil {
+		return nil, err
+	}
+	if err := streams.ValidateToken("aggregate id", cmd.ID); err != nil {
+		return nil, err
+	}
+	cd, ok := def.commands[cmd.Kind]
+	if !ok || cd.outcomeOf == "" {
+		return nil, fmt.Errorf("%w: %s has no outcome %q (it has: %v)", ErrUnknownCommand, def.typ, cmd.Kind, def.Outcomes())
+	}
+	var o Outcome
+	if err := json.Unmarshal(cmd.Payload, &o); err != nil {
+		return nil, fmt.Errorf("%w: %s.%s: %v", ErrBadCommand, def.typ, cmd.Kind, err)
+	}
+	if o.CommandID == "" {
+		return nil, fmt.Errorf("%w: %s.%s: the outcome names no command_id", ErrBadCommand, def.typ, cmd.Kind)
+	}
+	cmd.IdempotencyKey = o.CommandID + "/" + cd.result
+	cmd.CausationID = o.CommandID
+	return &request{
+		cmd: cmd, def: def, key: cmd.Type + "/" + cmd.ID,
+		decisionID: r.outcomeDecisionID(cmd.Type, cmd.ID, o.CommandID, cd.result),
+		digest:     digest(cmd.Kind, cmd.Payload),
+		outcome:    &outcomeRequest{commandID: o.CommandID, of: cd.outcomeOf},
+	}, nil
+}
+
+// outcomeDecisionID is the id of the decision recording the outcome
+// (result "done" or "failed") of command commandID.
+func (r *Repository) outcomeDecisionID(typ, id, commandID, result string) string {
+	return uuid.NewSHA1(r.outcomeSpace, []byte(typ+"/"+id+"/"+commandID+"/"+result)).String()
+}
+
+// admit lets an outcome through when its command is outstanding under the
+// matching kind. Otherwise it reads the tail once (another node may have
+// issued the command: again asks to start over on the new state), then
+// refuses. A command newer than the log seen here is not refused: that
+// error is transient, the report comes back.
+func (r *Repository) admit(ctx context.Context, q *request, e *entry, tailChecked *bool) (again bool, _ error) {
+	o := q.outcome
+	if kind, ok := e.outstanding[o.commandID]; ok && kind == o.of {
+		return false, nil
+	}
+	if !*tailChecked {
+		*tailChecked = true
+		moved, err := r.tailMoved(ctx, q, e)
+		if err != nil || moved {
+			return moved, err
+		}
+	}
+	refuse := func(format string, args ...any) error {
+		return &OutcomeRefusedError{Type: q.cmd.Type, ID: q.cmd.ID, Kind: q.cmd.Kind, CommandID: o.commandID, Reason: fmt.Sprintf(format, args...)}
+	}
+	if kind, ok := e.outstanding[o.commandID]; ok {
+		return false, refuse("command %s is a %s, not a %s", o.commandID, kind, o.of)
+	}
+	version, ok := issuedBy(o.commandID, q.cmd.Type, q.cmd.ID)
+	switch {
+	case !ok:
+		return false, refuse("%s/%s issued no command %s (its command ids are %s:%s:<version>:<index>)", q.cmd.Type, q.cmd.ID, o.commandID, q.cmd.Type, q.cmd.ID)
+	case version > e.pos.Version:
+		return false, fmt.Errorf("outcome of %s: %s/%s is at version %d here, before the decision that issued the command; the log read is behind, report again",
+			o.commandID, q.cmd.Type, q.cmd.ID, e.pos.Version)
+	}
+	return false, refuse("command %s is not outstanding: %s/%s did not issue it with Report, or its outcome is recorded already", o.commandID, q.cmd.Type, q.cmd.ID)
+}
+
+// issuedBy parses a command id <type>:<id>:<version>:<index> and reports
+// the version when the id belongs to aggregate typ/id.
+func issuedBy(commandID, typ, id string) (version uint64, ok bool) {
+	rest, ok := strings.CutPrefix(commandID, typ+":"+id+":")
+	if !ok {
+		return 0, false
+	}
+	v, idx, ok := strings.Cut(rest, ":")
+	if !ok {
+		return 0, false
+	}
+	if _, err := strconv.ParseUint(idx, 10, 32); err != nil {
+		return 0, false
+	}
+	version, err := strconv.ParseUint(v, 10, 64)
+	return version, err == nil
+}
+
+// track keeps e's outstanding commands up to date with rec: the command an
+// outcome decision answers is removed, the reported commands rec issues are
+// added.
+func (r *Repository) track(e *entry, rec streams.Record) {
+	if e.outstanding == nil {
+		e.outstanding = map[string]string{}
+	}
+	if c := rec.CausationID; c != "" {
+		if _, ok := e.outstanding[c]; ok &&
+			(rec.ID == r.outcomeDecisionID(rec.AggregateType, rec.AggregateID, c, "done") ||
+				rec.ID == r.outcomeDecisionID(rec.AggregateType, rec.AggregateID, c, "failed")) {
+			delete(e.outstanding, c)
+		}
+	}
+	for _, c := range rec.Commands {
+		if c.Report {
+			e.outstanding[c.ID] = c.Kind
+		}
+	}
+}
