@@ -111,10 +111,8 @@ func RunOps(ctx context.Context, spec Spec, op Op) Result {
 	}
 	var tickets atomic.Int64
 	type part struct {
-		ops, conflicts, errors, waits int64
-		lat                           Recorder
-		firstErr                      error
-		last                          time.Time
+		Result           // Elapsed unused: the run's is from start to the last end
+		last   time.Time // when its last operation ended
 	}
 	parts := make([]part, workers)
 	var wg sync.WaitGroup
@@ -146,18 +144,18 @@ func RunOps(ctx context.Context, spec Spec, op Op) Result {
 				done := clock.Now()
 				p.last = done
 				if waited {
-					p.waits++
+					p.Waits++
 				}
 				switch {
 				case err == nil:
-					p.ops++
-					p.lat.Add(done.Sub(due))
+					p.Ops++
+					p.Latency.Add(done.Sub(due))
 				case spec.Classify != nil && spec.Classify(err) == Conflict:
-					p.conflicts++
+					p.Conflicts++
 				default:
-					p.errors++
-					if p.firstErr == nil {
-						p.firstErr = err
+					p.Errors++
+					if p.FirstErr == nil {
+						p.FirstErr = err
 					}
 				}
 				if spec.Done != nil {
@@ -171,14 +169,7 @@ func RunOps(ctx context.Context, spec Spec, op Op) Result {
 	last := start
 	for i := range parts {
 		p := &parts[i]
-		r.Ops += p.ops
-		r.Conflicts += p.conflicts
-		r.Errors += p.errors
-		r.Waits += p.waits
-		r.Latency.Merge(&p.lat)
-		if r.FirstErr == nil {
-			r.FirstErr = p.firstErr
-		}
+		r.Add(p.Result)
 		if p.last.After(last) {
 			last = p.last
 		}
