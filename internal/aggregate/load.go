@@ -42,16 +42,20 @@ func (r *Repository) refresh(ctx context.Context, def *Definition, typ, id strin
 	if atLeast > e.pos.Seq {
 		opts = append(opts, streams.AtLeast(atLeast))
 	}
-	recs, err := r.log.Load(ctx, typ, id, e.pos, opts...)
+	tail, err := r.log.LoadTail(ctx, typ, id, e.pos, opts...)
 	if err != nil {
 		return err
 	}
-	r.stats.recordsRead.Add(int64(len(recs)))
-	for _, rec := range recs {
+	r.stats.recordsRead.Add(int64(len(tail.Records)))
+	for _, rec := range tail.Records {
 		if err := r.fold(def, e, rec); err != nil {
 			return err
 		}
 	}
+	// A message esjet did not write (skipped and logged by the log) may be
+	// the subject's last: the next append must expect its sequence, or it
+	// conflicts for ever.
+	e.pos.Seq = max(e.pos.Seq, tail.LastSeq)
 	return nil
 }
 

@@ -202,7 +202,7 @@ func (r *Repository) Get(ctx context.Context, typ, id string) (State, error) {
 		r.cache.remove(key)
 		return State{}, err
 	}
-	if e.pos.Seq == 0 {
+	if e.pos.Version == 0 { // (a subject may hold messages esjet did not write, and no events)
 		return State{}, fmt.Errorf("%w: %s/%s has no events", ErrNotFound, typ, id)
 	}
 	// A copy: the cached value goes on evolving under the lock while the

@@ -173,14 +173,56 @@ func (l *Log) lastPosition(ctx context.Context, subject string) (Position, error
 	if err != nil {
 		return Position{}, err
 	}
-	if v, err := strconv.ParseUint(m.Header.Get(HeaderLastVersion), 10, 64); err == nil && v > 0 {
+	if v, err := strconv.ParseUint(m.Header.Get(HeaderLastVersion), 10, 64); err == nil && v > 0 && m.Header.Get(jetstream.MsgIDHeader) != "" {
 		return Position{Seq: m.Sequence, Version: v}, nil
 	}
 	rec, err := decodeRaw(m)
+	var de *DecodeError
+	if errors.As(err, &de) {
+		// A foreign message is the subject's last: the version is the last
+		// decision's before it, the sequence its own.
+		return l.positionBehindForeign(ctx, subject, m.Sequence)
+	}
 	if err != nil {
 		return Position{}, err
 	}
 	return rec.Position(), nil
+}
+
+// positionBehindForeign reads the aggregate on subject up to seq, the
+// sequence of a foreign message that is the subject's last, for the version
+// of the last decision before it. It reads the whole subject: a rare path,
+// taken only until the next append puts a decision last again.
+func (l *Log) positionBehindForeign(ctx context.Context, subject string, seq uint64) (Position, error) {
+	var t Tail
+	deadline := time.Now().Add(l.cfg.AppendTimeout)
+	for t.LastSeq < seq {
+		t = Tail{}
+		err := l.scan(ctx, subject, 1, 0, func(f Foreign) { t.LastSeq = max(t.LastSeq, f.Seq) }, func(r Record) error {
+			if r.Seq < seq { // a decision after seq is newer than the position asked for
+				t.Records = append(t.Records, r)
+			}
+			t.LastSeq = max(t.LastSeq, r.Seq)
+			return nil
+		})
+		if err != nil {
+			return Position{}, err
+		}
+		if t.LastSeq >= seq {
+			break
+		}
+		if time.Now().After(deadline) { // a replica behind the leader that named seq
+			return Position{}, fmt.Errorf("read %s up to seq %d: the log did not reach it within %s", subject, seq, l.cfg.AppendTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return Position{}, ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	p := t.Position(Position{})
+	p.Seq = seq
+	return p, nil
 }
 
 // leaderGet reads one message through the stream leader: by sequence, or

@@ -43,27 +43,6 @@ func TestLargeDecisionsAreReadInFullAcrossShortBatches(t *testing.T) {
 	}
 }
 
-// TestForeignMessageIsSkippedByReadFromAndRefusedByLoad: something that is
-// not esjet published to an aggregate subject. The whole-log reader steps
-// over it; the aggregate's own load refuses to fold it.
-func TestForeignMessageIsSkippedByReadFromAndRefusedByLoad(t *testing.T) {
-	t.Parallel()
-	s := natstest.RunServer(t)
-	h := provisioned([]*server.Server{s}, 1)(t, Config{})
-	before := mustAppend(t, h, decision("doc", "ok1", "edited"), Position{})
-	if _, err := h.js.Publish(t.Context(), h.ns+".evt.doc.bad", []byte("not an envelope")); err != nil {
-		t.Fatal(err)
-	}
-	after := mustAppend(t, h, decision("doc", "ok2", "edited"), Position{})
-	all, err := h.log.ReadFrom(t.Context(), 0, 0)
-	if err != nil || len(all) != 2 || all[0].Seq != before.Seq || all[1].Seq != after.Seq {
-		t.Fatalf("ReadFrom: %+v %v; want the two decisions around the foreign message", all, err)
-	}
-	if _, err := h.log.Load(t.Context(), "doc", "bad", Position{}); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("Load of the aggregate with the foreign message: %v, want ErrCorrupt", err)
-	}
-}
-
 func TestDeliverAfterBeyondMaxDelayIsRefused(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)

@@ -20,15 +20,28 @@ type loadOpts struct{ atLeast uint64 }
 // follower may not have applied the newest message yet.
 func AtLeast(seq uint64) LoadOption { return func(o *loadOpts) { o.atLeast = seq } }
 
-// Load returns the aggregate's records stored after position after (the zero
-// Position: its whole history), in order, with upcasters applied. It reads
-// with batched direct get: no consumer is created. A gap in the versions is
-// reported as [ErrCorrupt] rather than folded.
+// Load returns the aggregate's decisions stored after position after (the
+// zero Position: its whole history), in order, with upcasters applied. It
+// reads with batched direct get: no consumer is created. A gap in the
+// versions is reported as [ErrCorrupt] rather than folded. A message on the
+// subject that is not an esjet decision is skipped (see [Log.LoadTail], which
+// also returns it and the position that counts it).
 //
 // On a replicated stream a read may be served by a follower a few
 // milliseconds behind the leader; appends stay safe (they expect a position
 // and conflict on a stale one), and [AtLeast] waits for a known write.
 func (l *Log) Load(ctx context.Context, typ, id string, after Position, opts ...LoadOption) ([]Record, error) {
+	t, err := l.LoadTail(ctx, typ, id, after, opts...)
+	return t.Records, err
+}
+
+// LoadTail is [Log.Load] with what it stepped over: the foreign messages
+// on the aggregate's subject (each logged at WARN the first time this Log
+// meets it, and counted by [Log.ForeignSkipped]) and the subject's last
+// sequence read, foreign or not. An aggregate whose subject received a stray
+// message stays usable: [Tail.Position] is where its next append must expect
+// it to stand.
+func (l *Log) LoadTail(ctx context.Context, typ, id string, after Position, opts ...LoadOption) (Tail, error) {
 	var o loadOpts
 	for _, opt := range opts {
 		opt(&o)
@@ -38,52 +51,55 @@ func (l *Log) Load(ctx context.Context, typ, id string, after Position, opts ...
 	}
 	deadline := time.Now().Add(l.cfg.AppendTimeout)
 	for {
-		recs, err := l.load(ctx, typ, id, after)
-		if err != nil || (len(recs) > 0 && recs[len(recs)-1].Seq >= o.atLeast) {
-			return recs, err
+		t, err := l.load(ctx, typ, id, after)
+		if err != nil || t.LastSeq >= o.atLeast {
+			return t, err
 		}
 		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("load %s/%s: the log did not reach seq %d within %s", typ, id, o.atLeast, l.cfg.AppendTimeout)
+			return Tail{}, fmt.Errorf("load %s/%s: the log did not reach seq %d within %s", typ, id, o.atLeast, l.cfg.AppendTimeout)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return Tail{}, ctx.Err()
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
 }
 
-func (l *Log) load(ctx context.Context, typ, id string, after Position) ([]Record, error) {
+func (l *Log) load(ctx context.Context, typ, id string, after Position) (Tail, error) {
 	subject, err := l.names.AggregateSubject(typ, id)
 	if err != nil {
-		return nil, err
+		return Tail{}, err
 	}
-	var out []Record
+	var t Tail
 	next := after.Version + 1
-	err = l.scan(ctx, subject, after.Seq+1, 0, strict, func(r Record) error {
+	err = l.scan(ctx, subject, after.Seq+1, 0, func(f Foreign) {
+		t.Foreign = append(t.Foreign, f)
+		t.LastSeq = f.Seq
+	}, func(r Record) error {
 		// A caller that knows only the sequence (Version 0 with Seq > 0)
 		// learns the version from the first record.
-		if after.Seq > 0 && after.Version == 0 && len(out) == 0 {
+		if after.Seq > 0 && after.Version == 0 && len(t.Records) == 0 {
 			next = r.FirstVersion()
 		}
 		if r.FirstVersion() != next {
 			return fmt.Errorf("%w: %s seq %d starts at version %d, expected %d", ErrCorrupt, subject, r.Seq, r.FirstVersion(), next)
 		}
 		next = r.LastVersion() + 1
-		out = append(out, r)
+		t.Records = append(t.Records, r)
+		t.LastSeq = r.Seq
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("load %s/%s: %w", typ, id, err)
+		return Tail{}, fmt.Errorf("load %s/%s: %w", typ, id, err)
 	}
-	return out, nil
+	return t, nil
 }
 
 // ReadFrom returns up to max records of the whole log (every aggregate)
 // starting at stream sequence from (0 or 1: the beginning), in log order.
 // A message that is not an esjet decision (published to an aggregate
-// subject by something else) is logged and skipped; Load of that aggregate
-// refuses it instead, with [ErrCorrupt].
+// subject by something else) is skipped, as [Log.Load] skips it.
 // max ≤ 0 means no limit. It is for projections, tools and reconciliation;
 // the relay uses a durable consumer.
 func (l *Log) ReadFrom(ctx context.Context, from uint64, max int) ([]Record, error) {
@@ -91,7 +107,7 @@ func (l *Log) ReadFrom(ctx context.Context, from uint64, max int) ([]Record, err
 		from = 1
 	}
 	var out []Record
-	err := l.scan(ctx, l.names.EventsFilter(), from, max, skipForeign, func(r Record) error {
+	err := l.scan(ctx, l.names.EventsFilter(), from, max, func(Foreign) {}, func(r Record) error {
 		out = append(out, r)
 		return nil
 	})
@@ -103,17 +119,9 @@ func (l *Log) ReadFrom(ctx context.Context, from uint64, max int) ([]Record, err
 
 // scan calls fn for each record on filter from sequence from, batch by batch,
 // until the stream has no more or limit records were passed (limit ≤ 0: no
-// limit).
-// scanMode says whether a scan steps over messages that are not esjet
-// decisions (logged), instead of stopping at them.
-type scanMode bool
-
-const (
-	strict      scanMode = false
-	skipForeign scanMode = true
-)
-
-func (l *Log) scan(ctx context.Context, filter string, from uint64, limit int, mode scanMode, fn func(Record) error) error {
+// limit). A message that is not an esjet decision goes to foreign instead
+// (after [Log.noteForeign]); a nil foreign makes it an error.
+func (l *Log) scan(ctx context.Context, filter string, from uint64, limit int, foreign func(Foreign), fn func(Record) error) error {
 	seen := 0
 	for {
 		batch := l.cfg.LoadBatch
@@ -124,8 +132,10 @@ func (l *Log) scan(ctx context.Context, filter string, from uint64, limit int, m
 			from = m.Sequence + 1
 			rec, err := l.decode(m)
 			var de *DecodeError
-			if mode == skipForeign && errors.As(err, &de) {
-				l.logger.Warn("not an esjet decision; skipped", "subject", m.Subject, "seq", m.Sequence, "error", err)
+			if foreign != nil && errors.As(err, &de) {
+				f := Foreign{Seq: m.Sequence, Subject: m.Subject, Stored: m.Time, Size: len(m.Data), Reason: de.Err.Error()}
+				l.noteForeign(f)
+				foreign(f)
 				return nil
 			}
 			if err != nil {

@@ -71,6 +71,8 @@ type Log struct {
 	// a direct get any replica may answer: for the reads that decide an
 	// append's outcome or a conflict's actual position.
 	leader nats.JetStreamContext
+	// foreign: the foreign messages met and logged (foreign.go).
+	foreign foreignSeen
 }
 
 // Open returns the Log of namespace ns. The streams must exist (see
