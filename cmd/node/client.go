@@ -100,64 +100,132 @@ func newStateCmd(g *globals) *cobra.Command {
 
 func newEventsCmd(g *globals) *cobra.Command {
 	var asJSON bool
+	var pageSize int
 	cmd := &cobra.Command{
 		Use:   "events <type> <id>",
 		Short: "Print an aggregate's history: versions, event types, times, ids, and the commands issued",
-		Args:  cobra.ExactArgs(2),
+		Long: `Print an aggregate's whole history. The node answers it in pages (at most
+` + strconv.Itoa(api.MaxPageLimit) + ` events each, following next_after); this command reads every page.`,
+		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkTokens(args[0], args[1]); err != nil {
 				return err
 			}
-			return g.request(cmd, args[0], fmt.Sprintf("%s.%s.events", args[0], args[1]), nil, nil, func(w io.Writer, data []byte) error {
-				if asJSON {
-					return printJSON(w, data)
-				}
-				var h api.History
-				if err := json.Unmarshal(data, &h); err != nil {
-					return err
-				}
-				printHistory(w, h)
-				return nil
-			})
+			c, err := g.dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.close()
+			h, err := c.history(cmd.Context(), args[0], args[1], pageSize)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(g.stdout)
+				enc.SetEscapeHTML(false)
+				enc.SetIndent("", "  ")
+				return enc.Encode(h)
+			}
+			printHistory(g.stdout, h)
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
+	cmd.Flags().IntVar(&pageSize, "page-size", api.MaxPageLimit, "events per request (1-"+strconv.Itoa(api.MaxPageLimit)+")")
 	return cmd
 }
 
-// request sends one API request about aggregate type typ to the node the
-// config describes and prints the reply with show, or turns an API error
-// into a message and exit code 1.
-func (g *globals) request(cmd *cobra.Command, typ, suffix string, body []byte, hdr nats.Header, show func(io.Writer, []byte) error) error {
+// client is a connection to the node the config describes, for API requests.
+type client struct {
+	nc *nats.Conn
+	ns string
+}
+
+func (g *globals) dial(cmd *cobra.Command) (*client, error) {
 	cfg, err := g.load(cmd.Flags())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 	defer cancel()
 	nc, err := broker.Connect(ctx, cfg, "esjet "+cmd.Name())
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer nc.Close()
-	msg := nats.NewMsg(api.SubjectPrefix(cfg.Namespace) + "." + suffix)
+	return &client{nc: nc, ns: cfg.Namespace}, nil
+}
+
+func (c *client) close() { c.nc.Close() }
+
+// call sends one API request about aggregate type typ (suffix follows
+// esjet.<ns>.) and returns the reply's body, or the API error as a message
+// for exit code 1.
+func (c *client) call(ctx context.Context, typ, suffix string, body []byte, hdr nats.Header) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	msg := nats.NewMsg(api.SubjectPrefix(c.ns) + "." + suffix)
 	msg.Data = body
 	for k, vs := range hdr {
 		for _, v := range vs {
 			msg.Header.Add(k, v)
 		}
 	}
-	reply, err := nc.RequestMsgWithContext(ctx, msg)
+	reply, err := c.nc.RequestMsgWithContext(ctx, msg)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return noResponders(ctx, nc, cfg.Namespace, typ)
+		return nil, noResponders(ctx, c.nc, c.ns, typ)
 	}
 	if err != nil {
-		return fmt.Errorf("request %s: %w", msg.Subject, err)
+		return nil, fmt.Errorf("request %s: %w", msg.Subject, err)
 	}
 	if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
-		return apiError(code, reply)
+		return nil, apiError(code, reply)
 	}
-	return show(g.stdout, reply.Data)
+	return reply.Data, nil
+}
+
+// history reads every page of an aggregate's history into one.
+func (c *client) history(ctx context.Context, typ, id string, pageSize int) (api.History, error) {
+	var all api.History
+	var after uint64
+	for {
+		hdr := nats.Header{}
+		hdr.Set(api.HeaderAfterVersion, strconv.FormatUint(after, 10))
+		hdr.Set(api.HeaderLimit, strconv.Itoa(pageSize))
+		data, err := c.call(ctx, typ, fmt.Sprintf("%s.%s.events", typ, id), nil, hdr)
+		if err != nil {
+			return all, err
+		}
+		var page api.History
+		if err := json.Unmarshal(data, &page); err != nil {
+			return all, fmt.Errorf("history page after version %d: %w", after, err)
+		}
+		if after == 0 {
+			all = page
+		} else {
+			all.Events = append(all.Events, page.Events...)
+			all.Commands = append(all.Commands, page.Commands...)
+		}
+		if page.NextAfter == 0 || page.NextAfter <= after {
+			all.NextAfter = 0
+			return all, nil
+		}
+		after = page.NextAfter
+	}
+}
+
+// request sends one API request about aggregate type typ and prints the
+// reply with show.
+func (g *globals) request(cmd *cobra.Command, typ, suffix string, body []byte, hdr nats.Header, show func(io.Writer, []byte) error) error {
+	c, err := g.dial(cmd)
+	if err != nil {
+		return err
+	}
+	defer c.close()
+	data, err := c.call(cmd.Context(), typ, suffix, body, hdr)
+	if err != nil {
+		return err
+	}
+	return show(g.stdout, data)
 }
 
 // noResponders explains a request nobody answered: no node serves the

@@ -60,8 +60,39 @@ func TestClientAgainstARunningNode(t *testing.T) {
 		t.Errorf("bad payload: %v", err)
 	}
 
+	// esjet events reads every page.
+	if _, err := esjet("send", "trip", "p1", "request_trip", `{"traveler":"ada","destination":"Lisbon","budget":100000,"flight_price":40000,"hotel_price":30000}`); err != nil {
+		t.Fatal(err)
+	}
+	for _, note := range []string{"a", "b", "c", "d"} {
+		if _, err := esjet("send", "trip", "p1", "add_note", `{"text":"`+note+`"}`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := esjet("events", "trip", "p1", "--json", "--page-size", "2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h struct {
+		Events []struct {
+			Version uint64 `json:"version"`
+		} `json:"events"`
+		NextAfter uint64 `json:"next_after"`
+	}
+	if err := json.Unmarshal([]byte(out), &h); err != nil {
+		t.Fatalf("%s: %v", out, err)
+	}
+	if len(h.Events) < 5 || h.NextAfter != 0 {
+		t.Errorf("esjet events in pages of 2 printed %d events (next_after %d), want every one of at least 5", len(h.Events), h.NextAfter)
+	}
+	for i, e := range h.Events {
+		if e.Version != uint64(i)+1 {
+			t.Fatalf("event %d has version %d: pages overlap or skip", i, e.Version)
+		}
+	}
+
 	// esjet version and the micro service report the same version.
-	out, err := esjet("version")
+	out, err = esjet("version")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@
 //	operation        NATS subject                          HTTP
 //	send a command   esjet.<ns>.<type>.<id>.<command>       POST /v1/<type>/<id>/<command>
 //	current state    esjet.<ns>.<type>.<id>.state           GET  /v1/<type>/<id>
-//	history          esjet.<ns>.<type>.<id>.events          GET  /v1/<type>/<id>/events
+//	history          esjet.<ns>.<type>.<id>.events          GET  /v1/<type>/<id>/events?after=&limit=
 //	raw append       esjet.<ns>.raw.append.<type>.<id>      POST /v1/raw/<type>/<id>/events
 //	raw load         esjet.<ns>.raw.events.<type>.<id>      GET  /v1/raw/<type>/<id>/events
 //	list types       esjet.<ns>.types                       GET  /v1/types
@@ -15,6 +15,10 @@
 // repository) → internal/streams (the EVENTS stream). The API owns its
 // route words: no aggregate type or command kind may be one of
 // [RouteWords], and [New] refuses a registry that uses one.
+//
+// History reads are paged ([Page], at most [MaxPageLimit] events, a
+// next_after cursor). On NATS every subject under esjet.<ns>.> is answered,
+// as HTTP answers every path: see [Service.StartMicro].
 //
 // A command's body is its JSON payload; the Idempotency-Key header makes a
 // retry safe. Errors carry a status (400 bad input, 404 unknown type, route

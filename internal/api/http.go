@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 )
 
@@ -103,16 +102,13 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 }
 
 func (s *Service) events(w http.ResponseWriter, r *http.Request, typed bool) {
-	var after uint64
-	if a := r.URL.Query().Get("after"); a != "" {
-		v, err := strconv.ParseUint(a, 10, 64)
-		if err != nil {
-			s.reply(w, 0, nil, &Error{Status: 400, Code: "bad_request", Message: "after must be a version number, got " + strconv.Quote(a)})
-			return
-		}
-		after = v
+	q := r.URL.Query()
+	p, err := parsePage(q.Get("after"), q.Get("limit"), "after", "limit")
+	if err != nil {
+		s.reply(w, 0, nil, err)
+		return
 	}
-	h, err := s.Events(r.Context(), r.PathValue("type"), r.PathValue("id"), after, typed)
+	h, err := s.EventsPage(r.Context(), r.PathValue("type"), r.PathValue("id"), p, typed)
 	s.reply(w, http.StatusOK, h, err)
 }
 

@@ -48,9 +48,20 @@ const ServiceName = "esjet"
 // SubjectPrefix is where the namespace's API listens: esjet.<ns>.
 func SubjectPrefix(ns string) string { return "esjet." + ns }
 
-// StartMicro registers the micro service on nc: one endpoint group per
-// aggregate type (esjet.<ns>.<type>.<id>.<command|state|events>), the raw
-// event-store group and a types endpoint. version must be semver.
+// StartMicro registers the micro service on nc: one endpoint per aggregate
+// type (esjet.<ns>.<type>.*.*: <id>.<command|state|events>), the raw
+// event-store endpoints, a types endpoint, and a catch-all endpoint on
+// esjet.<ns>.> that answers what no other endpoint serves — an unknown type,
+// an id with a dot, a subject of the wrong shape — with the error HTTP
+// gives. version must be semver.
+//
+// All endpoints share one queue group, and NATS picks one member of a queue
+// group among every subscription that matches, whatever its subject: the
+// catch-all receives some requests meant for a typed endpoint. So every
+// endpoint routes by the whole subject ([routeSubject]), and any of them
+// answers any request the same; the typed endpoints are there to be
+// discovered (`nats micro info esjet`). Stats (under "data") are counted by
+// the route, not by the subscription that happened to receive the request.
 func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, error) {
 	ms := &MicroService{s: s, nc: nc, sem: make(chan struct{}, 256), timeout: 10 * time.Second, stats: map[string]*endpointStats{}}
 	svc, err := micro.AddService(nc, micro.Config{
@@ -72,51 +83,21 @@ func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, erro
 		return nil, fmt.Errorf("start micro service: %w", err)
 	}
 	ms.svc = svc
-	prefix := SubjectPrefix(s.ns)
-	add := func(g micro.Group, name, subject string, h func(micro.Request) (any, error)) error {
-		return g.AddEndpoint(name, micro.HandlerFunc(ms.async(name, h)), micro.WithEndpointSubject(subject),
-			micro.WithEndpointQueueGroup("esjet-"+s.ns))
+	queue := micro.WithEndpointQueueGroup("esjet-" + s.ns)
+	h := micro.HandlerFunc(ms.dispatch)
+	add := func(g micro.Group, name, subject string) error {
+		return g.AddEndpoint(name, h, micro.WithEndpointSubject(subject), queue)
 	}
 	var errs []error
-	root := svc.AddGroup(prefix, micro.WithGroupQueueGroup("esjet-"+s.ns))
-	errs = append(errs, add(root, "types", "types", func(micro.Request) (any, error) { return s.Types(), nil }))
+	root := svc.AddGroup(SubjectPrefix(s.ns), micro.WithGroupQueueGroup("esjet-"+s.ns))
+	errs = append(errs, add(root, endpointTypes, "types"))
 	for _, typ := range s.repo.Registry().Types() {
-		g := root.AddGroup(typ)
-		errs = append(errs, add(g, typ, "*.*", func(req micro.Request) (any, error) {
-			id, op := lastTwo(req.Subject())
-			ctx, cancel := context.WithTimeout(context.Background(), ms.timeout)
-			defer cancel()
-			switch op {
-			case "state":
-				return s.State(ctx, typ, id)
-			case "events":
-				after, err := afterOf(req)
-				if err != nil {
-					return nil, err
-				}
-				return s.Events(ctx, typ, id, after, true)
-			default:
-				return s.Send(ctx, typ, id, op, req.Data(), microMeta(req))
-			}
-		}))
+		errs = append(errs, add(root.AddGroup(typ), typ, "*.*"))
 	}
 	raw := root.AddGroup("raw")
-	errs = append(errs, add(raw, "raw_append", "append.*.*", func(req micro.Request) (any, error) {
-		typ, id := lastTwo(req.Subject())
-		ctx, cancel := context.WithTimeout(context.Background(), ms.timeout)
-		defer cancel()
-		return s.AppendRaw(ctx, typ, id, req.Data(), microMeta(req))
-	}))
-	errs = append(errs, add(raw, "raw_events", "events.*.*", func(req micro.Request) (any, error) {
-		typ, id := lastTwo(req.Subject())
-		ctx, cancel := context.WithTimeout(context.Background(), ms.timeout)
-		defer cancel()
-		after, err := afterOf(req)
-		if err != nil {
-			return nil, err
-		}
-		return s.Events(ctx, typ, id, after, false)
-	}))
+	errs = append(errs, add(raw, endpointRawAppend, "append.*.*"))
+	errs = append(errs, add(raw, endpointRawEvents, "events.*.*"))
+	errs = append(errs, add(root, endpointUnrouted, ">"))
 	for _, err := range errs {
 		if err != nil {
 			_ = svc.Stop()
@@ -124,6 +105,44 @@ func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, erro
 		}
 	}
 	return ms, nil
+}
+
+// dispatch answers one request by its subject, whichever endpoint got it.
+func (ms *MicroService) dispatch(req micro.Request) {
+	r, rerr := routeSubject(SubjectPrefix(ms.s.ns), req.Subject())
+	if r.typ != "" && r.op != opRawAppend && r.op != opRawEvents {
+		if _, err := ms.s.repo.Registry().Get(r.typ); err != nil {
+			r.endpoint = endpointUnrouted // counted where the request landed for good
+		}
+	}
+	ms.async(r.endpoint, func(req micro.Request) (any, error) {
+		if rerr != nil {
+			return nil, rerr
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), ms.timeout)
+		defer cancel()
+		return ms.s.serve(ctx, r, req)
+	})(req)
+}
+
+// serve runs the operation r names.
+func (s *Service) serve(ctx context.Context, r route, req micro.Request) (any, error) {
+	switch r.op {
+	case opTypes:
+		return s.Types(), nil
+	case opState:
+		return s.State(ctx, r.typ, r.id)
+	case opEvents, opRawEvents:
+		page, err := microPage(req)
+		if err != nil {
+			return nil, err
+		}
+		return s.EventsPage(ctx, r.typ, r.id, page, r.op == opEvents)
+	case opRawAppend:
+		return s.AppendRaw(ctx, r.typ, r.id, req.Data(), microMeta(req))
+	default:
+		return s.Send(ctx, r.typ, r.id, r.kind, req.Data(), microMeta(req))
+	}
 }
 
 // async runs h on its own goroutine (bounded), so one slow aggregate does
@@ -224,28 +243,15 @@ func (ms *MicroService) Stop() error {
 	return err
 }
 
-func lastTwo(subject string) (string, string) {
-	toks := strings.Split(subject, ".")
-	if len(toks) < 2 {
-		return "", ""
-	}
-	return toks[len(toks)-2], toks[len(toks)-1]
-}
-
-// HeaderAfterVersion asks the events operation for the events after a
-// version (HTTP: ?after=N).
-const HeaderAfterVersion = "Esjet-After-Version"
-
-func afterOf(req micro.Request) (uint64, error) {
-	h := req.Headers().Get(HeaderAfterVersion)
-	if h == "" {
-		return 0, nil
-	}
-	v, err := strconv.ParseUint(h, 10, 64)
+// microPage reads a history request's page from its headers, then its
+// optional JSON body.
+func microPage(req micro.Request) (Page, error) {
+	h := req.Headers()
+	p, err := parsePage(h.Get(HeaderAfterVersion), h.Get(HeaderLimit), HeaderAfterVersion, HeaderLimit)
 	if err != nil {
-		return 0, &Error{Status: 400, Code: "bad_request", Message: HeaderAfterVersion + " must be a version number, got " + strconv.Quote(h)}
+		return p, err
 	}
-	return v, nil
+	return pageBody(req.Data(), p)
 }
 
 func microMeta(req micro.Request) Meta {

@@ -2,12 +2,9 @@ package api
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/esjet/esjet/internal/aggregate"
-	"github.com/esjet/esjet/internal/streams"
 )
 
 // Service implements the operations both surfaces serve.
@@ -75,80 +72,6 @@ func (s *Service) Send(ctx context.Context, typ, id, kind string, body []byte, m
 // State returns an aggregate's current state.
 func (s *Service) State(ctx context.Context, typ, id string) (aggregate.State, error) {
 	return s.repo.Get(ctx, typ, id)
-}
-
-// History is an aggregate's stored events and the commands its decisions
-// issued, in order.
-type History struct {
-	AggregateType string           `json:"aggregate_type"`
-	AggregateID   string           `json:"aggregate_id"`
-	Version       uint64           `json:"version"`
-	Seq           uint64           `json:"seq"`
-	Events        []HistoryEvent   `json:"events"`
-	Commands      []HistoryCommand `json:"commands"`
-}
-
-// HistoryEvent is one stored event.
-type HistoryEvent struct {
-	ID         string    `json:"id"`
-	Type       string    `json:"type"`
-	Schema     int       `json:"schema"`
-	Version    uint64    `json:"version"`
-	Time       time.Time `json:"time"`
-	Seq        uint64    `json:"seq"`
-	DecisionID string    `json:"decision_id"`
-	Data       any       `json:"data,omitempty"`
-}
-
-// HistoryCommand is one recorded command.
-type HistoryCommand struct {
-	ID           string     `json:"id"`
-	Kind         string     `json:"kind"`
-	Seq          uint64     `json:"seq"`
-	Report       bool       `json:"report,omitempty"`
-	DeliverAfter *time.Time `json:"deliver_after,omitempty"`
-	Payload      any        `json:"payload,omitempty"`
-}
-
-// Events returns the aggregate's history after version after (0: all). It
-// works for any type token, registered or raw. requireType demands a
-// registered type (the typed routes).
-func (s *Service) Events(ctx context.Context, typ, id string, after uint64, requireType bool) (History, error) {
-	if requireType {
-		if _, err := s.repo.Registry().Get(typ); err != nil {
-			return History{}, err
-		}
-	}
-	recs, err := s.repo.Log().Load(ctx, typ, id, streams.Position{})
-	if err != nil {
-		return History{}, err
-	}
-	if len(recs) == 0 {
-		return History{}, fmt.Errorf("%w: %s/%s has no events", aggregate.ErrNotFound, typ, id)
-	}
-	h := History{AggregateType: typ, AggregateID: id, Events: []HistoryEvent{}, Commands: []HistoryCommand{}}
-	for _, r := range recs {
-		h.Version, h.Seq = r.LastVersion(), r.Seq
-		if r.LastVersion() <= after {
-			continue
-		}
-		for _, e := range r.Events {
-			if e.Version <= after {
-				continue
-			}
-			h.Events = append(h.Events, HistoryEvent{ID: e.ID, Type: e.Type, Schema: e.Schema, Version: e.Version,
-				Time: e.Time, Seq: r.Seq, DecisionID: r.ID, Data: rawJSON(e.Data)})
-		}
-		for _, c := range r.Commands {
-			hc := HistoryCommand{ID: c.ID, Kind: c.Kind, Seq: r.Seq, Report: c.Report, Payload: rawJSON(c.Payload)}
-			if !c.DeliverAfter.IsZero() {
-				t := c.DeliverAfter
-				hc.DeliverAfter = &t
-			}
-			h.Commands = append(h.Commands, hc)
-		}
-	}
-	return h, nil
 }
 
 // AppendRaw appends events from a service without a Decide in esjet.

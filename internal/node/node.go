@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -425,12 +426,14 @@ func (n *Node) startHTTP() error {
 	return nil
 }
 
-// handleReady answers 200 while NATS is connected and JetStream answers.
+// handleReady answers 200 while NATS is connected, JetStream answers and
+// every stream and bucket of the namespace exists (EVENTS, OUTBOX, DLQ, the
+// snapshots and receipts buckets); otherwise 503 naming what is missing.
 func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	body := map[string]any{"namespace": n.cfg.Namespace, "nats": n.broker.Conn().Status().String()}
-	if _, err := n.broker.JetStream().AccountInfo(ctx); err != nil {
+	if err := n.ready(ctx); err != nil {
 		body["status"] = "unavailable"
 		body["error"] = err.Error()
 		writeJSON(w, http.StatusServiceUnavailable, body)
@@ -438,6 +441,30 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 	}
 	body["status"] = "ready"
 	writeJSON(w, http.StatusOK, body)
+}
+
+// ready checks JetStream and the namespace's streams and buckets.
+func (n *Node) ready(ctx context.Context) error {
+	js := n.broker.JetStream()
+	if _, err := js.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("JetStream does not answer: %w", err)
+	}
+	names := streams.NamesFor(n.cfg.Namespace)
+	var missing []string
+	for _, s := range []string{names.Events, names.Outbox, names.DLQ, "KV_" + names.Snapshots, "KV_" + names.Receipts} {
+		_, err := js.Stream(ctx, s)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			missing = append(missing, s)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", s, err)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("namespace %s is missing %s: restart the node to provision it again (esjet streams shows what exists)", n.cfg.Namespace, strings.Join(missing, ", "))
+	}
+	return nil
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) { api.WriteJSON(w, code, v) }

@@ -1,0 +1,183 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/esjet/esjet/internal/aggregate"
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// History is one page of an aggregate's stored events and the commands its
+// decisions issued, in order.
+type History struct {
+	AggregateType string `json:"aggregate_type"`
+	AggregateID   string `json:"aggregate_id"`
+	// Version and Seq are the aggregate's current ones, whatever the page.
+	Version  uint64           `json:"version"`
+	Seq      uint64           `json:"seq"`
+	Events   []HistoryEvent   `json:"events"`
+	Commands []HistoryCommand `json:"commands"`
+	// NextAfter is the cursor of the next page (pass it as after) when
+	// events follow this page; absent on the last page.
+	NextAfter uint64 `json:"next_after,omitempty"`
+}
+
+// HistoryEvent is one stored event.
+type HistoryEvent struct {
+	ID         string    `json:"id"`
+	Type       string    `json:"type"`
+	Schema     int       `json:"schema"`
+	Version    uint64    `json:"version"`
+	Time       time.Time `json:"time"`
+	Seq        uint64    `json:"seq"`
+	DecisionID string    `json:"decision_id"`
+	Data       any       `json:"data,omitempty"`
+}
+
+// HistoryCommand is one recorded command.
+type HistoryCommand struct {
+	ID           string     `json:"id"`
+	Kind         string     `json:"kind"`
+	Seq          uint64     `json:"seq"`
+	Report       bool       `json:"report,omitempty"`
+	DeliverAfter *time.Time `json:"deliver_after,omitempty"`
+	Payload      any        `json:"payload,omitempty"`
+}
+
+// Page selects part of a history: at most Limit events after version After.
+type Page struct {
+	After uint64
+	// Limit caps the events returned: 1 to [MaxPageLimit]; 0 means
+	// [DefaultPageLimit].
+	Limit int
+}
+
+// History page sizes: a read answers a bounded amount whatever the
+// aggregate's length.
+const (
+	DefaultPageLimit = 100
+	MaxPageLimit     = 1000
+)
+
+// Header names of a NATS history read (HTTP: ?after=N&limit=N). A JSON body
+// {"after": N, "limit": N} says the same.
+const (
+	HeaderAfterVersion = "Esjet-After-Version"
+	HeaderLimit        = "Esjet-Limit"
+)
+
+// Events returns the aggregate's whole history after version after (0:
+// all), for in-process callers; the API's surfaces read it in pages
+// ([Service.EventsPage]). requireType demands a registered type.
+func (s *Service) Events(ctx context.Context, typ, id string, after uint64, requireType bool) (History, error) {
+	return s.history(ctx, typ, id, after, -1, requireType)
+}
+
+// EventsPage returns one page of the aggregate's history. It works for any
+// type token, registered or raw; requireType demands a registered type (the
+// typed routes).
+func (s *Service) EventsPage(ctx context.Context, typ, id string, p Page, requireType bool) (History, error) {
+	if p.Limit == 0 {
+		p.Limit = DefaultPageLimit
+	}
+	if p.Limit < 1 || p.Limit > MaxPageLimit {
+		return History{}, &Error{Status: 400, Code: "bad_request",
+			Message: fmt.Sprintf("limit must be 1 to %d events, got %d", MaxPageLimit, p.Limit)}
+	}
+	return s.history(ctx, typ, id, p.After, p.Limit, requireType)
+}
+
+// history reads the events after version after, at most limit (< 0: all).
+// A decision's commands are listed with the page that holds its last event.
+func (s *Service) history(ctx context.Context, typ, id string, after uint64, limit int, requireType bool) (History, error) {
+	if requireType {
+		if _, err := s.repo.Registry().Get(typ); err != nil {
+			return History{}, err
+		}
+	}
+	recs, err := s.repo.Log().Load(ctx, typ, id, streams.Position{})
+	if err != nil {
+		return History{}, err
+	}
+	if len(recs) == 0 {
+		return History{}, fmt.Errorf("%w: %s/%s has no events", aggregate.ErrNotFound, typ, id)
+	}
+	last := recs[len(recs)-1]
+	h := History{AggregateType: typ, AggregateID: id, Version: last.LastVersion(), Seq: last.Seq,
+		Events: []HistoryEvent{}, Commands: []HistoryCommand{}}
+	for _, r := range recs {
+		if r.LastVersion() <= after {
+			continue
+		}
+		for _, e := range r.Events {
+			if e.Version <= after {
+				continue
+			}
+			if limit >= 0 && len(h.Events) == limit {
+				h.NextAfter = h.Events[len(h.Events)-1].Version
+				return h, nil
+			}
+			h.Events = append(h.Events, HistoryEvent{ID: e.ID, Type: e.Type, Schema: e.Schema, Version: e.Version,
+				Time: e.Time, Seq: r.Seq, DecisionID: r.ID, Data: rawJSON(e.Data)})
+		}
+		for _, c := range r.Commands {
+			hc := HistoryCommand{ID: c.ID, Kind: c.Kind, Seq: r.Seq, Report: c.Report, Payload: rawJSON(c.Payload)}
+			if !c.DeliverAfter.IsZero() {
+				t := c.DeliverAfter
+				hc.DeliverAfter = &t
+			}
+			h.Commands = append(h.Commands, hc)
+		}
+	}
+	return h, nil
+}
+
+// parsePage reads after and limit as given in a query or header ("" for
+// absent); name tells the user where each came from.
+func parsePage(after, limit, afterName, limitName string) (Page, error) {
+	var p Page
+	if after != "" {
+		v, err := strconv.ParseUint(after, 10, 64)
+		if err != nil {
+			return p, &Error{Status: 400, Code: "bad_request", Message: afterName + " must be a version number, got " + strconv.Quote(after)}
+		}
+		p.After = v
+	}
+	if limit != "" {
+		v, err := strconv.Atoi(limit)
+		if err != nil || v < 1 || v > MaxPageLimit {
+			return p, &Error{Status: 400, Code: "bad_request",
+				Message: fmt.Sprintf("%s must be 1 to %d events, got %s", limitName, MaxPageLimit, strconv.Quote(limit))}
+		}
+		p.Limit = v
+	}
+	return p, nil
+}
+
+// pageBody reads a NATS history request's optional JSON body.
+func pageBody(body []byte, p Page) (Page, error) {
+	if len(body) == 0 {
+		return p, nil
+	}
+	var b struct {
+		After *uint64 `json:"after"`
+		Limit *int    `json:"limit"`
+	}
+	if err := decodeStrict(body, &b); err != nil {
+		return p, &Error{Status: 400, Code: "bad_request", Message: `history request body must be {"after": <version>, "limit": <1-` +
+			strconv.Itoa(MaxPageLimit) + `>} or empty: ` + userMessage(err.Error())}
+	}
+	if b.After != nil {
+		p.After = *b.After
+	}
+	if b.Limit != nil {
+		if *b.Limit < 1 || *b.Limit > MaxPageLimit {
+			return p, &Error{Status: 400, Code: "bad_request", Message: fmt.Sprintf("limit must be 1 to %d events, got %d", MaxPageLimit, *b.Limit)}
+		}
+		p.Limit = *b.Limit
+	}
+	return p, nil
+}

@@ -1,0 +1,72 @@
+package api
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Operations a request can name.
+const (
+	opSend      = "send"
+	opState     = "state"
+	opEvents    = "events"
+	opRawAppend = "raw_append"
+	opRawEvents = "raw_events"
+	opTypes     = "types"
+)
+
+// Micro endpoint names (besides one per aggregate type, named after it).
+const (
+	endpointTypes     = "types"
+	endpointRawAppend = "raw_append"
+	endpointRawEvents = "raw_events"
+	endpointUnrouted  = "unrouted"
+)
+
+// NATSRoutes lists the micro service's subjects, for the message of a
+// request to a subject of the wrong shape.
+var NATSRoutes = []string{
+	"<type>.<id>.<command>", "<type>.<id>.state", "<type>.<id>.events",
+	"raw.append.<type>.<id>", "raw.events.<type>.<id>", "types",
+}
+
+// route is what a subject asks for.
+type route struct {
+	op       string
+	typ, id  string
+	kind     string // opSend only
+	endpoint string // the endpoint its stats are counted under
+}
+
+// routeSubject reads a request subject under prefix (esjet.<ns>) the way
+// the HTTP gateway reads a path, so both surfaces answer alike: the type is
+// the first token, the operation or command the last, and everything
+// between is the id — an id with a dot is then refused as an invalid id
+// (400), as HTTP refuses /v1/trip/a.b, instead of going unanswered. A
+// subject of no known shape is answered 404 no_route.
+func routeSubject(prefix, subject string) (route, error) {
+	rest, ok := strings.CutPrefix(subject, prefix+".")
+	toks := strings.Split(rest, ".")
+	switch {
+	case !ok:
+	case len(toks) == 1 && toks[0] == "types":
+		return route{op: opTypes, endpoint: endpointTypes}, nil
+	case len(toks) >= 4 && toks[0] == "raw" && toks[1] == "append":
+		return route{op: opRawAppend, typ: toks[2], id: strings.Join(toks[3:], "."), endpoint: endpointRawAppend}, nil
+	case len(toks) >= 4 && toks[0] == "raw" && toks[1] == "events":
+		return route{op: opRawEvents, typ: toks[2], id: strings.Join(toks[3:], "."), endpoint: endpointRawEvents}, nil
+	case len(toks) >= 3:
+		r := route{typ: toks[0], id: strings.Join(toks[1:len(toks)-1], "."), endpoint: toks[0]}
+		switch last := toks[len(toks)-1]; last {
+		case "state":
+			r.op = opState
+		case "events":
+			r.op = opEvents
+		default:
+			r.op, r.kind = opSend, last
+		}
+		return r, nil
+	}
+	return route{endpoint: endpointUnrouted}, &Error{Status: 404, Code: "no_route",
+		Message: fmt.Sprintf("no route for subject %s; the subjects are %s.%s", subject, prefix, strings.Join(NATSRoutes, ", "+prefix+"."))}
+}
