@@ -57,13 +57,16 @@ func (c *RelayConfig) setDefaults() {
 
 // RelayStats are counters since the relay started.
 type RelayStats struct {
-	Decisions   int64  // decisions acked
-	Commands    int64  // commands published (first time)
-	Duplicates  int64  // commands OUTBOX already had (a redelivery after a crash)
-	Scheduled   int64  // delayed commands published as schedules
-	Failures    int64  // publish failures (the decisions are redelivered)
-	Undecodable int64  // messages on EVENTS that are not esjet decisions (skipped)
-	LastSeq     uint64 // EVENTS sequence of the last decision acked
+	Decisions   int64 // decisions acked
+	Commands    int64 // commands published (first time)
+	Duplicates  int64 // commands OUTBOX already had (a redelivery after a crash): not published again, or dropped by its window
+	Scheduled   int64 // delayed commands published as schedules
+	Failures    int64 // publish failures (the decisions are redelivered)
+	Undecodable int64 // messages on EVENTS that are not esjet decisions (skipped)
+	// Scanned: OUTBOX messages read to find what redelivered decisions had
+	// already published (zero while no decision comes back).
+	Scanned int64
+	LastSeq uint64 // EVENTS sequence of the last decision acked
 }
 
 // Relay moves recorded commands from EVENTS to OUTBOX. Run it on every
@@ -76,8 +79,16 @@ type Relay struct {
 	logger *slog.Logger
 	cons   jetstream.Consumer
 
-	decisions, commands, duplicates, scheduled, failures, undecodable atomic.Int64
-	lastSeq                                                           atomic.Uint64
+	decisions, commands, duplicates, scheduled, failures, undecodable, scanned atomic.Int64
+	lastSeq                                                                    atomic.Uint64
+
+	// Exactly once without a time limit (redelivery.go): decisions stored
+	// before this time (unix ns) may have been relayed before; OUTBOX's
+	// duplicate window; the index and scanner are the Run goroutine's.
+	suspectBefore atomic.Int64
+	dedupWindow   time.Duration
+	index         *outboxIndex
+	scanner       *streams.Scanner
 }
 
 // RelayConsumerConfig is the durable consumer the relay pulls from.
@@ -118,7 +129,13 @@ func NewRelay(ctx context.Context, js jetstream.JetStream, ns string, cfg RelayC
 	if err != nil {
 		return nil, fmt.Errorf("relay consumer on %s: %w", names.Events, err)
 	}
-	return &Relay{js: own, names: names, cfg: cfg, logger: logger.With("component", "relay", "consumer", ConsumerName), cons: cons}, nil
+	var window time.Duration // unknown: extend the index at every lookup
+	if st, err := js.Stream(ctx, names.Outbox); err == nil {
+		window = st.CachedInfo().Config.Duplicates
+	}
+	r := &Relay{js: own, names: names, cfg: cfg, logger: logger.With("component", "relay", "consumer", ConsumerName), cons: cons,
+		dedupWindow: window}
+	return r, nil
 }
 
 // relayConsumer creates or updates the relay's durable consumer. A consumer
@@ -148,7 +165,7 @@ func relayConsumer(ctx context.Context, js jetstream.JetStream, names streams.Na
 func (r *Relay) Stats() RelayStats {
 	return RelayStats{
 		Decisions: r.decisions.Load(), Commands: r.commands.Load(), Duplicates: r.duplicates.Load(),
-		Scheduled: r.scheduled.Load(), Failures: r.failures.Load(), Undecodable: r.undecodable.Load(),
+		Scheduled: r.scheduled.Load(), Failures: r.failures.Load(), Undecodable: r.undecodable.Load(), Scanned: r.scanned.Load(),
 		LastSeq: r.lastSeq.Load(),
 	}
 }
@@ -162,13 +179,20 @@ func (r *Relay) Run(ctx context.Context) error {
 		jetstream.PullMaxMessages(r.cfg.Batch*2),
 		jetstream.PullExpiry(max(time.Second, min(r.cfg.PinnedTTL/2, 30*time.Second))),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if !errors.Is(err, jetstream.ErrPinIDMismatch) && !errors.Is(err, jetstream.ErrNoHeartbeat) {
+			if errors.Is(err, jetstream.ErrPinIDMismatch) {
+				return // a standby relay's pulls while another is pinned
+			}
+			// The server may have been restarted under us, forgetting
+			// deliveries it made: what comes next may have been relayed.
+			r.lostServer()
+			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
 				r.logger.Debug("consume", "error", err)
 			}
 		}))
 	if err != nil {
 		return fmt.Errorf("relay: consume %s: %w", r.names.Events, err)
 	}
+	r.lostServer()
 	r.logger.Info("relay started", "stream", r.names.Events)
 	defer func() {
 		cc.Stop()
@@ -184,6 +208,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			}
 			break
 		}
+		r.closeScanner()
 		r.logger.Info("relay stopped", "last_seq", r.lastSeq.Load())
 	}()
 	batch := make([]jetstream.Msg, 0, r.cfg.Batch)
@@ -217,8 +242,10 @@ func (r *Relay) Run(ctx context.Context) error {
 func (r *Relay) relay(ctx context.Context, msgs []jetstream.Msg) {
 	failpoint.Hit(failpoint.RelayBeforePublish)
 	backoff := 100 * time.Millisecond
+	check := recheckSuspect
 	for len(msgs) > 0 {
-		failedAt := r.publish(msgs)
+		failedAt := r.publish(ctx, msgs, check)
+		check = recheckAll // what did not land may have landed in part
 		failpoint.Hit(failpoint.RelayAfterPublish)
 		if failedAt > 0 {
 			r.ackThrough(ctx, msgs[:failedAt])
@@ -279,20 +306,24 @@ func (r *Relay) ackThrough(ctx context.Context, msgs []jetstream.Msg) {
 
 // publish sends the commands of msgs and waits for OUTBOX's answers. It
 // returns the index of the first decision whose commands did not all land
-// (len(msgs) when all did).
-func (r *Relay) publish(msgs []jetstream.Msg) int {
+// (len(msgs) when all did). Decisions that check selects are first looked
+// up in OUTBOX (see redelivery.go): only their commands it does not hold
+// are sent.
+func (r *Relay) publish(ctx context.Context, msgs []jetstream.Msg, check recheck) int {
 	type sent struct {
 		msg   int // index in msgs
 		fut   jetstream.PubAckFuture
 		sched bool
 	}
-	var futs []sent
-	failedAt := len(msgs)
-	now := r.cfg.Now()
+	type decision struct {
+		rec     streams.Record
+		ok      bool // an esjet decision with metadata
+		checked bool // look its commands up in OUTBOX first
+	}
+	decs := make([]decision, len(msgs))
+	var oldest time.Time
+	firstChecked := -1
 	for i, m := range msgs {
-		if failedAt < len(msgs) {
-			break // everything from the failure on is sent again anyway
-		}
 		meta, err := m.Metadata()
 		if err != nil {
 			r.logger.Error("relay: message without metadata", "subject", m.Subject(), "error", err)
@@ -304,17 +335,53 @@ func (r *Relay) publish(msgs []jetstream.Msg) int {
 			r.logger.Error("relay: not an esjet decision; skipped", "subject", m.Subject(), "seq", meta.Sequence.Stream, "error", err)
 			continue
 		}
-		rec := streams.Record{Decision: d, Seq: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp}
-		for _, c := range rec.Commands {
-			cm := wire.EncodeCommand(r.names.Namespace, rec, c, now)
+		decs[i] = decision{rec: streams.Record{Decision: d, Seq: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp}, ok: true}
+		if len(d.Commands) > 0 && (check == recheckAll || r.suspect(meta.Timestamp, meta.NumDelivered)) {
+			decs[i].checked = true
+			if firstChecked < 0 || meta.Timestamp.Before(oldest) {
+				oldest = meta.Timestamp
+			}
+			if firstChecked < 0 {
+				firstChecked = i
+			}
+		}
+	}
+	var have map[string]struct{}
+	failedAt := len(msgs)
+	if firstChecked < 0 {
+		r.forget()
+	} else {
+		var err error
+		if have, err = r.inOutbox(ctx, oldest); err != nil {
+			r.failures.Add(1)
+			r.logger.Warn("relay: cannot tell which commands of redelivered decisions OUTBOX holds; trying again", "error", err)
+			failedAt = firstChecked
+		}
+	}
+
+	var futs []sent
+	now := r.cfg.Now()
+	for i := range decs {
+		if i >= failedAt {
+			break // everything from the failure on is sent again anyway
+		}
+		dec := decs[i]
+		if !dec.ok {
+			continue
+		}
+		for _, c := range dec.rec.Commands {
+			if _, stored := have[c.ID]; stored && dec.checked {
+				r.duplicates.Add(1) // published before the decision came back
+				continue
+			}
+			cm := wire.EncodeCommand(r.names.Namespace, dec.rec, c, now)
 			fut, err := r.js.PublishMsgAsync(cm)
 			if err != nil {
 				r.logger.Warn("relay: publish", "command_id", c.ID, "error", err)
 				failedAt = min(failedAt, i)
 				break
 			}
-			sched := wire.IsSchedule(cm)
-			futs = append(futs, sent{msg: i, fut: fut, sched: sched})
+			futs = append(futs, sent{msg: i, fut: fut, sched: wire.IsSchedule(cm)})
 		}
 	}
 	// One deadline for the whole batch; once it has passed, every publish

@@ -252,12 +252,62 @@ func testRelayDelayed(t *testing.T, e *relayEnv) {
 	}
 }
 
-// TestRelayRestartedAfterTheDedupWindowStoresCopiesReconcileReports: the one
-// case the outbox cannot fold by itself. A relay whose decisions come back
-// after OUTBOX's dedup window has passed publishes their commands again;
-// reconcile names each such command as a duplicate (the workers' receipts
-// are what fold them into one effect).
-func TestRelayRestartedAfterTheDedupWindowStoresCopiesReconcileReports(t *testing.T) {
+// deadRelay does what a relay that dies at the worst moment did: it takes
+// decisions from the relay's consumer, publishes their commands to OUTBOX
+// exactly as the relay does, and never acks them. The decisions come back
+// (NumDelivered 2) after cfg.AckWait.
+func deadRelay(t *testing.T, e *relayEnv, cfg RelayConfig, n int) {
+	t.Helper()
+	ctx := t.Context()
+	names := streams.NamesFor(e.ns)
+	cons, err := e.js.CreateOrUpdateConsumer(ctx, names.Events, RelayConsumerConfig(names, cfg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(n, jetstream.FetchPriorityGroup(PriorityGroup), jetstream.FetchMaxWait(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for m := range batch.Messages() {
+		meta, _ := m.Metadata()
+		d, err := streams.Decode(m.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := streams.Record{Decision: d, Seq: meta.Sequence.Stream, Subject: m.Subject(), Stored: meta.Timestamp}
+		for _, c := range rec.Commands {
+			if _, err := e.js.PublishMsg(ctx, wire.EncodeCommand(e.ns, rec, c, time.Now())); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got++
+	}
+	if got != n {
+		t.Fatalf("dead relay took %d decisions, want %d", got, n)
+	}
+	// Its pin goes with it (as after PinnedTTL).
+	st, err := e.js.Stream(ctx, names.Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.UnpinConsumer(ctx, ConsumerName, PriorityGroup); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRelayResumedAfterTheDedupWindowStoresNoSecondCopy: a relay died after
+// OUTBOX took its decisions' commands and before it acked the decisions;
+// the next relay gets them back after OUTBOX's duplicate window has passed.
+// It finds the commands already in OUTBOX (a due command, a pending
+// schedule, a schedule that fired since) and stores no second copy:
+// TestRelayStartedAfterTheDedupWindowOnAForgetfulConsumerStoresNoSecondCopy:
+// a server killed hard forgets a consumer's last deliveries, and the relay
+// that starts after it gets decisions it had relayed as first deliveries
+// (here: the relay's consumer is deleted and made again, which forgets them
+// all). Decisions stored before the relay started are checked too: no
+// second copy after OUTBOX's window, and reconcile sees no drift.
+func TestRelayStartedAfterTheDedupWindowOnAForgetfulConsumerStoresNoSecondCopy(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
 	_, js := natstest.Connect(t, s)
@@ -282,30 +332,78 @@ func TestRelayRestartedAfterTheDedupWindowStoresCopiesReconcileReports(t *testin
 	}
 	r2, _ := runRelay(t, e, RelayConfig{})
 	natstest.Eventually(t, 10*time.Second, func() bool { return r2.Stats().Decisions == 5 })
+	if st := r2.Stats(); st.Commands != 0 || st.Duplicates != 5 {
+		t.Fatalf("relay after the window: %+v; want the 5 commands found in OUTBOX and none published", st)
+	}
 	for id, n := range e.outboxByCommand(t) {
-		if n != 2 {
-			t.Fatalf("command %s stored %d times, want 2 (the window had passed)", id, n)
+		if n != 1 {
+			t.Errorf("command %s stored %d times, want once", id, n)
 		}
 	}
 	rep, err := ops.NewReconciler(js, ns, ops.ReconcileConfig{}, nil).Run(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Duplicates) != 5 || rep.Totals.Duplicates != 5 || rep.Totals.Orphans != 0 || rep.Drift() != 5 {
-		t.Fatalf("reconcile: %d duplicates listed, totals %+v, drift %d; want the 5 copies and nothing else", len(rep.Duplicates), rep.Totals, rep.Drift())
-	}
-	for _, d := range rep.Duplicates {
-		if d.Count != 2 {
-			t.Fatalf("duplicate %+v, want count 2", d)
-		}
+	if rep.Drift() != 0 || len(rep.Duplicates) != 0 || rep.Totals.Issued != 5 {
+		t.Fatalf("reconcile: totals %+v, drift %d; want no duplicates", rep.Totals, rep.Drift())
 	}
 }
 
-// TestRelayNeverAcksPastADecisionWhoseCommandsFailed: OUTBOX refuses
-// publishes for a while (here: a message size limit too small for them). The relay must not
-// move on — its acks are cumulative, so acking a later decision would also
-// ack the one whose command never landed. When OUTBOX takes messages again,
-// every command arrives.
+// exactly once into OUTBOX has no time limit. Reconcile sees no drift.
+func TestRelayResumedAfterTheDedupWindowStoresNoSecondCopy(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s)
+	ns := natstest.Namespace(t)
+	if _, err := streams.Provision(t.Context(), js, ns, streams.ProvisionConfig{OutboxDuplicateWindow: time.Second}, nil); err != nil {
+		t.Fatal(err)
+	}
+	l, err := streams.Open(t.Context(), js, ns, streams.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &relayEnv{js: js, ns: ns, log: l}
+	for i := range 5 {
+		e.appendWithCommands(t, fmt.Sprintf("w%d", i), "pay", 1, time.Time{})
+	}
+	e.appendWithCommands(t, "later", "remind", 1, time.Now().Add(time.Hour))    // pending schedule
+	e.appendWithCommands(t, "soon", "remind", 1, time.Now().Add(2*time.Second)) // fires meanwhile
+	cfg := RelayConfig{AckWait: time.Second}
+	deadRelay(t, e, cfg, 7)
+	// Let the 1s dedup window (and the dead relay's lease) pass, and the
+	// near schedule fire: nothing to poll for the window.
+	time.Sleep(1500 * time.Millisecond)
+	natstest.Eventually(t, 10*time.Second, func() bool { return e.outboxByCommand(t)["order:soon:1:0"] == 1 })
+
+	r, _ := runRelay(t, e, cfg)
+	natstest.Eventually(t, 10*time.Second, func() bool { return r.Stats().Decisions == 7 })
+	st := r.Stats()
+	if st.Commands != 0 || st.Scheduled != 0 || st.Duplicates != 7 || st.Scanned == 0 {
+		t.Fatalf("relay after the window: %+v; want the 7 commands found in OUTBOX and none published", st)
+	}
+	for id, n := range e.outboxByCommand(t) {
+		if n != 1 {
+			t.Errorf("command %s stored %d times, want once", id, n)
+		}
+	}
+	rep, err := ops.NewReconciler(js, ns, ops.ReconcileConfig{}, nil).Run(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Drift() != 0 || rep.Totals.Issued != 7 || rep.Totals.Scheduled != 1 || rep.Totals.InOutbox != 7 {
+		t.Fatalf("reconcile: totals %+v, drift %d; want 7 issued, all in OUTBOX once, no drift", rep.Totals, rep.Drift())
+	}
+
+	// The check costs nothing once decisions stop coming back: a new
+	// decision is published without reading OUTBOX.
+	scanned := st.Scanned
+	e.appendWithCommands(t, "fresh", "pay", 1, time.Time{})
+	natstest.Eventually(t, 10*time.Second, func() bool { return r.Stats().Commands == 1 })
+	if got := r.Stats().Scanned; got != scanned {
+		t.Fatalf("a first delivery read %d OUTBOX messages", got-scanned)
+	}
+}
+
 func TestRelayNeverAcksPastADecisionWhoseCommandsFailed(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
