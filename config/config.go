@@ -136,6 +136,18 @@ type Aggregates struct {
 	// IdempotencyHorizon is how long a request's Idempotency-Key answers its
 	// retries with the first result. Default 24h.
 	IdempotencyHorizon Duration `yaml:"idempotency_horizon"`
+	// Raw configures the raw event-store API per aggregate type (a type not
+	// registered in Go). Default empty: a raw append may record events but
+	// issue no command; a command kind a raw type may issue must be listed
+	// here. Set in the file only, not by environment.
+	Raw map[string]RawType `yaml:"raw"`
+}
+
+// RawType is what appends to one raw aggregate type may do.
+type RawType struct {
+	// Commands are the command kinds its appends may issue; an append that
+	// issues any other is refused (403) and writes nothing. Empty: none.
+	Commands []string `yaml:"commands"`
 }
 
 // Outbox tunes the relay that carries recorded commands to OUTBOX.
@@ -240,6 +252,7 @@ func Default() Config {
 			SnapshotEvery:      100,
 			ConflictRetries:    5,
 			IdempotencyHorizon: Duration(24 * time.Hour),
+			Raw:                map[string]RawType{},
 		},
 		Outbox: Outbox{
 			RelayBatch:    256,

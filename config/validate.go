@@ -3,9 +3,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +59,7 @@ func (c *Config) Validate() error {
 	if a.IdempotencyHorizon <= 0 {
 		v.add("aggregates.idempotency_horizon", a.IdempotencyHorizon, "must be greater than 0, e.g. 24h")
 	}
+	a.validateRaw(v)
 	o := c.Outbox
 	if o.RelayBatch < 1 || o.RelayBatch > 10_000 {
 		v.add("outbox.relay_batch", o.RelayBatch, "use 1 to 10000")
@@ -268,4 +271,26 @@ func isLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// validateRaw checks aggregates.raw: type names and command kinds are
+// subject tokens, each kind listed once.
+func (a Aggregates) validateRaw(v *validator) {
+	for _, typ := range slices.Sorted(maps.Keys(a.Raw)) {
+		field := "aggregates.raw." + typ
+		if !kindPattern.MatchString(typ) {
+			v.add("aggregates.raw", typ, "an aggregate type is 1-128 characters of A-Z, a-z, 0-9, '_' and '-'")
+			continue
+		}
+		seen := map[string]bool{}
+		for _, kind := range a.Raw[typ].Commands {
+			switch {
+			case !kindPattern.MatchString(kind):
+				v.add(field+".commands", kind, "a command kind is 1-128 characters of A-Z, a-z, 0-9, '_' and '-'")
+			case seen[kind]:
+				v.add(field+".commands", kind, "listed twice; list each kind once")
+			}
+			seen[kind] = true
+		}
+	}
 }

@@ -49,7 +49,30 @@ var (
 	// domain rejected it. Nothing was written; the refusal is logged and
 	// counted ([Stats].OutcomesRefused).
 	ErrOutcomeRefused = errors.New("aggregate: outcome refused")
+	// ErrRawCommandNotAllowed is wrapped by [*RawCommandError]: a raw
+	// append issued a command kind its type is not configured to issue.
+	// Nothing was written. The API answers 403 raw_command_not_allowed.
+	ErrRawCommandNotAllowed = errors.New("aggregate: command kind not allowed for the raw type")
 )
+
+// RawCommandError says which command kind a raw append may not issue, and
+// what the type may issue. It wraps [ErrRawCommandNotAllowed].
+type RawCommandError struct {
+	Type    string   // the raw aggregate type
+	Kind    string   // the refused command kind
+	Allowed []string // what the type may issue (aggregates.raw.<type>.commands)
+}
+
+func (e *RawCommandError) Error() string {
+	allowed := "no command kinds"
+	if len(e.Allowed) > 0 {
+		allowed = fmt.Sprintf("only %v", e.Allowed)
+	}
+	return fmt.Sprintf("raw type %q may not issue command kind %q (it may issue %s); nothing was written. To allow it, add %q to aggregates.raw.%s.commands in the node's config",
+		e.Type, e.Kind, allowed, e.Kind, e.Type)
+}
+
+func (e *RawCommandError) Unwrap() error { return ErrRawCommandNotAllowed }
 
 // OutcomeRefusedError says which outcome [Repository.HandleOutcome]
 // refused and why. It wraps [ErrOutcomeRefused] (and the domain's
@@ -105,7 +128,8 @@ func (e *VersionConflictError) Unwrap() error { return ErrConflict }
 // [Repository.HandleOutcome] or [Repository.AppendRaw], is an answer no
 // retry of the same request will change: a rejection, a payload or token
 // that does not validate, an unknown type or kind, a reused idempotency
-// key, a decision too large, an outcome refused or sent by a client.
+// key, a decision too large, an outcome refused or sent by a client, a raw
+// command kind not configured for its type.
 // Conflicts, timeouts, an unknown outcome of an append, a full store and
 // other infrastructure errors are transient, and so is
 // [ErrInvalidDecision] (a bug in Decide, which a deploy fixes: a retry then
@@ -130,6 +154,7 @@ func IsPermanent(err error) bool {
 		errors.Is(err, ErrTooLarge), errors.Is(err, streams.ErrTooLarge),
 		errors.Is(err, ErrManagedType),
 		errors.Is(err, ErrOutcomeNotSendable), errors.Is(err, ErrOutcomeRefused),
+		errors.Is(err, ErrRawCommandNotAllowed),
 		errors.Is(err, streams.ErrInvalidDecision),
 		errors.Is(err, streams.ErrInvalidToken):
 		return true

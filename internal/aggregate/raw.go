@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -48,13 +49,20 @@ type RawCommand struct {
 // the idempotency horizon (a keyed append reads the aggregate's decisions of
 // the horizon first: keep keys for appends that may be retried). Errors: [ErrManagedType], a
 // [*VersionConflictError], [ErrKeyReused], a [*streams.TokenError],
-// [streams.ErrInvalidDecision] (no events, invalid JSON), [ErrTooLarge].
+// [streams.ErrInvalidDecision] (no events, invalid JSON), [ErrTooLarge], a
+// [*RawCommandError] for a command kind the type is not configured to issue
+// ([Config].RawCommands).
 func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, error) {
 	if _, err := r.reg.Get(req.Type); err == nil {
 		return Result{}, fmt.Errorf("%w: send %s a command instead of appending raw events", ErrManagedType, req.Type)
 	}
 	if _, err := r.log.Names().AggregateSubject(req.Type, req.ID); err != nil {
 		return Result{}, err
+	}
+	for _, c := range req.Commands {
+		if allowed := r.cfg.RawCommands[req.Type]; !slices.Contains(allowed, c.Kind) {
+			return Result{}, &RawCommandError{Type: req.Type, Kind: c.Kind, Allowed: slices.Clone(allowed)}
+		}
 	}
 	d := streams.Decision{
 		ID: uuid.Must(uuid.NewV7()).String(), AggregateType: req.Type, AggregateID: req.ID,

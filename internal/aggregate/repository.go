@@ -31,6 +31,10 @@ type Config struct {
 	// IdempotencyHorizon is how long a decision made with an idempotency
 	// key answers retries of that key. Zero means 24h.
 	IdempotencyHorizon time.Duration
+	// RawCommands are, per raw aggregate type, the command kinds a raw
+	// append may issue ([Repository.AppendRaw]); any other kind is refused
+	// with a [*RawCommandError]. Nil or a type without an entry: none.
+	RawCommands map[string][]string
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 }

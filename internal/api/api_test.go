@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/esjet/esjet"
+	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/demo/trip"
 	"github.com/esjet/esjet/esjettest"
 	"github.com/esjet/esjet/internal/natstest"
@@ -133,7 +134,9 @@ type env struct {
 
 func start(t *testing.T, defs ...*esjet.Definition) *env {
 	t.Helper()
-	n := esjettest.Start(t, append([]*esjet.Definition{trip.Definition()}, defs...)...)
+	cfg := esjettest.Config(t)
+	cfg.Aggregates.Raw = map[string]config.RawType{rawType: {Commands: []string{rawCommand}}}
+	n := esjettest.StartWith(t, cfg, append([]*esjet.Definition{trip.Definition()}, defs...)...)
 	nc, err := nats.Connect(n.NATSURL())
 	if err != nil {
 		t.Fatalf("connect to %s: %v", n.NATSURL(), err)

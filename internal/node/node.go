@@ -171,6 +171,10 @@ func RepositoryConfig(cfg config.Config) aggregate.Config {
 		SnapshotEvery:      a.SnapshotEvery,
 		ConflictRetries:    a.ConflictRetries,
 		IdempotencyHorizon: a.IdempotencyHorizon.Std(),
+		RawCommands:        map[string][]string{},
+	}
+	for typ, raw := range a.Raw {
+		rc.RawCommands[typ] = raw.Commands
 	}
 	// In the config 0 means "off"; in aggregate.Config it means "default".
 	if rc.CacheSize == 0 {

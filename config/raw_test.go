@@ -1,0 +1,39 @@
+package config
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestRawTypesLoadFromTheFileAndAreValidated(t *testing.T) {
+	path := writeFile(t, "aggregates:\n  raw:\n    invoice:\n      commands: [send_invoice, void_invoice]\n")
+	cfg, err := Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cfg.Aggregates.Raw["invoice"].Commands; !slices.Equal(got, []string{"send_invoice", "void_invoice"}) {
+		t.Fatalf("aggregates.raw.invoice.commands = %v", got)
+	}
+
+	bad := Default()
+	bad.Aggregates.Raw = map[string]RawType{
+		"invoice": {Commands: []string{"send_invoice", "send.invoice", "send_invoice"}},
+		"a.b":     {},
+	}
+	err = bad.Validate()
+	var fe *FieldError
+	if !errors.As(err, &fe) {
+		t.Fatalf("Validate() = %v, want field errors", err)
+	}
+	for _, want := range []string{`aggregates.raw`, `aggregates.raw.invoice.commands`, `send.invoice`, `listed twice`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v; want it to mention %s", err, want)
+		}
+	}
+
+	if _, err := Load(writeFile(t, "aggregates:\n  raw:\n    invoice:\n      comands: [x]\n"), nil); err == nil {
+		t.Error("a misspelt key under aggregates.raw loaded; want a strict error")
+	}
+}
