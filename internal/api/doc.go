@@ -16,7 +16,9 @@
 // route words: no aggregate type or command kind may be one of
 // [RouteWords], and [New] refuses a registry that uses one.
 //
-// History reads are paged ([Page], at most [MaxPageLimit] events, a
+// Ingest limits (limits.go): a body must be UTF-8 and nest JSON at most
+// [DefaultMaxDepth] levels; trace headers are capped ([MaxMetaLen]) and a
+// traceparent must be W3C. History reads are paged ([Page], at most [MaxPageLimit] events, a
 // next_after cursor). On NATS every subject under esjet.<ns>.> is answered,
 // as HTTP answers every path: see [Service.StartMicro].
 //

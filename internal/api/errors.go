@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/streams"
@@ -28,8 +29,8 @@ func (e *Error) Error() string { return e.Message }
 const MaxKeyLen = 256
 
 func checkKey(key string) error {
-	if len(key) > MaxKeyLen {
-		return &Error{Status: 400, Code: "invalid_idempotency_key", Message: fmt.Sprintf("Idempotency-Key is %d characters, longer than %d", len(key), MaxKeyLen)}
+	if n := utf8.RuneCountInString(key); n > MaxKeyLen {
+		return &Error{Status: 400, Code: "invalid_idempotency_key", Message: fmt.Sprintf("Idempotency-Key is %d characters, longer than %d", n, MaxKeyLen)}
 	}
 	return nil
 }

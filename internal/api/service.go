@@ -9,10 +9,11 @@ import (
 
 // Service implements the operations both surfaces serve.
 type Service struct {
-	repo    *aggregate.Repository
-	ns      string
-	maxBody int
-	logger  *slog.Logger
+	repo     *aggregate.Repository
+	ns       string
+	maxBody  int
+	maxDepth int
+	logger   *slog.Logger
 }
 
 // Config are the API's tunables.
@@ -22,6 +23,9 @@ type Config struct {
 	// MaxBody caps a request body in bytes; the streams' max message size
 	// is a good value. Zero means 1 MiB.
 	MaxBody int
+	// MaxDepth caps the JSON nesting of a command payload or raw append
+	// body; deeper is answered 400 too_deep. Zero means [DefaultMaxDepth].
+	MaxDepth int
 }
 
 // New returns the API over repo. It refuses a registry whose aggregate
@@ -33,10 +37,13 @@ func New(repo *aggregate.Repository, cfg Config, logger *slog.Logger) (*Service,
 	if cfg.MaxBody <= 0 {
 		cfg.MaxBody = 1 << 20
 	}
+	if cfg.MaxDepth <= 0 {
+		cfg.MaxDepth = DefaultMaxDepth
+	}
 	if err := checkRouteWords(repo.Registry()); err != nil {
 		return nil, err
 	}
-	return &Service{repo: repo, ns: cfg.Namespace, maxBody: cfg.MaxBody, logger: logger.With("component", "api")}, nil
+	return &Service{repo: repo, ns: cfg.Namespace, maxBody: cfg.MaxBody, maxDepth: cfg.MaxDepth, logger: logger.With("component", "api")}, nil
 }
 
 // Meta is what a request carries besides its body.
@@ -63,6 +70,12 @@ func (s *Service) Send(ctx context.Context, typ, id, kind string, body []byte, m
 	if err := checkKey(m.IdempotencyKey); err != nil {
 		return aggregate.Result{}, err
 	}
+	if err := checkMeta(m); err != nil {
+		return aggregate.Result{}, err
+	}
+	if err := checkBody(body, s.maxDepth); err != nil {
+		return aggregate.Result{}, err
+	}
 	return s.repo.Handle(ctx, aggregate.Command{
 		Type: typ, ID: id, Kind: kind, Payload: body, IdempotencyKey: m.IdempotencyKey,
 		CorrelationID: m.CorrelationID, CausationID: m.CausationID, TraceParent: m.TraceParent,
@@ -79,6 +92,9 @@ func (s *Service) AppendRaw(ctx context.Context, typ, id string, body []byte, m 
 	if len(body) > s.maxBody {
 		return aggregate.Result{}, tooLarge(len(body), s.maxBody)
 	}
+	if err := checkBody(body, s.maxDepth); err != nil {
+		return aggregate.Result{}, err
+	}
 	var req aggregate.RawAppend
 	if err := decodeStrict(body, &req); err != nil {
 		return aggregate.Result{}, &Error{Status: 400, Code: "bad_request", Message: "raw append body: " + err.Error()}
@@ -93,8 +109,14 @@ func (s *Service) AppendRaw(ctx context.Context, typ, id string, body []byte, m 
 	if req.CorrelationID == "" {
 		req.CorrelationID = m.CorrelationID
 	}
+	if req.CausationID == "" {
+		req.CausationID = m.CausationID
+	}
 	if req.TraceParent == "" {
 		req.TraceParent = m.TraceParent
+	}
+	if err := checkMeta(Meta{CorrelationID: req.CorrelationID, CausationID: req.CausationID, TraceParent: req.TraceParent}); err != nil {
+		return aggregate.Result{}, err
 	}
 	return s.repo.AppendRaw(ctx, req)
 }
