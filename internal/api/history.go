@@ -23,6 +23,10 @@ type History struct {
 	// NextAfter is the cursor of the next page (pass it as after) when
 	// events follow this page; absent on the last page.
 	NextAfter uint64 `json:"next_after,omitempty"`
+	// Skipped are the messages among this page's that esjet did not write
+	// on the aggregate's subject (not decisions): stepped over when
+	// loading, kept for ever (the stream denies deletes).
+	Skipped []streams.Foreign `json:"skipped,omitempty"`
 }
 
 // HistoryEvent is one stored event.
@@ -98,17 +102,31 @@ func (s *Service) history(ctx context.Context, typ, id string, after uint64, lim
 			return History{}, err
 		}
 	}
-	recs, err := s.repo.Log().Load(ctx, typ, id, streams.Position{})
+	tail, err := s.repo.Log().LoadTail(ctx, typ, id, streams.Position{})
 	if err != nil {
 		return History{}, err
 	}
-	if len(recs) == 0 {
+	recs := tail.Records
+	if len(recs) == 0 && len(tail.Foreign) == 0 {
 		return History{}, fmt.Errorf("%w: %s/%s has no events", aggregate.ErrNotFound, typ, id)
 	}
-	last := recs[len(recs)-1]
-	h := History{AggregateType: typ, AggregateID: id, Version: last.LastVersion(), Seq: last.Seq,
+	now := tail.Position(streams.Position{})
+	h := History{AggregateType: typ, AggregateID: id, Version: now.Version, Seq: now.Seq,
 		Events: []HistoryEvent{}, Commands: []HistoryCommand{}}
+	// A page shows the foreign messages after the decision holding version
+	// after, and before the one holding its last event (all, on the last page).
+	var fromSeq uint64
+	skipped := func(toSeq uint64) {
+		for _, f := range tail.Foreign {
+			if f.Seq > fromSeq && (toSeq == 0 || f.Seq < toSeq) {
+				h.Skipped = append(h.Skipped, f)
+			}
+		}
+	}
 	for _, r := range recs {
+		if r.FirstVersion() <= after {
+			fromSeq = r.Seq
+		}
 		if r.LastVersion() <= after {
 			continue
 		}
@@ -118,6 +136,7 @@ func (s *Service) history(ctx context.Context, typ, id string, after uint64, lim
 			}
 			if limit >= 0 && len(h.Events) == limit {
 				h.NextAfter = h.Events[len(h.Events)-1].Version
+				skipped(h.Events[len(h.Events)-1].Seq)
 				return h, nil
 			}
 			h.Events = append(h.Events, HistoryEvent{ID: e.ID, Type: e.Type, Schema: e.Schema, Version: e.Version,
@@ -132,6 +151,7 @@ func (s *Service) history(ctx context.Context, typ, id string, after uint64, lim
 			h.Commands = append(h.Commands, hc)
 		}
 	}
+	skipped(0)
 	return h, nil
 }
 
