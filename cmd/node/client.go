@@ -204,6 +204,7 @@ func (c *client) history(ctx context.Context, typ, id string, pageSize int) (api
 		} else {
 			all.Events = append(all.Events, page.Events...)
 			all.Commands = append(all.Commands, page.Commands...)
+			all.Skipped = append(all.Skipped, page.Skipped...)
 		}
 		if page.NextAfter == 0 || page.NextAfter <= after {
 			all.NextAfter = 0

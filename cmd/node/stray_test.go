@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -62,6 +63,27 @@ func TestStrayMessageOnATripIsShownAndDoesNotBrickIt(t *testing.T) {
 	var h api.History
 	if err != nil || json.Unmarshal([]byte(out), &h) != nil || len(h.Skipped) != 1 || h.Skipped[0].Seq != ack.Sequence {
 		t.Errorf("events --json: %v; want one skipped message at seq %d:\n%s", err, ack.Sequence, out)
+	}
+
+	// Read in pages of one event, the stray message is on exactly one page.
+	seen := 0
+	for after := uint64(0); ; {
+		msg := nats.NewMsg(api.SubjectPrefix(ns) + ".trip.p1.events")
+		msg.Header.Set(api.HeaderAfterVersion, strconv.FormatUint(after, 10))
+		msg.Header.Set(api.HeaderLimit, "1")
+		reply, err := nc.RequestMsg(msg, 10*time.Second)
+		var page api.History
+		if err != nil || json.Unmarshal(reply.Data, &page) != nil {
+			t.Fatalf("history page after %d: %v", after, err)
+		}
+		seen += len(page.Skipped)
+		if page.NextAfter == 0 {
+			break
+		}
+		after = page.NextAfter
+	}
+	if seen != 1 {
+		t.Errorf("the stray message is on %d history pages, want 1", seen)
 	}
 
 	out, _ = cli("reconcile", "--json", "--no-progress")
