@@ -60,6 +60,8 @@ type Node struct {
 	httpDone     chan error
 	httpInFlight atomic.Int64
 
+	health health // components that stopped on their own (health.go)
+
 	closeOnce sync.Once
 	closeErr  error
 	onClose   []func()
@@ -128,7 +130,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	}
 	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	n.relayStop, n.relayDone = stop, make(chan error, 1)
-	go func() { n.relayDone <- n.relay.Run(rctx) }()
+	go func() { n.relayDone <- n.watch(rctx, "relay", n.relay.Run(rctx)) }()
 	if err := n.startWorkers(ctx, opts, logger); err != nil {
 		return nil, err
 	}
@@ -281,7 +283,7 @@ func (n *Node) startWorkers(ctx context.Context, opts Options, logger *slog.Logg
 			return err
 		}
 		n.workers = append(n.workers, w)
-		n.workersDone.Go(func() { _ = w.Run(wctx) })
+		n.workersDone.Go(func() { _ = n.watch(wctx, "worker "+kc.Kind, w.Run(wctx)) })
 	}
 	served := map[string]bool{}
 	for kind := range kinds {
@@ -449,6 +451,9 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 
 // ready checks JetStream and the namespace's streams and buckets.
 func (n *Node) ready(ctx context.Context) error {
+	if err := n.componentsErr(); err != nil {
+		return err
+	}
 	js := n.broker.JetStream()
 	if _, err := js.AccountInfo(ctx); err != nil {
 		return fmt.Errorf("JetStream does not answer: %w", err)
