@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,9 @@ type Node struct {
 	workers     []*consumer.Worker
 	workersStop context.CancelFunc
 	workersDone sync.WaitGroup
+	// workersRunning holds the kinds whose worker has not returned yet, so
+	// a shutdown can say which it waits for.
+	workersRunning sync.Map
 
 	httpSrv      *http.Server
 	httpAddr     string
@@ -283,7 +287,12 @@ func (n *Node) startWorkers(ctx context.Context, opts Options, logger *slog.Logg
 			return err
 		}
 		n.workers = append(n.workers, w)
-		n.workersDone.Go(func() { _ = n.watch(wctx, "worker "+kc.Kind, w.Run(wctx)) })
+		kind := kc.Kind
+		n.workersDone.Go(func() {
+			n.workersRunning.Store(kind, true)
+			defer n.workersRunning.Delete(kind)
+			_ = n.watch(wctx, "worker "+kind, w.Run(wctx))
+		})
 	}
 	served := map[string]bool{}
 	for kind := range kinds {
@@ -346,7 +355,7 @@ func (n *Node) Close(ctx context.Context) error {
 			n.workersStop() // stop pulling; in-flight handlers finish
 			waited := make(chan struct{})
 			go func() { n.workersDone.Wait(); close(waited) }()
-			if err := n.await(ctx, fmt.Sprintf("%d worker(s) to finish their in-flight commands", len(n.workers)), waited); err != nil {
+			if err := n.awaitWorkers(ctx, waited); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -376,6 +385,19 @@ func (n *Node) Close(ctx context.Context) error {
 		}
 	})
 	return n.closeErr
+}
+
+// awaitWorkers waits for the workers, naming the kinds still running.
+func (n *Node) awaitWorkers(ctx context.Context, done <-chan struct{}) error {
+	select {
+	case <-done:
+		return nil
+	case <-time.After(100 * time.Millisecond):
+	}
+	var kinds []string
+	n.workersRunning.Range(func(k, _ any) bool { kinds = append(kinds, k.(string)); return true })
+	sort.Strings(kinds)
+	return n.await(ctx, fmt.Sprintf("the workers of %s to finish their in-flight commands", strings.Join(kinds, ", ")), done)
 }
 
 // await waits for done, logging what it waits for when that takes more than
