@@ -123,17 +123,22 @@ func newDLQShowCmd(g *globals) *cobra.Command {
 
 func newDLQRetryCmd(g *globals) *cobra.Command {
 	var (
-		kind, errText string
-		yes           bool
+		kind, errText    string
+		yes, afterFailed bool
 	)
 	cmd := &cobra.Command{
-		Use:   "retry <command-id|seq> | --kind K [--error TEXT] [--yes]",
+		Use:   "retry <command-id|seq> | --kind K [--error TEXT] [--yes] [--after-failed]",
 		Short: "Re-drive dead letters into OUTBOX (same command id, new message id)",
 		Long: `Re-drive a dead letter into OUTBOX on <ns>.outbox.<kind>, with the same
 headers and payload (so the same command id: receivers still dedupe) and a
 new Nats-Msg-Id (<command id>:redrive:<dlq seq>). A receipt that says the
 command failed is cleared so the worker runs it again. Then the audit record
 is written and the entry removed.
+
+A dead letter whose aggregate was already told <kind>_failed is refused:
+the aggregate may have compensated (released the money, cancelled the
+trip), and an effect that succeeds now would be one it no longer expects.
+Check the aggregate first; --after-failed re-drives it anyway.
 
 With --kind, every dead letter of that kind (and, with --error, whose error
 contains the text) is retried, after a confirmation on stdin unless --yes.`,
@@ -154,12 +159,16 @@ contains the text) is retried, after a confirmation on stdin unless --yes.`,
 			}
 			defer closeConn()
 			ctx, by := cmd.Context(), ops.Operator()
+			mode := ops.RetryUnlessReportedFailure
+			if afterFailed {
+				mode = ops.RetryAfterReportedFailure
+			}
 			if len(args) == 1 {
 				dl, err := d.Get(ctx, args[0])
 				if err != nil {
 					return err
 				}
-				msgID, err := d.Retry(ctx, dl, by)
+				msgID, err := d.Retry(ctx, dl, by, mode)
 				if err != nil {
 					return err
 				}
@@ -191,7 +200,7 @@ contains the text) is retried, after a confirmation on stdin unless --yes.`,
 			var errs []error
 			retried := 0
 			for _, dl := range list {
-				msgID, err := d.Retry(ctx, dl, by)
+				msgID, err := d.Retry(ctx, dl, by, mode)
 				if err != nil {
 					fmt.Fprintf(g.stdout, "not retried: seq %d, %s: %v\n", dl.Seq, dl.ID, err)
 					errs = append(errs, err)
@@ -211,6 +220,7 @@ contains the text) is retried, after a confirmation on stdin unless --yes.`,
 	fl.StringVar(&kind, "kind", "", "retry every dead letter of this command kind")
 	fl.StringVar(&errText, "error", "", "with --kind: only those whose error contains this text (ignoring case)")
 	fl.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (required when stdin is not a terminal)")
+	fl.BoolVar(&afterFailed, "after-failed", false, "re-drive even when the aggregate was already told <kind>_failed (it may have compensated)")
 	return cmd
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -217,4 +218,53 @@ func seqOf(t *testing.T, out string) uint64 {
 	}
 	n, _ := strconv.ParseUint(m[1], 10, 64)
 	return n
+}
+
+// TestDLQRetryRefusesWhenTheAggregateWasToldFailed: `esjet dlq retry` of a
+// command whose aggregate already recorded <kind>_failed says so and
+// re-drives nothing; --after-failed re-drives it.
+func TestDLQRetryRefusesWhenTheAggregateWasToldFailed(t *testing.T) {
+	ns := "dlqtold"
+	flags := dlqTestNode(t, ns)
+	nc, err := nats.Connect("nats://" + flags[3])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx := t.Context()
+	id := "parcel:p9:1:0"
+	m := nats.NewMsg(wire.CommandSubject(ns, "ship_parcel"))
+	m.Data = []byte(`{}`)
+	m.Header.Set(jetstream.MsgIDHeader, id)
+	m.Header.Set(wire.HeaderCommandID, id)
+	m.Header.Set(wire.HeaderCommandKind, "ship_parcel")
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.PublishMsg(ctx, wire.DeadLetterMsg(ns, m, ack.Sequence, "carrier said no", 3, "node-1", time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	log, err := streams.Open(ctx, js, ns, streams.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := log.Append(ctx, streams.Decision{ID: uuid.NewString(), AggregateType: "parcel", AggregateID: "p9",
+		Events: []streams.Event{{Type: "shipping_failed"}}, IdempotencyKey: wire.FailedKey(id), CausationID: id}, streams.Position{}); err != nil {
+		t.Fatal(err)
+	}
+
+	_, _, err = dlqCLI(t, flags, "", "dlq", "retry", id)
+	if err == nil || !strings.Contains(err.Error(), "parcel/p9 was already told ship_parcel_failed") || !strings.Contains(err.Error(), "--after-failed") {
+		t.Fatalf("dlq retry after the aggregate was told it failed: %v", err)
+	}
+	out, _, err := dlqCLI(t, flags, "", "dlq", "ls")
+	if err != nil || !strings.Contains(out, id) {
+		t.Fatalf("the refused dead letter left the DLQ: %v\n%s", err, out)
+	}
+	out, _, err = dlqCLI(t, flags, "", "dlq", "retry", id, "--after-failed")
+	if err != nil || !strings.Contains(out, "retried") {
+		t.Fatalf("dlq retry --after-failed: %v\n%s", err, out)
+	}
 }

@@ -223,7 +223,13 @@ func printCommand(w io.Writer, c ops.CommandInfo) {
 	for _, d := range c.Dead {
 		fmt.Fprintf(tw, "dead\tseq %d, %s: %s (%d attempt(s), worker %s)\n", d.Seq, d.Time.Format(time.RFC3339Nano), d.Error, d.Attempts, d.Worker)
 	}
+	for _, o := range c.Reported {
+		fmt.Fprintf(tw, "reported\t%s to the aggregate: decision %s, log seq %d, %s\n", o.Outcome, o.DecisionID, o.Seq, o.Time.Format(time.RFC3339Nano))
+	}
 	_ = tw.Flush()
+	if c.LateEffect {
+		fmt.Fprintf(w, "\nWARNING: late effect: the command completed after its aggregate was told it failed; the aggregate will not take the effect into account. Undo it, or settle it with the aggregate by hand.\n")
+	}
 }
 
 func roundAge(d time.Duration) time.Duration {

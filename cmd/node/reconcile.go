@@ -108,8 +108,8 @@ exits by) the state after the repair. With --json it prints
 				}
 				return driftExit(after)
 			}
-			fmt.Fprintf(g.stdout, "before repair: drift %d (%d orphan(s), %d duplicate(s), %d stuck)\n",
-				rep.Drift(), rep.Totals.Orphans, rep.Totals.Duplicates, rep.Totals.Stuck)
+			fmt.Fprintf(g.stdout, "before repair: drift %d (%d orphan(s), %d duplicate(s), %d stuck, %d late effect(s))\n",
+				rep.Drift(), rep.Totals.Orphans, rep.Totals.Duplicates, rep.Totals.Stuck, rep.Totals.LateEffects)
 			fmt.Fprintf(g.stdout, "repaired %d orphan(s): re-published to OUTBOX with their original ids\n", n)
 			if repairErr != nil {
 				fmt.Fprintf(g.stdout, "not repaired yet: %v\n", repairErr)
@@ -177,10 +177,10 @@ func printReconcile(w io.Writer, r ops.Report) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "KIND\tISSUED\tIN OUTBOX\tSCHEDULED\tIN FLIGHT\tDONE\tFAILED\tDEAD\tDISCARDED\tNOT RELAYED\tEXPIRED\tORPHANS\tDUPLICATES\tSTUCK")
+	fmt.Fprintln(tw, "KIND\tISSUED\tIN OUTBOX\tSCHEDULED\tIN FLIGHT\tDONE\tFAILED\tDEAD\tDISCARDED\tNOT RELAYED\tEXPIRED\tORPHANS\tDUPLICATES\tSTUCK\tLATE")
 	row := func(name string, c ops.Counts) {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", name, c.Issued, c.InOutbox, c.Scheduled, c.InFlight,
-			c.Completed, c.Failed, c.Dead, c.Discarded, c.NotYetRelayed, c.Expired, c.Orphans, c.Duplicates, c.Stuck)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", name, c.Issued, c.InOutbox, c.Scheduled, c.InFlight,
+			c.Completed, c.Failed, c.Dead, c.Discarded, c.NotYetRelayed, c.Expired, c.Orphans, c.Duplicates, c.Stuck, c.LateEffects)
 	}
 	for _, k := range r.KindNames() {
 		row(k, r.Kinds[k])
@@ -192,7 +192,8 @@ func printReconcile(w io.Writer, r ops.Report) {
 		fmt.Fprintln(w, "no drift: OUTBOX holds every relayed command exactly once")
 		return
 	}
-	fmt.Fprintf(w, "drift %d: %d orphan(s), %d duplicate(s), %d stuck (in flight over %s)\n", r.Drift(), r.Totals.Orphans, r.Totals.Duplicates, r.Totals.Stuck, r.StuckAfter)
+	fmt.Fprintf(w, "drift %d: %d orphan(s), %d duplicate(s), %d stuck (in flight over %s), %d late effect(s)\n",
+		r.Drift(), r.Totals.Orphans, r.Totals.Duplicates, r.Totals.Stuck, r.StuckAfter, r.Totals.LateEffects)
 	if len(r.Orphans) > 0 {
 		fmt.Fprintln(w, "\norphans (relayed, not in OUTBOX; `esjet reconcile --repair` re-publishes them):")
 		printList(w, len(r.Orphans), "  COMMAND ID\tKIND\tDECISION SEQ", func(i int) string {
@@ -212,6 +213,14 @@ func printReconcile(w io.Writer, r ops.Report) {
 		printList(w, len(r.Stuck), "  COMMAND ID\tKIND\tOUTBOX SEQ\tSINCE", func(i int) string {
 			s := r.Stuck[i]
 			return fmt.Sprintf("  %s\t%s\t%d\t%s", s.ID, s.Kind, s.Seq, s.Since.Format(time.RFC3339))
+		})
+	}
+	if len(r.LateEffects) > 0 {
+		fmt.Fprintln(w, "\nlate effects (done after the aggregate was told <kind>_failed: it will not take them into account;"+
+			" undo the effect or tell the aggregate by hand; see `esjet outbox <command-id>`):")
+		printList(w, len(r.LateEffects), "  COMMAND ID\tKIND", func(i int) string {
+			l := r.LateEffects[i]
+			return fmt.Sprintf("  %s\t%s", l.ID, l.Kind)
 		})
 	}
 }

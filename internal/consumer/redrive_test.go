@@ -52,7 +52,7 @@ func TestDLQRetryRestoresFlowAndTheReceiverStillDedupes(t *testing.T) {
 		t.Fatal(err)
 	}
 	broken.Store(false) // the operator fixed the card
-	if _, err := dlq.Retry(t.Context(), dl, "test"); err != nil {
+	if _, err := dlq.Retry(t.Context(), dl, "test", ops.RetryUnlessReportedFailure); err != nil {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Done == 1 })

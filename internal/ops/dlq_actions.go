@@ -9,6 +9,7 @@ import (
 	"os/user"
 	"strings"
 
+	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -16,7 +17,11 @@ import (
 
 // Retry re-drives dead letter dl into OUTBOX and returns the new copy's
 // Nats-Msg-Id. In order, each step safe to repeat after a crash:
-//  1. re-read the entry (it must still be in the DLQ);
+//  1. re-read the entry (it must still be in the DLQ), and, unless mode is
+//     [RetryAfterReportedFailure], refuse with a [*ReportedFailureError]
+//     when the command's aggregate was already told <kind>_failed: it may
+//     have compensated, and an effect that now succeeds would never be
+//     taken into account;
 //  2. delete the command's receipt if it says failed (guarded by its
 //     revision), so the re-driven command runs and records a new outcome;
 //  3. publish [wire.RedriveMsg] to <ns>.outbox.<kind> — the entry's
@@ -27,12 +32,17 @@ import (
 //  5. delete the entry.
 //
 // by names the operator; "" means [Operator].
-func (d *DLQ) Retry(ctx context.Context, dl DeadLetter, by string) (string, error) {
+func (d *DLQ) Retry(ctx context.Context, dl DeadLetter, by string, mode RetryMode) (string, error) {
 	m, err := d.reread(ctx, dl)
 	if err != nil {
 		return "", fmt.Errorf("retry: %w", err)
 	}
 	cur := wire.DecodeDeadLetter(m)
+	if mode != RetryAfterReportedFailure {
+		if err := d.refuseIfToldFailed(ctx, cur); err != nil {
+			return "", err
+		}
+	}
 	if err := d.clearFailedReceipt(ctx, cur.ID); err != nil {
 		return "", fmt.Errorf("retry %s: %w", cur.ID, err)
 	}
@@ -173,4 +183,38 @@ func Operator() string {
 		return name + "@" + host
 	}
 	return name
+}
+
+// RetryMode says whether [DLQ.Retry] re-drives a command whose aggregate was
+// already told it failed.
+type RetryMode int
+
+const (
+	// RetryUnlessReportedFailure refuses such a command (the default).
+	RetryUnlessReportedFailure RetryMode = iota
+	// RetryAfterReportedFailure re-drives it anyway: the operator knows the
+	// aggregate did not compensate, or will reconcile the effect by hand.
+	RetryAfterReportedFailure
+)
+
+// refuseIfToldFailed returns a [*ReportedFailureError] when dl's aggregate
+// recorded the command's <kind>_failed.
+func (d *DLQ) refuseIfToldFailed(ctx context.Context, dl DeadLetter) error {
+	if _, err := wire.ParseCommandID(dl.ID); err != nil {
+		return nil // not an esjet command: no aggregate was told anything
+	}
+	log, err := streams.Open(ctx, d.js, d.names.Namespace, streams.Config{}, nil)
+	if err != nil {
+		return fmt.Errorf("retry %s: %w", dl.ID, err)
+	}
+	outcomes, err := reportedOutcomes(ctx, log, dl.ID)
+	if err != nil {
+		return fmt.Errorf("retry %s: %w", dl.ID, err)
+	}
+	if o, ok := toldFailed(outcomes); ok {
+		ref, _ := wire.ParseCommandID(dl.ID)
+		return &ReportedFailureError{CommandID: dl.ID, Kind: dl.Kind, AggregateType: ref.AggregateType,
+			AggregateID: ref.AggregateID, Told: o}
+	}
+	return nil
 }

@@ -156,7 +156,7 @@ func TestDeadLetterMsgCarriesTheCommandAndIsWrittenOncePerDeliveredCopy(t *testi
 		string(dl.Payload) != `{"hotel":"h1"}` {
 		t.Fatalf("dead letter read back: %+v", dl)
 	}
-	if _, err := d.Retry(ctx, dl, "ops@test"); err != nil {
+	if _, err := d.Retry(ctx, dl, "ops@test", RetryUnlessReportedFailure); err != nil {
 		t.Fatal(err)
 	}
 	copies := e.outboxCopies(id)
@@ -239,7 +239,7 @@ func TestDLQShowFindsTheNewestEntryAndItsAuditHistory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgID, err := d.Retry(ctx, dl, "ann@box")
+	msgID, err := d.Retry(ctx, dl, "ann@box", RetryUnlessReportedFailure)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestDLQRetryPutsTheCommandBackInOutboxWithANewMsgID(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgID, err := d.Retry(ctx, dl, "ops@test")
+	msgID, err := d.Retry(ctx, dl, "ops@test", RetryUnlessReportedFailure)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestDLQRetryPutsTheCommandBackInOutboxWithANewMsgID(t *testing.T) {
 		t.Fatalf("the failed receipt survived the retry: %v", err)
 	}
 	// The entry is gone: retrying it again is an error and changes nothing.
-	if _, err := d.Retry(ctx, dl, "ops@test"); !errors.Is(err, ErrDeadLetterNotFound) {
+	if _, err := d.Retry(ctx, dl, "ops@test", RetryUnlessReportedFailure); !errors.Is(err, ErrDeadLetterNotFound) {
 		t.Fatalf("second retry: %v", err)
 	}
 	rep := e.run(ReconcileConfig{})
@@ -384,7 +384,7 @@ func TestDLQRetryAfterACrashLeavesOneRedriveAndOneAuditRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if _, err := d.Retry(ctx, dl, "ops"); err != nil {
+	if _, err := d.Retry(ctx, dl, "ops", RetryUnlessReportedFailure); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(e.outboxCopies(id)); n != 2 {

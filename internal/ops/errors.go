@@ -1,6 +1,12 @@
 package ops
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/esjet/esjet/internal/wire"
+)
 
 var (
 	// ErrDeadLetterNotFound means the DLQ holds no dead letter for the
@@ -16,4 +22,26 @@ var (
 	// duplicates: their ids were stored (then deleted) less than its
 	// duplicate window ago. Run the repair again once the window has passed.
 	ErrRepairDeduplicated = errors.New("ops: OUTBOX dropped re-published orphans as duplicates")
+	// ErrReportedFailure is wrapped by [*ReportedFailureError].
+	ErrReportedFailure = errors.New("ops: the aggregate was already told the command failed")
 )
+
+// ReportedFailureError is why [DLQ.Retry] refuses a dead letter: its
+// aggregate recorded <kind>_failed for the command, and may have
+// compensated. A re-driven command that then succeeds applies an effect the
+// aggregate will refuse to hear about.
+type ReportedFailureError struct {
+	CommandID, Kind            string
+	AggregateType, AggregateID string
+	Told                       ReportedOutcome // the decision that recorded the failure
+}
+
+func (e *ReportedFailureError) Error() string {
+	return fmt.Sprintf("retry %s: %s/%s was already told %s (decision %s, log seq %d, %s) and may have compensated; "+
+		"a re-driven command that succeeds now would apply an effect the aggregate no longer expects. "+
+		"Check %s/%s first; to re-drive anyway, say so explicitly (esjet dlq retry --after-failed)",
+		e.CommandID, e.AggregateType, e.AggregateID, wire.FailedKind(e.Kind), e.Told.DecisionID, e.Told.Seq,
+		e.Told.Time.Format(time.RFC3339), e.AggregateType, e.AggregateID)
+}
+
+func (e *ReportedFailureError) Unwrap() error { return ErrReportedFailure }

@@ -58,6 +58,13 @@ type CommandInfo struct {
 	Dead     []Copy        `json:"dead"`
 	// Relayed: its decision is at or below the relay's ack floor.
 	Relayed bool `json:"relayed"`
+	// Reported are the outcomes its aggregate recorded for it
+	// (<kind>_done, <kind>_failed), oldest first.
+	Reported []ReportedOutcome `json:"reported"`
+	// LateEffect: the receipt says done, but the aggregate was told the
+	// command failed — an effect the aggregate will never take into
+	// account (reconcile counts it as drift).
+	LateEffect bool `json:"late_effect,omitempty"`
 }
 
 // clockSkew widens the OUTBOX search window before the decision's time: on
@@ -82,6 +89,10 @@ func (in *Inspector) Command(ctx context.Context, id string) (CommandInfo, error
 	recs, err := log.Load(ctx, ref.AggregateType, ref.AggregateID, streams.Position{})
 	if err != nil {
 		return info, fmt.Errorf("command %s: %w", id, err)
+	}
+	info.Reported = outcomesIn(recs, id)
+	if info.Reported == nil {
+		info.Reported = []ReportedOutcome{}
 	}
 	for _, rec := range recs {
 		if rec.LastVersion() != ref.Version || ref.Index >= len(rec.Commands) || rec.Commands[ref.Index].ID != id {
@@ -163,6 +174,9 @@ func (in *Inspector) Command(ctx context.Context, id string) (CommandInfo, error
 		}
 	}
 
+	if _, failed := toldFailed(info.Reported); failed && info.Receipt != nil && info.Receipt.Outcome == wire.OutcomeDone {
+		info.LateEffect = true
+	}
 	if info.Cause == nil && len(info.Outbox) == 0 && info.Schedule == nil && info.Receipt == nil && len(info.Dead) == 0 {
 		return info, fmt.Errorf("%w %s in namespace %s: not in the log, OUTBOX, the receipts or the DLQ", ErrUnknownCommand, id, in.names.Namespace)
 	}

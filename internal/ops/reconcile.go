@@ -70,6 +70,7 @@ type entry struct {
 	dead        bool   // in the DLQ
 	discarded   bool   // its last DLQ audit record says discarded
 	outcome     string // receipt outcome, "" without one
+	toldFailed  bool   // its aggregate recorded <kind>_failed
 }
 
 // Run scans the log, OUTBOX, the DLQ and the receipts, and reports per kind

@@ -19,7 +19,7 @@ func (r *Reconciler) classify(s *scan, rep *Report, now time.Time) {
 	if !rep.ExpiredBefore.IsZero() {
 		expiredBefore = rep.ExpiredBefore.UnixNano()
 	}
-	rep.Orphans, rep.Duplicates, rep.Stuck = []Orphan{}, []Duplicate{}, []Stuck{}
+	rep.Orphans, rep.Duplicates, rep.Stuck, rep.LateEffects = []Orphan{}, []Duplicate{}, []Stuck{}, []LateEffect{}
 	for id, e := range s.entries {
 		c := rep.Kinds[e.kind]
 		issued := e.decisionSeq > 0
@@ -45,6 +45,10 @@ func (r *Reconciler) classify(s *scan, rep *Report, now time.Time) {
 		}
 		if e.dead {
 			c.Dead++
+		}
+		if e.toldFailed && e.outcome == wire.OutcomeDone {
+			c.LateEffects++
+			rep.LateEffects = append(rep.LateEffects, LateEffect{ID: id, Kind: e.kind})
 		}
 		discarded := e.discarded && !e.dead // still dead: the discard did not finish
 		if discarded {
@@ -79,6 +83,7 @@ func (r *Reconciler) classify(s *scan, rep *Report, now time.Time) {
 		return cmp.Or(cmp.Compare(a.DecisionSeq, b.DecisionSeq), strings.Compare(a.ID, b.ID))
 	})
 	slices.SortFunc(rep.Duplicates, func(a, b Duplicate) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(rep.LateEffects, func(a, b LateEffect) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(rep.Stuck, func(a, b Stuck) int {
 		return cmp.Or(a.Since.Compare(b.Since), strings.Compare(a.ID, b.ID))
 	})
@@ -123,10 +128,16 @@ type Counts struct {
 	Duplicates uint64 `json:"duplicates"`
 	// Stuck: in flight, the newest OUTBOX copy older than StuckAfter.
 	Stuck uint64 `json:"stuck"`
+	// LateEffects: completed (a receipt that says done) after the
+	// aggregate was told the command failed (it recorded <kind>_failed):
+	// an effect applied that the aggregate will never take into account,
+	// typically a dead letter re-driven after the aggregate compensated.
+	LateEffects uint64 `json:"late_effects"`
 }
 
-// Drift is orphans + duplicates + stuck: what needs a look or a repair.
-func (c Counts) Drift() uint64 { return c.Orphans + c.Duplicates + c.Stuck }
+// Drift is orphans + duplicates + stuck + late effects: what needs a look
+// or a repair.
+func (c Counts) Drift() uint64 { return c.Orphans + c.Duplicates + c.Stuck + c.LateEffects }
 
 func (c *Counts) add(o Counts) {
 	c.Issued += o.Issued
@@ -142,6 +153,7 @@ func (c *Counts) add(o Counts) {
 	c.Orphans += o.Orphans
 	c.Duplicates += o.Duplicates
 	c.Stuck += o.Stuck
+	c.LateEffects += o.LateEffects
 }
 
 // Orphan is a relayed command missing from OUTBOX.
@@ -165,6 +177,14 @@ type Stuck struct {
 	Kind  string    `json:"kind"`
 	Seq   uint64    `json:"seq"`   // OUTBOX sequence of the newest copy
 	Since time.Time `json:"since"` // when that copy was stored
+}
+
+// LateEffect is a command whose effect completed after its aggregate was
+// told it failed. Never repaired: the aggregate must be told (or the effect
+// undone) by hand.
+type LateEffect struct {
+	ID   string `json:"id"`
+	Kind string `json:"kind"`
 }
 
 // Scanned counts the messages each scan read.
@@ -202,10 +222,14 @@ type Report struct {
 	Orphans    []Orphan    `json:"orphans"`
 	Duplicates []Duplicate `json:"duplicates"`
 	Stuck      []Stuck     `json:"stuck"`
+	// LateEffects are effects completed after their aggregate was told
+	// the command failed.
+	LateEffects []LateEffect `json:"late_effects"`
 }
 
-// Drift is the totals' orphans + duplicates + stuck; zero means the outbox
-// holds exactly what the log recorded.
+// Drift is the totals' orphans + duplicates + stuck + late effects; zero
+// means the outbox holds exactly what the log recorded, and every effect
+// completed is one its aggregate still expected.
 func (r Report) Drift() uint64 { return r.Totals.Drift() }
 
 type reportJSON Report

@@ -25,6 +25,11 @@ func (r *Reconciler) scanEvents(ctx context.Context, s *scan, to uint64, tick fu
 			r.logger.Warn("reconcile: not an esjet decision; skipped", "stream", r.names.Events, "seq", m.Sequence, "error", err)
 			return nil
 		}
+		if id, o, ok := reportedOutcome(rec); ok && o.Outcome == wire.OutcomeFailed {
+			if e := s.entries[id]; e != nil { // issued earlier in the log
+				e.toldFailed = true
+			}
+		}
 		for _, c := range rec.Commands {
 			e := s.get(c.ID, c.Kind)
 			if e.decisionSeq == 0 {

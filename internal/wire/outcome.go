@@ -1,6 +1,9 @@
 package wire
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"strings"
+)
 
 // DoneKind and FailedKind name the result commands of a command kind: a
 // worker reports a command's outcome to the issuing aggregate as one of
@@ -35,4 +38,18 @@ func DecodeOutcome(data []byte) (Outcome, error) {
 	var o Outcome
 	err := json.Unmarshal(data, &o)
 	return o, err
+}
+
+// ParseOutcomeKey reads an idempotency key made by [DoneKey] or
+// [FailedKey]: the command id and [OutcomeDone] or [OutcomeFailed]. The
+// decision that records a reported outcome carries it, so a reader of the
+// log can tell which commands their aggregate was told about.
+func ParseOutcomeKey(key string) (commandID, outcome string, ok bool) {
+	if id, found := strings.CutSuffix(key, "/"+OutcomeDone); found && id != "" {
+		return id, OutcomeDone, true
+	}
+	if id, found := strings.CutSuffix(key, "/"+OutcomeFailed); found && id != "" {
+		return id, OutcomeFailed, true
+	}
+	return "", "", false
 }

@@ -26,4 +26,14 @@ func TestReceiptAndOutcomeRoundTrip(t *testing.T) {
 	if DoneKind("pay") != "pay_done" || FailedKind("pay") != "pay_failed" || DoneKey("a:b:1:0") != "a:b:1:0/done" || FailedKey("a:b:1:0") != "a:b:1:0/failed" {
 		t.Fatal("outcome kinds or keys changed: aggregates and receivers depend on them")
 	}
+	for key, want := range map[string][2]string{DoneKey("a:b:1:0"): {"a:b:1:0", OutcomeDone}, FailedKey("a:b:1:0"): {"a:b:1:0", OutcomeFailed}} {
+		if id, out, ok := ParseOutcomeKey(key); !ok || id != want[0] || out != want[1] {
+			t.Errorf("ParseOutcomeKey(%q) = %q, %q, %v", key, id, out, ok)
+		}
+	}
+	for _, key := range []string{"", "/done", "a:b:1:0", "client-key", "a:b:1:0/later"} {
+		if _, _, ok := ParseOutcomeKey(key); ok {
+			t.Errorf("ParseOutcomeKey(%q) took a client key for an outcome", key)
+		}
+	}
 }

@@ -1,0 +1,73 @@
+package ops
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
+)
+
+// A command issued with Report comes back to its aggregate as <kind>_done
+// or <kind>_failed, recorded as a decision whose idempotency key is
+// wire.DoneKey or wire.FailedKey of the command id. Reading those decisions
+// tells the operator tools what an aggregate was told: a dead letter whose
+// aggregate was told it failed must not be re-driven lightly (the aggregate
+// may have compensated), and an effect that completes after that is an
+// orphan effect the aggregate will never take into account.
+
+// ReportedOutcome is a command's outcome as recorded in its aggregate's log.
+type ReportedOutcome struct {
+	Outcome    string    `json:"outcome"` // wire.OutcomeDone or wire.OutcomeFailed
+	DecisionID string    `json:"decision_id"`
+	Seq        uint64    `json:"seq"` // EVENTS sequence of the outcome decision
+	Time       time.Time `json:"time"`
+}
+
+// reportedOutcome says whether rec records the reported outcome of a
+// command, and of which.
+func reportedOutcome(rec streams.Record) (commandID string, out ReportedOutcome, ok bool) {
+	id, outcome, ok := wire.ParseOutcomeKey(rec.IdempotencyKey)
+	if !ok || rec.CausationID != id {
+		return "", ReportedOutcome{}, false
+	}
+	return id, ReportedOutcome{Outcome: outcome, DecisionID: rec.ID, Seq: rec.Seq, Time: rec.Stored.UTC()}, true
+}
+
+// outcomesIn returns what recs (one aggregate's log) recorded about command
+// id, oldest first.
+func outcomesIn(recs []streams.Record, id string) []ReportedOutcome {
+	var out []ReportedOutcome
+	for _, rec := range recs {
+		if cid, o, ok := reportedOutcome(rec); ok && cid == id {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// reportedOutcomes reads command id's aggregate and returns the outcomes it
+// recorded for the command. An aggregate with no events has none.
+func reportedOutcomes(ctx context.Context, log *streams.Log, id string) ([]ReportedOutcome, error) {
+	ref, err := wire.ParseCommandID(id)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := log.Load(ctx, ref.AggregateType, ref.AggregateID, streams.Position{})
+	if err != nil {
+		return nil, fmt.Errorf("read %s/%s: %w", ref.AggregateType, ref.AggregateID, err)
+	}
+	return outcomesIn(recs, id), nil
+}
+
+// toldFailed returns the decision that told id's aggregate the command
+// failed, if any.
+func toldFailed(outcomes []ReportedOutcome) (ReportedOutcome, bool) {
+	for _, o := range outcomes {
+		if o.Outcome == wire.OutcomeFailed {
+			return o, true
+		}
+	}
+	return ReportedOutcome{}, false
+}
