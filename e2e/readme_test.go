@@ -1,0 +1,442 @@
+package e2e
+
+// The README's shell blocks, run in order against a fresh node, so the README
+// cannot drift from what esjet does. The conventions, for whoever edits the
+// README:
+//
+//   - Every ```sh block runs, top to bottom, each command once, against one
+//     node started as the Quickstart says (`esjet run` with the defaults, data
+//     in ./data of a temp directory), except a block right after a line
+//     `<!-- readme-test: skip (reason) -->`: the reason says why it cannot run
+//     here (keep them few).
+//   - A command fails the test if it exits non-zero. curl runs with
+//     --fail-with-body, so an HTTP error (a 422 because an example reused an
+//     id) fails it too.
+//   - `# → text` after a command, on its line or on the lines below it
+//     (continued by lines starting with "#  "), is the command's shown
+//     output: its stdout must match. Whitespace is ignored (pretty or compact
+//     JSON, aligned columns) and "…" stands for any text. A command that only
+//     reads (curl without -X/-d, esjet state/events/outbox/streams/dlq ls/dlq
+//     show/reconcile without --repair, nats req …state/…events, nats stream)
+//     runs again for up to a minute until it matches: the saga runs
+//     asynchronously ("a moment later"). Other `#` comments are prose.
+//   - The block after `<!-- readme-test: node output -->` is what the node
+//     prints when it starts; it must match a line of its stdout.
+//
+// Nothing in the README is rewritten. The node listens on free ports instead
+// of 4222 and 8080 (other tests run beside this one), and the commands reach
+// it unchanged: ESJET_NATS_EMBEDDED_LISTEN and ESJET_HTTP_LISTEN point the
+// node and esjet's subcommands there, NATS_URL the nats CLI, a .curlrc
+// (connect-to) curl; outputs show the real ports mapped back to the
+// defaults. `go run ./cmd/node ARGS` runs the binary this package built (a
+// `go` on PATH that refuses anything else). The nats CLI is the one on PATH,
+// else natscli is installed by `go install` from the module proxy.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/esjet/esjet/internal/natstest"
+)
+
+// natscliVersion is installed when no nats CLI is on PATH.
+const natscliVersion = "v0.5.0"
+
+// readmeBlock is one fenced ```sh block (or a marked output block).
+type readmeBlock struct {
+	line     int    // of the opening fence
+	lang     string // "sh", or "" for a marked output block
+	marker   string // the readme-test marker before it, "" if none
+	commands []readmeCommand
+	text     string // the block's raw body
+}
+
+// readmeCommand is one shell command of a block and the output shown for it.
+type readmeCommand struct {
+	line   int
+	text   string // as bash runs it (continuations joined)
+	expect string // the "# →" text, "" when none is shown
+}
+
+var markerRe = regexp.MustCompile(`^<!--\s*readme-test:\s*(.+?)\s*-->$`)
+
+// parseReadme returns the README's ```sh blocks and marked blocks in order.
+func parseReadme(text string) ([]readmeBlock, error) {
+	lines := strings.Split(text, "\n")
+	var blocks []readmeBlock
+	for i := 0; i < len(lines); i++ {
+		l := lines[i]
+		if !strings.HasPrefix(l, "```") {
+			continue
+		}
+		b := readmeBlock{line: i + 1, lang: strings.TrimSpace(strings.TrimPrefix(l, "```"))}
+		for j := i - 1; j >= 0 && j >= i-2; j-- { // the marker, maybe after one blank line
+			if m := markerRe.FindStringSubmatch(strings.TrimSpace(lines[j])); m != nil {
+				b.marker = m[1]
+				break
+			}
+			if strings.TrimSpace(lines[j]) != "" {
+				break
+			}
+		}
+		end := i + 1
+		for end < len(lines) && !strings.HasPrefix(lines[end], "```") {
+			end++
+		}
+		if end == len(lines) {
+			return nil, fmt.Errorf("README.md:%d: a ``` block is not closed", i+1)
+		}
+		body := lines[i+1 : end]
+		b.text = strings.Join(body, "\n")
+		i = end
+		if b.lang != "sh" && b.marker == "" {
+			continue
+		}
+		if b.lang == "sh" {
+			cmds, err := parseCommands(body, b.line+1)
+			if err != nil {
+				return nil, err
+			}
+			b.commands = cmds
+		}
+		blocks = append(blocks, b)
+	}
+	return blocks, nil
+}
+
+// parseCommands splits a block's lines into commands and their shown outputs.
+func parseCommands(body []string, first int) ([]readmeCommand, error) {
+	var cmds []readmeCommand
+	var cur *readmeCommand
+	inExpect := false
+	for k := 0; k < len(body); k++ {
+		l := body[k]
+		t := strings.TrimSpace(l)
+		switch {
+		case t == "":
+			inExpect = false
+		case strings.HasPrefix(t, "# →"):
+			if cur == nil {
+				return nil, fmt.Errorf("README.md:%d: an output (# →) before any command", first+k)
+			}
+			cur.expect += strings.TrimSpace(strings.TrimPrefix(t, "# →"))
+			inExpect = true
+		case inExpect && strings.HasPrefix(l, "#  "):
+			cur.expect += strings.TrimSpace(strings.TrimPrefix(t, "#"))
+		case strings.HasPrefix(t, "#"):
+			inExpect = false // prose
+		default:
+			inExpect = false
+			c := readmeCommand{line: first + k}
+			text := l
+			// A command goes on after a trailing \ or inside an open '…'.
+			for (strings.HasSuffix(text, `\`) || strings.Count(text, "'")%2 == 1) && k+1 < len(body) {
+				k++
+				text += "\n" + body[k]
+			}
+			if cmd, out, ok := strings.Cut(text, " # → "); ok {
+				text, c.expect = cmd, strings.TrimSpace(out)
+				inExpect = true
+			}
+			c.text = text
+			cmds = append(cmds, c)
+			cur = &cmds[len(cmds)-1]
+		}
+	}
+	return cmds, nil
+}
+
+// readsOnly reports whether a command only reads, so it may run again until
+// its shown output appears.
+func readsOnly(cmd string) bool {
+	c := " " + strings.Join(strings.Fields(cmd), " ") + " "
+	switch {
+	case strings.Contains(c, " curl "):
+		return !strings.Contains(c, " -X") && !strings.Contains(c, " -d ") && !strings.Contains(c, " --data")
+	case strings.Contains(c, " nats req "):
+		return strings.Contains(c, ".state ") || strings.Contains(c, ".events ")
+	case strings.Contains(c, " nats stream "):
+		return true
+	}
+	for _, sub := range []string{" state ", " events ", " outbox ", " streams ", " dlq ls ", " dlq show ", " reconcile "} {
+		if strings.Contains(c, " ./cmd/node"+sub) && !strings.Contains(c, "--repair") {
+			return true
+		}
+	}
+	return false
+}
+
+// outputPattern turns a shown output into a regexp over whitespace-free text.
+func outputPattern(shown string) *regexp.Regexp {
+	parts := strings.Split(squeeze(shown), "…")
+	for i, p := range parts {
+		parts[i] = regexp.QuoteMeta(p)
+	}
+	return regexp.MustCompile(`(?s)^` + strings.Join(parts, ".*?") + `$`)
+}
+
+func squeeze(s string) string {
+	return strings.Join(strings.Fields(s), "")
+}
+
+// readmeEnv is where the README's commands run.
+type readmeEnv struct {
+	dir      string // the working directory: the node's ./data is here
+	env      []string
+	natsAddr string // the node's real listen addresses
+	httpAddr string
+}
+
+// normalize maps the real addresses in out back to the README's defaults.
+func (e *readmeEnv) normalize(out string) string {
+	out = strings.ReplaceAll(out, e.natsAddr, "127.0.0.1:4222")
+	return strings.ReplaceAll(out, e.httpAddr, "127.0.0.1:8080")
+}
+
+func (e *readmeEnv) run(ctx context.Context, cmd string) (stdout, stderr string, err error) {
+	c := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", cmd)
+	c.Dir, c.Env = e.dir, e.env
+	var o, s bytes.Buffer
+	c.Stdout, c.Stderr = &o, &s
+	err = c.Run()
+	return e.normalize(o.String()), s.String(), err
+}
+
+// natsCLI returns the directory of a nats CLI: the one on PATH, else one
+// installed from the module proxy into the test binary's temp dir.
+func natsCLI(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("nats"); err == nil {
+		return filepath.Dir(p)
+	}
+	dir := filepath.Join(filepath.Dir(binary), "natscli")
+	if _, err := os.Stat(filepath.Join(dir, "nats")); err == nil {
+		return dir
+	}
+	install := exec.Command("go", "install", "github.com/nats-io/natscli/nats@"+natscliVersion)
+	install.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-mod=mod")
+	if out, err := install.CombinedOutput(); err != nil {
+		t.Fatalf("the README uses the nats CLI and none is on PATH; go install natscli %s: %v\n%s", natscliVersion, err, out)
+	}
+	return dir
+}
+
+// startReadmeNode starts the node as the Quickstart does and returns where
+// the README's commands run, and the lines the node printed on stdout.
+func startReadmeNode(t *testing.T, needNATS bool) (*readmeEnv, []string) {
+	t.Helper()
+	dir := t.TempDir()
+	e := &readmeEnv{dir: dir, natsAddr: freeAddr(t), httpAddr: freeAddr(t)}
+	bin := filepath.Join(dir, ".bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	goShim := `#!/bin/sh
+if [ "$1" = run ] && [ "$2" = ./cmd/node ]; then shift 2; exec "$README_TEST_ESJET" "$@"; fi
+echo "readme test: only 'go run ./cmd/node …' runs here; mark the block <!-- readme-test: skip (why) -->" >&2
+exit 127
+`
+	if err := os.WriteFile(filepath.Join(bin, "go"), []byte(goShim), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	curlrc := fmt.Sprintf("fail-with-body\nconnect-to = localhost:8080:%[1]s\nconnect-to = 127.0.0.1:8080:%[1]s\n", e.httpAddr)
+	if err := os.WriteFile(filepath.Join(dir, ".curlrc"), []byte(curlrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	path := bin
+	if needNATS {
+		path += ":" + natsCLI(t)
+	}
+	e.env = cleanEnv(
+		"PATH="+path+":"+os.Getenv("PATH"),
+		"HOME="+dir, "CURL_HOME="+dir, "XDG_CONFIG_HOME="+filepath.Join(dir, ".config"),
+		"NATS_URL=nats://"+e.natsAddr,
+		"README_TEST_ESJET="+binary,
+		"ESJET_NATS_EMBEDDED_LISTEN="+e.natsAddr, "ESJET_HTTP_LISTEN="+e.httpAddr,
+	)
+
+	cmd := exec.Command(binary) // `go run ./cmd/node`: esjet run with the defaults
+	cmd.Dir, cmd.Env = dir, e.env
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr natstest.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(os.Interrupt)
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("node after SIGINT: %v\n%s", err, stderr.String())
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			t.Errorf("node still running 30s after SIGINT")
+		}
+	})
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	var printed []string
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatalf("node exited before ready:\n%s", stderr.String())
+			}
+			printed = append(printed, e.normalize(l))
+			if strings.Contains(l, " ready: ") {
+				go func() {
+					for range lines {
+					}
+				}()
+				return e, printed
+			}
+		case <-timeout:
+			t.Fatalf("node not ready within 60s:\n%s", stderr.String())
+		}
+	}
+}
+
+// TestReadmeCommands runs the README's shell blocks in order against a fresh
+// node and checks the outputs they show (conventions at the top of this file).
+func TestReadmeCommands(t *testing.T) {
+	raw, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks, err := parseReadme(string(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	needNATS := false
+	for _, b := range blocks {
+		for _, c := range b.commands {
+			if !strings.HasPrefix(b.marker, "skip") && regexp.MustCompile(`(^|\s)nats\s`).MatchString(c.text) {
+				needNATS = true
+			}
+		}
+	}
+	e, printed := startReadmeNode(t, needNATS)
+	ran := 0
+	for _, b := range blocks {
+		switch {
+		case strings.HasPrefix(b.marker, "skip"):
+			if !regexp.MustCompile(`^skip \(.+\)$`).MatchString(b.marker) {
+				t.Errorf("README.md:%d: a skip marker says why: <!-- readme-test: skip (reason) -->, not %q", b.line, b.marker)
+			}
+			t.Logf("README.md:%d: not run: %s", b.line, b.marker)
+			continue
+		case b.marker == "node output":
+			checkNodeOutput(t, b, printed)
+			continue
+		case b.marker != "":
+			t.Errorf("README.md:%d: unknown marker %q (use skip (reason) or node output)", b.line, b.marker)
+			continue
+		}
+		for _, c := range b.commands {
+			runReadmeCommand(t, e, c)
+			ran++
+		}
+	}
+	if ran == 0 {
+		t.Fatal("no README command ran")
+	}
+	t.Logf("ran %d README commands", ran)
+}
+
+func checkNodeOutput(t *testing.T, b readmeBlock, printed []string) {
+	t.Helper()
+	for _, shown := range strings.Split(strings.TrimSpace(b.text), "\n") {
+		re := outputPattern(shown)
+		found := false
+		for _, l := range printed {
+			if re.MatchString(squeeze(l)) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("README.md:%d: the node does not print\n  %s\nit printed:\n  %s", b.line, shown, strings.Join(printed, "\n  "))
+		}
+	}
+}
+
+func runReadmeCommand(t *testing.T, e *readmeEnv, c readmeCommand) {
+	t.Helper()
+	var re *regexp.Regexp
+	if c.expect != "" {
+		re = outputPattern(c.expect)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		stdout, stderr, err := e.run(ctx, c.text)
+		cancel()
+		if err != nil {
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || !readsOnly(c.text) || time.Now().After(deadline) {
+				t.Fatalf("README.md:%d: %s\nfailed: %v\nstdout:\n%s\nstderr:\n%s", c.line, c.text, err, stdout, stderr)
+			}
+		} else if re == nil || re.MatchString(squeeze(stdout)) {
+			return
+		} else if !readsOnly(c.text) || time.Now().After(deadline) {
+			t.Fatalf("README.md:%d: %s\nshows  %s\nprints %s\nstderr:\n%s", c.line, c.text, c.expect, stdout, stderr)
+		}
+		time.Sleep(500 * time.Millisecond) // the saga moves on its own; poll the read again
+	}
+}
+
+// TestReadmeParse pins the conventions above on a small README.
+func TestReadmeParse(t *testing.T) {
+	md := "intro\n```sh\ncurl -s x/readyz   # → {\"status\":\"ready\"}\ncurl -s -XPOST x \\\n  -d '{}'\n# → {\"a\": 1,\n#    \"b\": …}\n# prose\n```\n" +
+		"<!-- readme-test: skip (needs a cluster) -->\n```sh\nnats stream ls\n```\n```go\nx := 1\n```\n<!-- readme-test: node output -->\n```\nready\n```\n"
+	blocks, err := parseReadme(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(blocks) != 3 || blocks[1].marker != "skip (needs a cluster)" || blocks[2].marker != "node output" {
+		t.Fatalf("blocks = %+v", blocks)
+	}
+	cmds := blocks[0].commands
+	if len(cmds) != 2 || cmds[0].expect != `{"status":"ready"}` || cmds[1].text != "curl -s -XPOST x \\\n  -d '{}'" || cmds[1].expect != `{"a": 1,"b": …}` {
+		t.Fatalf("commands = %+v", cmds)
+	}
+	if !outputPattern(cmds[1].expect).MatchString(squeeze("{\n  \"a\": 1,\n  \"b\": [2, 3]\n}")) {
+		t.Error("pattern does not match pretty JSON")
+	}
+	if outputPattern(cmds[1].expect).MatchString(squeeze(`{"a": 2, "b": 3}`)) {
+		t.Error("pattern matches a different value")
+	}
+	for cmd, want := range map[string]bool{
+		"curl -s localhost:8080/v1/trip/t1": true, "curl -s -XPOST localhost:8080/v1/trip/t1/request_trip": false,
+		"go run ./cmd/node events trip t2": true, "go run ./cmd/node dlq ls": true, "go run ./cmd/node dlq retry trip:t2:2:0": false,
+		"go run ./cmd/node reconcile": true, "go run ./cmd/node reconcile --repair": false, "nats req esjet.demo.trip.t4.state ''": true,
+		"nats req esjet.demo.trip.t4.request_trip '{}'": false, "go run ./cmd/node send trip t5 request_trip '{}'": false,
+	} {
+		if got := readsOnly(cmd); got != want {
+			t.Errorf("readsOnly(%q) = %v, want %v", cmd, got, want)
+		}
+	}
+}
