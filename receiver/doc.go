@@ -32,6 +32,21 @@
 // The digest is the SHA-256 of the parameters: the same key with different
 // parameters is a client bug, reported as [ErrConflict].
 //
+// # Fences
+//
+// A worker stopped (SIGSTOP, a GC pause, a partition) after it checked its
+// lease and before its call arrived calls late, possibly while the worker
+// that replaced it is calling too. Each delivery carries a fencing token in
+// the Esjet-Fence header ([HeaderFence]): a number that rises with every
+// delivery of the command. [Receiver.DoFenced] keeps the highest fence seen
+// in the key's record and refuses a lower one with [ErrStale], without
+// running the effect and without waiting; an equal fence is the same
+// attempt asking again. A failed attempt frees the key but keeps its fence
+// (state released), so an older attempt arriving afterwards is still
+// refused. Answer a refusal as {"error": …, "stale": true} (NATS) or 412
+// Precondition Failed (HTTP): esjet's worker then leaves the command to
+// the newer delivery.
+//
 // Keys are remembered for [Config].Retention after their last write. This
 // must outlast the producer's longest retry — for esjet, how long a command
 // may still be delivered or re-driven from the DLQ — or a very late
@@ -49,9 +64,10 @@
 //		return err
 //	}
 //	_, err = nc.QueueSubscribe("payments.charge", "payments", func(m *nats.Msg) {
-//		res, _, err := rcv.Do(ctx, m.Header.Get("Idempotency-Key"), m.Data, func(ctx context.Context) (json.RawMessage, error) {
+//		fence, _ := receiver.ParseFence(m.Header.Get(receiver.HeaderFence))
+//		res, _, err := rcv.DoFenced(ctx, m.Header.Get("Idempotency-Key"), fence, m.Data, func(ctx context.Context) (json.RawMessage, error) {
 //			return charge(ctx, m.Data) // runs once per key, in effect
 //		})
-//		reply(m, res, err) // {"result": …} or {"error": …, "retryable": …}
+//		reply(m, res, err) // {"result": …}, {"error": …, "retryable": …} or, for ErrStale, {"error": …, "stale": true}
 //	})
 package receiver

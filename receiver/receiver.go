@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,7 +31,31 @@ var (
 	// ErrInvalidKey means the idempotency key is empty or longer than
 	// [MaxKeyLen].
 	ErrInvalidKey = errors.New("receiver: invalid idempotency key")
+	// ErrStale means the attempt's fence is lower than one already seen for
+	// the key: a newer delivery of the same command exists, and the worker
+	// that sent this one lost its lease. The effect did not run. Tell the
+	// producer so and do not retry: esjet's workers take
+	// {"error": …, "stale": true} (NATS) or 412 Precondition Failed (HTTP)
+	// as "stale" and let the newer delivery finish.
+	ErrStale = errors.New("receiver: a newer attempt of this key was seen")
 )
+
+// HeaderFence is the request header in which esjet's workers send an
+// attempt's fencing token (a decimal number that rises with every delivery
+// of a command); pass it to [Receiver.DoFenced], parsed with [ParseFence].
+const HeaderFence = "Esjet-Fence"
+
+// ParseFence reads a [HeaderFence] value; an empty one is 0 (no fence).
+func ParseFence(v string) (uint64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	f, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("receiver: %s %q is not a decimal number: %w", HeaderFence, v, err)
+	}
+	return f, nil
+}
 
 // Receiver folds repeated deliveries of one idempotency key into one effect.
 // It is safe for concurrent use, by any number of goroutines and processes
@@ -72,8 +97,9 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Receiver, er
 func (r *Receiver) Config() Config { return r.cfg }
 
 const (
-	stateRunning = "running"
-	stateDone    = "done"
+	stateRunning  = "running"
+	stateDone     = "done"
+	stateReleased = "released" // a fenced attempt failed: the key is free, its fence remembered
 )
 
 // record is the JSON value stored under a key.
@@ -85,6 +111,8 @@ type record struct {
 	RenewedAt time.Time       `json:"renewed_at,omitzero"`
 	Result    json.RawMessage `json:"result,omitempty"`
 	DoneAt    time.Time       `json:"done_at,omitzero"`
+	// Fence is the highest fencing token seen for the key (0: none).
+	Fence uint64 `json:"fence,omitempty"`
 }
 
 // Do runs effect at most once per key, in effect: the first delivery of key
@@ -104,7 +132,24 @@ type record struct {
 //     error wrapping [ErrNotRecorded].
 //
 // effect receives ctx. A panic in effect releases the claim and propagates.
+//
+// Do does not fence: see [Receiver.DoFenced] for deliveries that carry a
+// fencing token (esjet's do, in [HeaderFence]).
 func (r *Receiver) Do(ctx context.Context, key string, params []byte, effect func(ctx context.Context) (json.RawMessage, error)) (result json.RawMessage, replayed bool, err error) {
+	return r.DoFenced(ctx, key, 0, params, effect)
+}
+
+// DoFenced is [Receiver.Do] for an attempt that carries fencing token fence
+// (esjet's [HeaderFence]: it rises with every delivery of a command). The
+// key remembers the highest fence seen, and an attempt with a lower one is
+// refused with an error wrapping [ErrStale] without running effect: its
+// worker lost its lease to a newer delivery, which may be calling at the
+// same moment. An equal fence is the same attempt asking again and is
+// folded like any repeat. A key already done replays its result whatever
+// the fence (the effect is not run again either way). A failed attempt
+// keeps its fence: the key is free to run again, but only for that fence or
+// a higher one. Fence 0 means "no fence": nothing is refused.
+func (r *Receiver) DoFenced(ctx context.Context, key string, fence uint64, params []byte, effect func(ctx context.Context) (json.RawMessage, error)) (result json.RawMessage, replayed bool, err error) {
 	if key == "" || len(key) > MaxKeyLen {
 		return nil, false, fmt.Errorf("%w: %d bytes, want 1 to %d", ErrInvalidKey, len(key), MaxKeyLen)
 	}
@@ -129,9 +174,10 @@ func (r *Receiver) Do(ctx context.Context, key string, params []byte, effect fun
 			return nil, false, inProgress(err)
 		}
 		owner := r.owner + "/" + nuid.Next()
-		rev, err := r.kv.Create(ctx, k, claimValue(digest, owner))
+		c := claim{digest: digest, owner: owner, fence: fence}
+		rev, err := r.kv.Create(ctx, k, c.value())
 		if err == nil {
-			return r.run(ctx, key, k, rev, digest, owner, effect)
+			return r.run(ctx, key, k, rev, c, effect)
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			return nil, false, inProgress(err)
@@ -147,22 +193,27 @@ func (r *Receiver) Do(ctx context.Context, key string, params []byte, effect fun
 		if err := json.Unmarshal(e.Value(), &rec); err != nil {
 			return nil, false, fmt.Errorf("receiver: key %q holds an unreadable record (bucket %s, revision %d): %w", key, r.cfg.Bucket, e.Revision(), err)
 		}
-		if rec.Digest != digest {
+		if rec.Digest != digest && rec.State != stateReleased {
 			return nil, false, fmt.Errorf("%w: key %q was first used with parameters of digest %.12s…, now %.12s…", ErrConflict, key, rec.Digest, digest)
 		}
+		c.fence = max(fence, rec.Fence)
 		switch rec.State {
 		case stateDone:
 			return rec.Result, true, nil
-		case stateRunning:
+		case stateRunning, stateReleased:
 		default:
 			return nil, false, fmt.Errorf("receiver: key %q has unknown state %q (bucket %s)", key, rec.State, r.cfg.Bucket)
 		}
+		if fence != 0 && fence < rec.Fence {
+			return nil, false, fmt.Errorf("%w: key %q: this attempt's fence is %d, an attempt with fence %d was seen; its worker lost its lease, do not retry it", ErrStale, key, fence, rec.Fence)
+		}
 		staleIn := r.cfg.Lease - time.Since(e.Created())
-		if staleIn <= 0 {
-			// Take over at the revision read: of several waiters, one wins.
-			rev, err := r.kv.Update(ctx, k, claimValue(digest, owner), e.Revision())
+		if rec.State == stateReleased || staleIn <= 0 {
+			// Claim a released key, or take over a stale claim, at the
+			// revision read: of several deliveries, one wins.
+			rev, err := r.kv.Update(ctx, k, c.value(), e.Revision())
 			if err == nil {
-				return r.run(ctx, key, k, rev, digest, owner, effect)
+				return r.run(ctx, key, k, rev, c, effect)
 			}
 			if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 				continue
@@ -196,8 +247,15 @@ func digestOf(params []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-func claimValue(digest, owner string) []byte {
+// claim is one delivery's hold on a key.
+type claim struct {
+	digest, owner string
+	fence         uint64 // the highest fence seen for the key, this attempt's included
+}
+
+// value is the claim's record as first written.
+func (c claim) value() []byte {
 	now := time.Now().UTC()
-	data, _ := json.Marshal(record{State: stateRunning, Digest: digest, Owner: owner, ClaimedAt: now, RenewedAt: now})
+	data, _ := json.Marshal(record{State: stateRunning, Digest: c.digest, Owner: c.owner, ClaimedAt: now, RenewedAt: now, Fence: c.fence})
 	return data
 }

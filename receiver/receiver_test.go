@@ -204,7 +204,7 @@ func TestAPanickingEffectReleasesItsClaim(t *testing.T) {
 // crashedClaim writes the claim a crashed owner leaves behind.
 func crashedClaim(t *testing.T, kv jetstream.KeyValue, key string, params []byte) {
 	t.Helper()
-	if _, err := kv.Create(t.Context(), encodeKey(key), claimValue(digestOf(params), "crashed-host:1/x")); err != nil {
+	if _, err := kv.Create(t.Context(), encodeKey(key), claim{digest: digestOf(params), owner: "crashed-host:1/x"}.value()); err != nil {
 		t.Fatal(err)
 	}
 }

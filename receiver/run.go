@@ -12,13 +12,13 @@ import (
 
 // run performs the effect under the claim at revision rev, renewing the
 // claim while it runs, then records the result or releases the claim.
-func (r *Receiver) run(ctx context.Context, key, k string, rev uint64, digest, owner string, effect func(context.Context) (json.RawMessage, error)) (json.RawMessage, bool, error) {
+func (r *Receiver) run(ctx context.Context, key, k string, rev uint64, c claim, effect func(context.Context) (json.RawMessage, error)) (json.RawMessage, bool, error) {
 	claimedAt := time.Now().UTC()
 	hbCtx, stopHB := context.WithCancel(context.WithoutCancel(ctx))
 	hbDone := make(chan struct{})
 	go func() {
 		defer close(hbDone)
-		rev = r.renew(hbCtx, k, rev, digest, owner, claimedAt)
+		rev = r.renew(hbCtx, k, rev, c, claimedAt)
 	}()
 	stop := func() {
 		stopHB()
@@ -31,7 +31,7 @@ func (r *Receiver) run(ctx context.Context, key, k string, rev uint64, digest, o
 		defer func() {
 			if p := recover(); p != nil {
 				stop()
-				r.release(ctx, k, rev, owner)
+				r.release(ctx, k, rev, c)
 				panic(p)
 			}
 		}()
@@ -39,7 +39,7 @@ func (r *Receiver) run(ctx context.Context, key, k string, rev uint64, digest, o
 	}()
 	stop()
 	if err != nil {
-		r.release(ctx, k, rev, owner)
+		r.release(ctx, k, rev, c)
 		return nil, false, err
 	}
 
@@ -48,8 +48,8 @@ func (r *Receiver) run(ctx context.Context, key, k string, rev uint64, digest, o
 	if result != nil && !json.Valid(result) {
 		return result, false, fmt.Errorf("%w: key %q: the effect's result is not valid JSON", ErrNotRecorded, key)
 	}
-	data, _ := json.Marshal(record{State: stateDone, Digest: digest, Owner: owner, ClaimedAt: claimedAt, Result: result, DoneAt: time.Now().UTC()})
-	err = r.write(wctx, k, rev, owner, func(rev uint64) error {
+	data, _ := json.Marshal(record{State: stateDone, Digest: c.digest, Owner: c.owner, ClaimedAt: claimedAt, Result: result, DoneAt: time.Now().UTC(), Fence: c.fence})
+	err = r.write(wctx, k, rev, c.owner, func(rev uint64) error {
 		_, err := r.kv.Update(wctx, k, data, rev)
 		return err
 	})
@@ -62,7 +62,7 @@ func (r *Receiver) run(ctx context.Context, key, k string, rev uint64, digest, o
 // renew keeps the claim fresh every Lease/3 until ctx ends, and returns the
 // claim's latest revision. It stops renewing if another delivery took the
 // claim over.
-func (r *Receiver) renew(ctx context.Context, k string, rev uint64, digest, owner string, claimedAt time.Time) uint64 {
+func (r *Receiver) renew(ctx context.Context, k string, rev uint64, c claim, claimedAt time.Time) uint64 {
 	every := max(r.cfg.Lease/3, time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -72,7 +72,7 @@ func (r *Receiver) renew(ctx context.Context, k string, rev uint64, digest, owne
 			return rev
 		case <-t.C:
 		}
-		data, _ := json.Marshal(record{State: stateRunning, Digest: digest, Owner: owner, ClaimedAt: claimedAt, RenewedAt: time.Now().UTC()})
+		data, _ := json.Marshal(record{State: stateRunning, Digest: c.digest, Owner: c.owner, ClaimedAt: claimedAt, RenewedAt: time.Now().UTC(), Fence: c.fence})
 		uctx, cancel := context.WithTimeout(ctx, every)
 		next, err := r.kv.Update(uctx, k, data, rev)
 		cancel()
@@ -87,14 +87,20 @@ func (r *Receiver) renew(ctx context.Context, k string, rev uint64, digest, owne
 	}
 }
 
-// release deletes the claim so that the next delivery runs the effect
-// again. If the delete fails, the claim goes stale after Lease and is taken
-// over then.
-func (r *Receiver) release(ctx context.Context, k string, rev uint64, owner string) {
+// release frees the claim so that the next delivery runs the effect again:
+// it deletes it, or, if the key has a fence, marks it released with the
+// fence kept, so that an older attempt stays refused. If the write fails,
+// the claim goes stale after Lease and is taken over then.
+func (r *Receiver) release(ctx context.Context, k string, rev uint64, c claim) {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), writeTimeout)
 	defer cancel()
-	_ = r.write(wctx, k, rev, owner, func(rev uint64) error {
-		return r.kv.Delete(wctx, k, jetstream.LastRevision(rev))
+	_ = r.write(wctx, k, rev, c.owner, func(rev uint64) error {
+		if c.fence == 0 {
+			return r.kv.Delete(wctx, k, jetstream.LastRevision(rev))
+		}
+		data, _ := json.Marshal(record{State: stateReleased, Digest: c.digest, Fence: c.fence})
+		_, err := r.kv.Update(wctx, k, data, rev)
+		return err
 	})
 }
 

@@ -9,14 +9,22 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/esjet/esjet/internal/wire"
+	"github.com/esjet/esjet/receiver"
 )
 
 // Delivery is one attempt at one command.
 type Delivery struct {
-	CommandID        string
-	Kind             string
-	Payload          json.RawMessage
-	Attempt          int // 1 on the first delivery
+	CommandID string
+	Kind      string
+	Payload   json.RawMessage
+	Attempt   int // 1 on the first delivery
+	// Fence is the delivery's fencing token: the worker consumer's delivery
+	// sequence, which rises with every delivery of the command (after a
+	// lost lease, a nak, a crash, a DLQ re-drive). Pass it to the receiver
+	// (targets get it as the Esjet-Fence header): one that remembers the
+	// highest fence per idempotency key and refuses a lower one
+	// (receiver.DoFenced) never applies a stale worker's call.
+	Fence            uint64
 	AggregateType    string
 	AggregateID      string
 	AggregateVersion uint64 // the version of the decision that issued the command
@@ -31,12 +39,13 @@ type Delivery struct {
 // IdempotencyKey is what receivers dedupe on: the command id.
 func (d Delivery) IdempotencyKey() string { return d.CommandID }
 
-// deliveryFrom decodes an OUTBOX message into attempt number attempt. The
-// error wraps wire.ErrNotACommand; the Delivery holds what could be read.
-func deliveryFrom(m *nats.Msg, attempt int) (Delivery, error) {
+// deliveryFrom decodes an OUTBOX message into attempt number attempt with
+// fencing token fence. The error wraps wire.ErrNotACommand; the Delivery
+// holds what could be read.
+func deliveryFrom(m *nats.Msg, attempt int, fence uint64) (Delivery, error) {
 	c, err := wire.DecodeCommand(m)
 	return Delivery{
-		CommandID: c.ID, Kind: c.Kind, Payload: c.Payload, Attempt: attempt,
+		CommandID: c.ID, Kind: c.Kind, Payload: c.Payload, Attempt: attempt, Fence: fence,
 		AggregateType: c.AggregateType, AggregateID: c.AggregateID, AggregateVersion: c.Version,
 		DecisionID: c.DecisionID, CorrelationID: c.CorrelationID, TraceParent: c.TraceParent,
 		Report: c.Report, Header: m.Header,
@@ -51,8 +60,10 @@ func (d Delivery) command() wire.Command {
 }
 
 // Handler carries out one command. It returns the result (JSON, may be nil)
-// or an error: a [*RetryableError] (see [Retry]) or a [*TerminalError] (see
-// [Terminal]); any other error counts as retryable. It must honour ctx.
+// or an error: a [*RetryableError] (see [Retry]), a [*TerminalError] (see
+// [Terminal]), a [*StaleError] (see [Stale]; receiver.ErrStale counts as
+// one) or an [*UnavailableError] (see [Unavailable]); any other error
+// counts as retryable. It must honour ctx.
 type Handler interface {
 	Handle(ctx context.Context, d Delivery) (json.RawMessage, error)
 }
@@ -80,22 +91,63 @@ type TerminalError struct{ Err error }
 func (e *TerminalError) Error() string { return e.Err.Error() }
 func (e *TerminalError) Unwrap() error { return e.Err }
 
+// StaleError says the receiver refused the attempt because it has seen a
+// newer one of the same command (a higher fence): this worker lost its
+// lease. The worker neither retries nor acks; the newer delivery finishes.
+type StaleError struct{ Err error }
+
+func (e *StaleError) Error() string { return e.Err.Error() }
+func (e *StaleError) Unwrap() error { return e.Err }
+
+// UnavailableError says nobody is there to take the command (a NATS
+// request with no responders, an HTTP connection refused): the target is
+// down or restarting. The worker keeps the command and calls again with
+// backoff, within the attempt's timeout, before it counts the attempt.
+type UnavailableError struct{ Err error }
+
+func (e *UnavailableError) Error() string { return e.Err.Error() }
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
 // Retry marks err retryable, optionally after a delay (0: the backoff).
 func Retry(err error, after time.Duration) error { return &RetryableError{Err: err, After: after} }
 
 // Terminal marks err terminal.
 func Terminal(err error) error { return &TerminalError{Err: err} }
 
-// classify splits a handler error into terminal or retryable (with an
-// optional requested delay).
-func classify(err error) (terminal bool, after time.Duration) {
-	var te *TerminalError
-	if errors.As(err, &te) {
-		return true, 0
+// Stale marks err as a receiver's refusal of a stale attempt.
+func Stale(err error) error { return &StaleError{Err: err} }
+
+// Unavailable marks err as "the target is not there".
+func Unavailable(err error) error { return &UnavailableError{Err: err} }
+
+// verdict is what a handler error asks the worker to do.
+type verdict int
+
+const (
+	retryable   verdict = iota // nak with backoff (or the handler's delay)
+	terminal                   // dead-letter now
+	stale                      // a newer attempt exists: leave the command alone
+	unavailable                // call again within the attempt, then count it
+)
+
+// classify reads a handler error: what to do, and the delay the handler
+// asked for, if any.
+func classify(err error) (verdict, time.Duration) {
+	var (
+		te *TerminalError
+		se *StaleError
+		ue *UnavailableError
+		re *RetryableError
+	)
+	switch {
+	case errors.As(err, &se), errors.Is(err, receiver.ErrStale):
+		return stale, 0
+	case errors.As(err, &te):
+		return terminal, 0
+	case errors.As(err, &ue):
+		return unavailable, 0
+	case errors.As(err, &re):
+		return retryable, re.After
 	}
-	var re *RetryableError
-	if errors.As(err, &re) {
-		return false, re.After
-	}
-	return false, 0
+	return retryable, 0
 }

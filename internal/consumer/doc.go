@@ -15,15 +15,32 @@
 //     server to confirm it;
 //   - retryable error → nak with exponential backoff and jitter (or the
 //     handler's retry-after), up to the kind's max attempts;
+//   - target unavailable (NATS no responders, HTTP connection refused) →
+//     called again with backoff, holding the lease, within the kind's
+//     timeout; only then does the attempt count as failed;
+//   - stale (the receiver saw a newer attempt: receiver.ErrStale,
+//     {"stale": true}, HTTP 412) → nothing: no ack, no nak, the newer
+//     delivery finishes;
 //   - terminal error or attempts exhausted → a DLQ entry → <kind>_failed to
 //     the aggregate (so it can compensate) → term;
 //   - a command whose receipt already says done is acked without running
 //     the handler (its result is re-sent, idempotently, if it was reported).
 //
 // Every delivery carries the command id as its idempotency key, its attempt
-// number and the issuing aggregate version, so a receiver can fold repeats
-// (package receiver) and fence stale workers. AckWait is a lease, not a
-// fence: JetStream accepts a late ack from a worker that lost its lease.
+// number, the issuing aggregate version and a fencing token (Esjet-Fence:
+// the consumer's delivery sequence, higher for every delivery), so a
+// receiver can fold repeats and refuse a stale worker (package receiver,
+// DoFenced).
+//
+// AckWait is a lease, not a fence: JetStream accepts a late ack from a
+// worker that lost its lease, and its in-progress acks are matched by
+// stream sequence only, so the server cannot tell a worker whether it
+// still holds a command. A worker keeps its own account on the monotonic
+// clock (lease.go): right before each call it checks that less than
+// AckWait has passed since its hold was last confirmed (a process stopped
+// or paused for longer finds out here) and leaves the command alone if
+// not — no call, no ack, no nak. A pause after that check is what the
+// fence is for.
 //
 // Targets: a Go [Handler], a NATS request ([NATSTarget]) or an HTTP POST
 // ([HTTPTarget]).

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,17 +22,22 @@ import (
 const (
 	HeaderIdempotencyKey = wire.HeaderIdempotencyKey // the command id
 	HeaderAttempt        = wire.HeaderAttempt        // 1, 2, …
+	HeaderFence          = wire.HeaderFence          // the delivery's fencing token
 )
 
 // requestHeaders are what a NATS or HTTP target gets with d.
-func requestHeaders(d Delivery) map[string]string { return wire.RequestHeader(d.command(), d.Attempt) }
+func requestHeaders(d Delivery) map[string]string {
+	return wire.RequestHeader(d.command(), d.Attempt, d.Fence)
+}
 
-// reply is a target's answer: {"result": …} or {"error": …, "retryable": …}.
+// reply is a target's answer: {"result": …} or {"error": …, "retryable": …}
+// or, from a receiver that saw a newer attempt, {"error": …, "stale": true}.
 type reply struct {
-	Result       *json.RawMessage `json:"result"`
-	Error        string           `json:"error"`
-	Retryable    bool             `json:"retryable"`
-	RetryAfterMs int64            `json:"retry_after_ms"`
+	Result       json.RawMessage `json:"result"` // nil: no "result" key; null is a result
+	Error        string          `json:"error"`
+	Retryable    bool            `json:"retryable"`
+	Stale        bool            `json:"stale"`
+	RetryAfterMs int64           `json:"retry_after_ms"`
 }
 
 func (r reply) outcome() (json.RawMessage, error) {
@@ -41,12 +47,15 @@ func (r reply) outcome() (json.RawMessage, error) {
 			// rather than take it for a success.
 			return nil, Retry(errors.New(`reply has neither "result" nor "error"`), 0)
 		}
-		if string(*r.Result) == "null" {
+		if string(r.Result) == "null" {
 			return nil, nil
 		}
-		return *r.Result, nil
+		return r.Result, nil
 	}
 	err := errors.New(r.Error)
+	if r.Stale {
+		return nil, Stale(err)
+	}
 	if r.Retryable {
 		return nil, Retry(err, time.Duration(r.RetryAfterMs)*time.Millisecond)
 	}
@@ -54,7 +63,8 @@ func (r reply) outcome() (json.RawMessage, error) {
 }
 
 // NATSTarget carries out a command as a NATS request to Subject. No
-// responder and timeouts are retryable; the reply JSON says the rest.
+// responders means the service is not there (restarting): [Unavailable];
+// a timeout is retryable; the reply JSON says the rest.
 type NATSTarget struct {
 	Conn    *nats.Conn
 	Subject string
@@ -70,7 +80,7 @@ func (t NATSTarget) Handle(ctx context.Context, d Delivery) (json.RawMessage, er
 	resp, err := t.Conn.RequestMsgWithContext(ctx, m)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
-		return nil, Retry(fmt.Errorf("no service answers on %s", t.Subject), 0)
+		return nil, Unavailable(fmt.Errorf("no service answers on %s", t.Subject))
 	case err != nil:
 		return nil, Retry(fmt.Errorf("request %s: %w", t.Subject, err), 0)
 	}
@@ -86,9 +96,10 @@ func (t NATSTarget) Handle(ctx context.Context, d Delivery) (json.RawMessage, er
 }
 
 // HTTPTarget carries out a command as an HTTP POST of its payload to URL.
-// 2xx → success (the body is the result); 409, 422 and other 4xx →
-// terminal; 429, 5xx, timeouts and connection errors → retryable, honouring
-// Retry-After.
+// 2xx → success (the body is the result); 412 → stale (the receiver saw a
+// newer attempt, see [Stale]); 409, 422 and other 4xx → terminal; 429,
+// 5xx, timeouts and connection errors → retryable, honouring Retry-After; a
+// refused connection → [Unavailable].
 type HTTPTarget struct {
 	Client *http.Client // nil: a client without a timeout (the handler ctx bounds it)
 	URL    string
@@ -109,6 +120,9 @@ func (t HTTPTarget) Handle(ctx context.Context, d Delivery) (json.RawMessage, er
 		c = http.DefaultClient
 	}
 	resp, err := c.Do(req)
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, Unavailable(fmt.Errorf("POST %s: %w", t.URL, err))
+	}
 	if err != nil {
 		return nil, Retry(fmt.Errorf("POST %s: %w", t.URL, err), 0)
 	}
@@ -124,6 +138,8 @@ func (t HTTPTarget) Handle(ctx context.Context, d Delivery) (json.RawMessage, er
 		}
 		q, _ := json.Marshal(string(body))
 		return q, nil
+	case resp.StatusCode == http.StatusPreconditionFailed:
+		return nil, Stale(fmt.Errorf("POST %s: %s: %s", t.URL, resp.Status, snippet(body)))
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		return nil, Retry(fmt.Errorf("POST %s: %s: %s", t.URL, resp.Status, snippet(body)), retryAfter(resp.Header.Get("Retry-After")))
 	default:

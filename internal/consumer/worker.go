@@ -32,7 +32,10 @@ type KindConfig struct {
 	// AckWait is the lease on a delivered command, kept alive by heartbeats
 	// while the handler runs. Zero means 30s.
 	AckWait time.Duration
-	// Timeout cancels a handler's context. Zero means 30s.
+	// Timeout cancels a handler's context. Zero means 30s. It also bounds
+	// how long an attempt calls again a target that is not there (NATS no
+	// responders, HTTP connection refused: see [Unavailable]) before it
+	// counts as a failed attempt.
 	Timeout time.Duration
 	// MaxAttempts bounds the attempts before the command is dead-lettered.
 	// Zero means 5.
@@ -89,9 +92,11 @@ type Report struct {
 // worker logs it and acks the command.
 var ErrFeedbackRefused = errors.New("consumer: outcome refused by the aggregate")
 
-// Stats are a worker's counters.
+// Stats are a worker's counters. Stale counts deliveries this worker left
+// alone because its lease may have passed to another worker (a pause it
+// slept through) or the receiver refused its attempt as stale.
 type Stats struct {
-	Done, Retried, Dead, Skipped, Poison, FeedbackErrors int64
+	Done, Retried, Dead, Skipped, Poison, FeedbackErrors, Stale int64
 }
 
 // Worker runs one kind's commands on this node.
@@ -104,7 +109,11 @@ type Worker struct {
 	cons     jetstream.Consumer
 	receipts jetstream.KeyValue
 
-	done, retried, dead, skipped, poison, feedbackErrors atomic.Int64
+	done, retried, dead, skipped, poison, feedbackErrors, stale atomic.Int64
+
+	// pause, if set (tests), runs just before the lease is confirmed for a
+	// call: a stand-in for a process stopped there.
+	pause func(Delivery)
 }
 
 // ConsumerConfig is the durable consumer a kind's workers share.
@@ -153,7 +162,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 // Stats returns the worker's counters.
 func (w *Worker) Stats() Stats {
 	return Stats{Done: w.done.Load(), Retried: w.retried.Load(), Dead: w.dead.Load(), Skipped: w.skipped.Load(),
-		Poison: w.poison.Load(), FeedbackErrors: w.feedbackErrors.Load()}
+		Poison: w.poison.Load(), FeedbackErrors: w.feedbackErrors.Load(), Stale: w.stale.Load()}
 }
 
 // Run pulls and handles commands until ctx ends, then stops pulling, lets
@@ -184,7 +193,7 @@ func (w *Worker) Run(ctx context.Context) error {
 				break more
 			}
 		}
-		msgs := w.fetch(ctx, n)
+		msgs, fetched := w.fetch(ctx, n)
 		for range n - len(msgs) {
 			free <- struct{}{}
 		}
@@ -192,44 +201,50 @@ func (w *Worker) Run(ctx context.Context) error {
 			wg.Add(1)
 			go func() {
 				defer func() { free <- struct{}{}; wg.Done() }()
-				w.handle(handleCtx, m)
+				w.handle(handleCtx, m, newLease(fetched, w.cfg.AckWait))
 			}()
 		}
 	}
 }
 
 // fetch takes up to n messages that are there now, or else waits (briefly,
-// to notice ctx) for one.
-func (w *Worker) fetch(ctx context.Context, n int) []jetstream.Msg {
+// to notice ctx) for one. It also returns when it sent the pull request:
+// the server delivered the messages after that, so their leases run at
+// least until then plus AckWait.
+func (w *Worker) fetch(ctx context.Context, n int) ([]jetstream.Msg, time.Time) {
 	var msgs []jetstream.Msg
+	sent := time.Now()
 	if b, err := w.cons.FetchNoWait(n); err == nil {
 		for m := range b.Messages() {
 			msgs = append(msgs, m)
 		}
 	}
 	if len(msgs) > 0 || ctx.Err() != nil {
-		return msgs
+		return msgs, sent
 	}
 	// Wait for the next message, up to 2s so ctx is noticed (FetchContext
-	// carries the deadline; it cannot be combined with FetchMaxWait).
-	fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	// carries the deadline; it cannot be combined with FetchMaxWait), and
+	// at most a quarter of AckWait, which is how early the lease's start
+	// may be counted.
+	fctx, cancel := context.WithTimeout(ctx, min(2*time.Second, max(w.cfg.AckWait/4, 10*time.Millisecond)))
 	defer cancel()
+	sent = time.Now()
 	b, err := w.cons.Fetch(1, jetstream.FetchContext(fctx))
 	if err != nil {
 		if ctx.Err() == nil {
 			w.logger.Debug("fetch", "error", err)
 			time.Sleep(100 * time.Millisecond)
 		}
-		return nil
+		return nil, sent
 	}
 	for m := range b.Messages() {
 		msgs = append(msgs, m)
 	}
-	return msgs
+	return msgs, sent
 }
 
-// handle runs one delivery to its outcome.
-func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
+// handle runs one delivery, held under lease l, to its outcome.
+func (w *Worker) handle(ctx context.Context, m jetstream.Msg, l *lease) {
 	meta, err := m.Metadata()
 	if err != nil {
 		w.logger.Error("message without metadata", "subject", m.Subject(), "error", err)
@@ -240,8 +255,8 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 	if raw.Header == nil {
 		raw.Header = nats.Header{}
 	}
-	d, derr := deliveryFrom(raw, int(meta.NumDelivered))
-	log := w.logger.With("command_id", d.CommandID, "seq", meta.Sequence.Stream, "attempt", d.Attempt)
+	d, derr := deliveryFrom(raw, int(meta.NumDelivered), meta.Sequence.Consumer)
+	log := w.logger.With("command_id", d.CommandID, "seq", meta.Sequence.Stream, "attempt", d.Attempt, "fence", d.Fence)
 	if derr != nil {
 		w.poison.Add(1)
 		w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, derr)
@@ -265,8 +280,10 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 		return
 	}
 
-	failpoint.Hit(failpoint.WorkerBeforeCall)
-	result, herr := w.run(ctx, m, d)
+	if w.pause != nil {
+		w.pause(d)
+	}
+	result, herr := w.attempt(ctx, log, m, d, l)
 	failpoint.Hit(failpoint.WorkerAfterCall)
 	if herr == nil {
 		// Report what the receipt holds: if another worker finished first
@@ -284,8 +301,16 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 		w.ack(ctx, log, m)
 		return
 	}
-	terminal, after := classify(herr)
-	if !terminal && d.Attempt < w.cfg.MaxAttempts {
+	verdict, after := classify(herr)
+	if errors.Is(herr, errLeaseLost) || verdict == stale {
+		// Another worker holds the command now (or will once the server
+		// redelivers it): no ack, no nak — a nak from a stale holder would
+		// redeliver the command at once, under the new holder's feet.
+		w.stale.Add(1)
+		log.Warn("leaving the command to another worker: this one's lease may be gone", "error", herr)
+		return
+	}
+	if verdict != terminal && d.Attempt < w.cfg.MaxAttempts {
 		delay := after
 		if delay == 0 {
 			delay = w.backoff(d.Attempt)
@@ -298,32 +323,62 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg) {
 	w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, herr)
 }
 
-// run calls the handler with a deadline, keeping the lease alive meanwhile.
-func (w *Worker) run(ctx context.Context, m jetstream.Msg, d Delivery) (result json.RawMessage, err error) {
-	hctx, cancel := context.WithTimeout(ctx, w.cfg.Timeout)
+// attempt calls the handler once under lease l, unless the lease may be
+// gone (a pause ate it; then it returns errLeaseLost without calling). It
+// keeps the lease alive while the handler runs, cancelling it if it can no
+// longer vouch for the lease, and while the target is unavailable it calls
+// again with backoff, within the kind's timeout, without counting another
+// attempt.
+func (w *Worker) attempt(ctx context.Context, log *slog.Logger, m jetstream.Msg, d Delivery, l *lease) (json.RawMessage, error) {
+	nc := w.js.Conn()
+	if !l.confirm(ctx, nc, m) {
+		return nil, fmt.Errorf("%w: %s since it was last confirmed, AckWait %s", errLeaseLost, l.age().Round(time.Millisecond), w.cfg.AckWait)
+	}
+	held, lose := context.WithCancelCause(ctx)
+	defer lose(nil)
+	keepCtx, stopKeeping := context.WithCancel(ctx)
+	var keeper sync.WaitGroup
+	keeper.Go(func() { l.keep(keepCtx, nc, m, func() { lose(errLeaseLost) }) })
+	defer func() { stopKeeping(); keeper.Wait() }()
+
+	hctx, cancel := context.WithTimeout(held, w.cfg.Timeout)
 	defer cancel()
-	stop := make(chan struct{})
-	var hb sync.WaitGroup
-	hb.Go(func() {
-		t := time.NewTicker(max(w.cfg.AckWait/3, 100*time.Millisecond))
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				_ = m.InProgress()
-			}
+	for n := 1; ; n++ {
+		failpoint.Hit(failpoint.WorkerBeforeCall)
+		result, err := w.call(hctx, d)
+		if err == nil {
+			return result, nil // done, whatever became of the lease
 		}
-	})
+		if cause := context.Cause(held); errors.Is(cause, errLeaseLost) {
+			return nil, fmt.Errorf("%w (the call: %w)", cause, err)
+		}
+		if v, _ := classify(err); v != unavailable {
+			return nil, err
+		}
+		if n == 1 {
+			log.Info("target unavailable; calling again within the attempt's timeout before counting the attempt", "error", err, "timeout", w.cfg.Timeout)
+		}
+		t := time.NewTimer(w.backoff(n))
+		select {
+		case <-hctx.Done():
+			t.Stop()
+			if cause := context.Cause(held); errors.Is(cause, errLeaseLost) {
+				return nil, cause
+			}
+			return nil, err
+		case <-t.C:
+		}
+	}
+}
+
+// call runs the handler once, turning a panic into an error.
+func (w *Worker) call(ctx context.Context, d Delivery) (result json.RawMessage, err error) {
 	defer func() {
-		close(stop)
-		hb.Wait()
 		if p := recover(); p != nil {
 			result, err = nil, fmt.Errorf("handler panicked: %v", p)
 		}
 	}()
-	return w.cfg.Handler.Handle(hctx, d)
+	return w.cfg.Handler.Handle(ctx, d)
 }
 
 // deadLetter records a terminal failure: DLQ entry, failed receipt, the

@@ -125,13 +125,15 @@ func parseTime(s string) time.Time {
 }
 
 // RequestHeader is what a NATS or HTTP target receives with attempt number
-// attempt of c: the idempotency key (the command id), the attempt, and what
-// identifies the command and its issuer, so a receiver can fold repeats and
-// fence a stale worker by aggregate version.
-func RequestHeader(c Command, attempt int) map[string]string {
+// attempt of c, delivered with fencing token fence: the idempotency key (the
+// command id), the attempt, the fence, and what identifies the command and
+// its issuer, so a receiver can fold repeats and refuse a stale worker
+// ([HeaderFence]).
+func RequestHeader(c Command, attempt int, fence uint64) map[string]string {
 	h := map[string]string{
 		HeaderIdempotencyKey: c.ID,
 		HeaderAttempt:        strconv.Itoa(attempt),
+		HeaderFence:          strconv.FormatUint(fence, 10),
 		HeaderCommandID:      c.ID,
 		HeaderCommandKind:    c.Kind,
 		HeaderAggregateType:  c.AggregateType,

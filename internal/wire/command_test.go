@@ -85,15 +85,15 @@ func TestDecodeCommandRefusesAMessageThatIsNotACommand(t *testing.T) {
 	}
 }
 
-func TestRequestHeaderCarriesTheKeyAttemptAndIssuer(t *testing.T) {
+func TestRequestHeaderCarriesTheKeyAttemptFenceAndIssuer(t *testing.T) {
 	t.Parallel()
 	m := EncodeCommand("ns", testRecord(), streams.Command{ID: "trip:t1:4:0", Kind: "k"}, time.Now())
 	c, err := DecodeCommand(m)
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := RequestHeader(c, 3)
-	for k, v := range map[string]string{HeaderIdempotencyKey: "trip:t1:4:0", HeaderAttempt: "3", HeaderVersion: "4",
+	h := RequestHeader(c, 3, 17)
+	for k, v := range map[string]string{HeaderIdempotencyKey: "trip:t1:4:0", HeaderAttempt: "3", HeaderFence: "17", HeaderVersion: "4",
 		HeaderAggregateID: "t1", HeaderCorrelationID: "corr-1", "Traceparent": testRecord().TraceParent} {
 		if h[k] != v {
 			t.Errorf("%s = %q, want %q", k, h[k], v)

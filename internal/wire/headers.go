@@ -30,6 +30,13 @@ const (
 const (
 	HeaderIdempotencyKey = "Idempotency-Key" // the command id
 	HeaderAttempt        = "Esjet-Attempt"   // 1, 2, …
+	// HeaderFence is the delivery's fencing token: the worker consumer's
+	// delivery sequence, which rises with every delivery of a command (a
+	// redelivery after a lost lease or a crash, a nak, a DLQ re-drive). A
+	// receiver remembers the highest fence it saw per idempotency key and
+	// refuses a lower one: that attempt's worker lost its lease to a newer
+	// one. An equal fence is the same attempt asking again.
+	HeaderFence = "Esjet-Fence"
 )
 
 // Headers a worker adds to a dead letter on <ns>.dlq.<kind>, beside the
