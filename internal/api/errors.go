@@ -65,9 +65,6 @@ func toError(err error) *Error {
 	return e
 }
 
-// ErrorOf returns err as the API reports it (status, code, message).
-func ErrorOf(err error) *Error { return toError(err) }
-
 // classify picks the status and code of an operation's error.
 func classify(err error) *Error {
 	var rej *aggregate.Rejection
