@@ -46,10 +46,12 @@ func issuedKinds(defs []*aggregate.Definition) []issuedKind {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b issuedKind) int {
-		return strings.Compare(a.Kind+"\x00"+a.AggregateType, b.Kind+"\x00"+b.AggregateType)
-	})
+	slices.SortFunc(out, compareIssued)
 	return out
+}
+
+func compareIssued(a, b issuedKind) int {
+	return strings.Compare(a.Kind+"\x00"+a.AggregateType, b.Kind+"\x00"+b.AggregateType)
 }
 
 // unserved lists the kinds in issued that no worker of this node carries out
@@ -64,11 +66,18 @@ func unserved(issued []issuedKind, served map[string]bool) []issuedKind {
 	return out
 }
 
-// warnUnserved logs at WARN each kind a registered aggregate can issue that
-// has no target on this node: its commands would wait in OUTBOX for ever,
+// warnUnserved logs at WARN each kind a registered aggregate (or a raw type,
+// by aggregates.raw.<type>.commands) can issue that has no target on this node: its commands would wait in OUTBOX for ever,
 // and the saga that issued them with it, without another word.
 func (n *Node) warnUnserved(defs []*aggregate.Definition, served map[string]bool) {
-	for _, ik := range unserved(issuedKinds(defs), served) {
+	issued := issuedKinds(defs)
+	for typ, raw := range n.cfg.Aggregates.Raw {
+		for _, kind := range raw.Commands {
+			issued = append(issued, issuedKind{Kind: kind, AggregateType: typ})
+		}
+	}
+	slices.SortFunc(issued, compareIssued)
+	for _, ik := range unserved(issued, served) {
 		n.logger.Warn("command kind has no target on this node: its commands wait in OUTBOX until a node serves it",
 			slog.String("kind", ik.Kind), slog.String("aggregate_type", ik.AggregateType),
 			slog.String("fix", fmt.Sprintf("add workers.%s to the config file (target nats with a subject, or http with a url), "+

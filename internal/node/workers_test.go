@@ -65,6 +65,7 @@ func TestIssuedKindsAreTheKindsWithOutcomes(t *testing.T) {
 func TestStartWarnsAboutKindsWithoutTarget(t *testing.T) {
 	cfg := testConfig(t, "warnkinds")
 	cfg.Workers = map[string]config.Worker{"refund": {Target: config.TargetHTTP, URL: "http://127.0.0.1:1/refund"}}
+	cfg.Aggregates.Raw = map[string]config.RawType{"invoice": {Commands: []string{"send_invoice", "charge"}}}
 	var logs natstest.Buffer
 	startTestNode(t, cfg, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Aggregates: []*aggregate.Definition{orderDefinition()},
 		Handlers: map[string]consumer.Handler{"charge": consumer.HandlerFunc(func(context.Context, consumer.Delivery) (json.RawMessage, error) {
@@ -76,12 +77,17 @@ func TestStartWarnsAboutKindsWithoutTarget(t *testing.T) {
 			warned = append(warned, line)
 		}
 	}
-	if len(warned) != 1 {
-		t.Fatalf("want one WARN line (for ship), got %d:\n%s", len(warned), logs.String())
+	if len(warned) != 2 {
+		t.Fatalf("want two WARN lines (ship of order, send_invoice of the raw type invoice), got %d:\n%s", len(warned), logs.String())
 	}
-	for _, want := range []string{"kind=ship", "aggregate_type=order", "workers.ship", "Go handler"} {
-		if !strings.Contains(warned[0], want) {
-			t.Errorf("WARN line does not say %q:\n%s", want, warned[0])
+	for i, wants := range [][]string{
+		{"kind=send_invoice", "aggregate_type=invoice", "workers.send_invoice"},
+		{"kind=ship", "aggregate_type=order", "workers.ship", "Go handler"},
+	} {
+		for _, want := range wants {
+			if !strings.Contains(warned[i], want) {
+				t.Errorf("WARN line does not say %q:\n%s", want, warned[i])
+			}
 		}
 	}
 }
