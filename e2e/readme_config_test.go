@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"reflect"
 	"regexp"
 	"strings"
@@ -127,4 +128,52 @@ func defaultOf(path string) (string, bool) {
 		}
 	}
 	return fmt.Sprint(v.Interface()), true
+}
+
+// TestReadmeCodeMapNamesEveryPackage holds the README's code map to the
+// module: every package in it exists, and every package is in it (the root
+// package as `esjet`).
+func TestReadmeCodeMapNamesEveryPackage(t *testing.T) {
+	raw, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(raw)
+	start := strings.Index(text, "### Code map")
+	if start < 0 {
+		t.Fatal("README.md has no ### Code map")
+	}
+	table := text[strings.Index(text[start:], "| package |")+start:]
+	inMap := map[string]bool{}
+	ticked := regexp.MustCompile("`([^`]*)`")
+	for _, line := range strings.Split(table, "\n")[2:] {
+		if !strings.HasPrefix(line, "|") {
+			break
+		}
+		for _, m := range ticked.FindAllStringSubmatch(strings.Split(line, "|")[1], -1) {
+			inMap[m[1]] = true
+		}
+	}
+	list := exec.Command("go", "list", "-f", "{{.ImportPath}}", "./...")
+	list.Dir = ".."
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := map[string]bool{}
+	for _, p := range strings.Fields(string(out)) {
+		name := strings.TrimPrefix(strings.TrimPrefix(p, "github.com/esjet/esjet"), "/")
+		if name == "" {
+			name = "esjet"
+		}
+		pkgs[name] = true
+		if !inMap[name] {
+			t.Errorf("README code map: package %s is missing", name)
+		}
+	}
+	for name := range inMap {
+		if !pkgs[name] {
+			t.Errorf("README code map: %s is not a package of the module", name)
+		}
+	}
 }

@@ -7,9 +7,10 @@
 // Start order: broker → provision streams and buckets → event log →
 // repository → micro service → relay → workers (one per command kind with a
 // target: a configured NATS or HTTP target, or a Go handler) → HTTP. A kind
-// that a registered aggregate can issue (it handles the kind's outcome) but
-// that no worker here carries out is logged at WARN when the node starts:
-// its commands would wait in OUTBOX.
+// that a registered aggregate can issue (it handles the kind's outcome), or
+// a raw type may issue (aggregates.raw.<type>.commands), but that no worker
+// here carries out is logged at WARN when the node starts: its commands
+// would wait in OUTBOX.
 //
 // Close stops everything under the caller's deadline, what takes work in
 // first: HTTP and the micro service (in-flight requests finish), the
