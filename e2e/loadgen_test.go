@@ -105,8 +105,14 @@ func ledgerNodeConfigKinds(t *testing.T, kinds []string, extra string) string {
 // effect actually ran.
 type effectLedger struct {
 	t     *testing.T
-	rcv   *receiver.Receiver
+	rcv   folder
 	delay time.Duration // each effect takes this long (0: instant)
+	// redeliveryDelay, if set, is how long the effect of an attempt after
+	// the first (Esjet-Attempt > 1) takes instead: it keeps a redelivered
+	// call in flight (fencing_test.go).
+	redeliveryDelay time.Duration
+	lateInFlight    atomic.Int64 // effects of attempts after the first, running now
+	running         atomic.Int64 // effects running now
 
 	mu         sync.Mutex
 	deliveries map[string]int             // idempotency key → requests received
@@ -114,6 +120,7 @@ type effectLedger struct {
 	kindOf     map[string]string          // idempotency key → kind
 	logical    map[string]map[string]bool // kind|aggregate id → keys whose effect ran
 	replayed   int                        // requests answered with a stored result
+	stale      int                        // requests refused as stale (a lower fence)
 	problems   []string                   // conflicts, bad requests
 	conns      []*nats.Conn
 	wg         sync.WaitGroup
@@ -204,10 +211,17 @@ func ledgerResult(kind, key string) any {
 	}
 }
 
+// folder is what the ledger folds repeated deliveries with: package
+// receiver, or another receiver a scenario brings.
+type folder interface {
+	DoFenced(ctx context.Context, key string, fence uint64, params []byte, effect func(context.Context) (json.RawMessage, error)) (json.RawMessage, bool, error)
+}
+
 type ledgerReply struct {
 	Result       json.RawMessage `json:"result,omitempty"`
 	Error        string          `json:"error,omitempty"`
 	Retryable    bool            `json:"retryable,omitempty"`
+	Stale        bool            `json:"stale,omitempty"`
 	RetryAfterMS int64           `json:"retry_after_ms,omitempty"`
 }
 
@@ -233,9 +247,23 @@ func (l *effectLedger) handle(kind string, m *nats.Msg) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
 	defer cancel()
-	res, replayed, err := l.rcv.Do(ctx, key, m.Data, func(ctx context.Context) (json.RawMessage, error) {
-		if l.delay > 0 {
-			time.Sleep(l.delay)
+	fence, err := receiver.ParseFence(m.Header.Get(receiver.HeaderFence))
+	if err != nil {
+		l.problem("%s %s: %v", kind, key, err)
+	}
+	delay := l.delay
+	if l.redeliveryDelay > 0 && m.Header.Get("Esjet-Attempt") != "1" {
+		delay = l.redeliveryDelay
+	}
+	res, replayed, err := l.rcv.DoFenced(ctx, key, fence, m.Data, func(ctx context.Context) (json.RawMessage, error) {
+		l.running.Add(1)
+		defer l.running.Add(-1)
+		if delay > 0 {
+			if delay == l.redeliveryDelay {
+				l.lateInFlight.Add(1)
+				defer l.lateInFlight.Add(-1)
+			}
+			time.Sleep(delay)
 		}
 		l.mu.Lock()
 		l.applied[key]++
@@ -258,6 +286,11 @@ func (l *effectLedger) handle(kind string, m *nats.Msg) {
 			l.mu.Unlock()
 		}
 		respond(ledgerReply{Result: res})
+	case errors.Is(err, receiver.ErrStale):
+		l.mu.Lock()
+		l.stale++
+		l.mu.Unlock()
+		respond(ledgerReply{Error: err.Error(), Stale: true})
 	case errors.Is(err, receiver.ErrConflict), errors.Is(err, receiver.ErrInvalidKey):
 		l.problem("%s %s: %v", kind, key, err)
 		respond(ledgerReply{Error: err.Error()})
@@ -592,6 +625,9 @@ func checkScenario(t *testing.T, sc scenario) {
 		}
 	}
 
+	// An effect still running at the ledger may yet apply a key twice:
+	// count it before judging.
+	natstest.Eventually(t, 30*time.Second, func() bool { return sc.ledger.running.Load() == 0 })
 	ls := sc.ledger.stats()
 	sc.load.mu.Lock()
 	rejected := slices.Clone(sc.load.rejected)

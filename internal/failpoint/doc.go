@@ -20,7 +20,9 @@
 //
 // kill sends the process SIGKILL on the spot: no defers run, no buffers
 // flush, no connection is drained — the worst moment an operator's kill -9
-// or a power cut could choose. sleep(d) pauses the calling goroutine. @N acts
+// or a power cut could choose. stop sends the process SIGSTOP: all of it
+// stands still until the test sends SIGCONT (a paused node, not a dead one).
+// sleep(d) pauses the calling goroutine. @N acts
 // on the Nth time the point is reached (default: the first). The older
 // ESJET_FAILPOINT=point[:N] form means point=kill@N. Points are compiled in
 // always; with nothing armed, Hit is a map lookup on an empty map. Leave both

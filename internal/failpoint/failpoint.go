@@ -34,6 +34,7 @@ var Known = []string{BeforeAppend, AfterAppend, RelayBeforePublish, RelayAfterPu
 
 type action struct {
 	kill  bool
+	stop  bool
 	sleep time.Duration
 	at    int64 // act on this hit (1-based)
 	hits  atomic.Int64
@@ -78,7 +79,7 @@ func Parse(spec string) (map[string]*action, error) {
 	for _, item := range strings.Split(spec, ",") {
 		name, act, ok := strings.Cut(strings.TrimSpace(item), "=")
 		if !ok {
-			return nil, fmt.Errorf("%q: want point=kill[@N] or point=sleep(d)[@N]", item)
+			return nil, fmt.Errorf("%q: want point=kill[@N], point=stop[@N] or point=sleep(d)[@N]", item)
 		}
 		known := false
 		for _, k := range Known {
@@ -98,6 +99,8 @@ func Parse(spec string) (map[string]*action, error) {
 		switch {
 		case act == "kill":
 			a.kill = true
+		case act == "stop":
+			a.stop = true
 		case strings.HasPrefix(act, "sleep(") && strings.HasSuffix(act, ")"):
 			d, err := time.ParseDuration(act[len("sleep(") : len(act)-1])
 			if err != nil {
@@ -105,7 +108,7 @@ func Parse(spec string) (map[string]*action, error) {
 			}
 			a.sleep = d
 		default:
-			return nil, fmt.Errorf("%q: action %q: want kill or sleep(d)", item, act)
+			return nil, fmt.Errorf("%q: action %q: want kill, stop or sleep(d)", item, act)
 		}
 		out[name] = a
 	}
@@ -123,6 +126,12 @@ func Hit(point string) {
 	}
 	if a.sleep > 0 {
 		time.Sleep(a.sleep)
+		return
+	}
+	if a.stop {
+		// The whole process stops here until someone sends SIGCONT (the
+		// test that armed it): a pause no goroutine of it can notice.
+		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 		return
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)

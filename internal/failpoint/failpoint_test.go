@@ -7,7 +7,7 @@ import (
 )
 
 func TestParse(t *testing.T) {
-	got, err := Parse("after-append=kill@3, worker-after-call=kill,relay-after-publish=sleep(2s)@2")
+	got, err := Parse("after-append=kill@3, worker-after-call=kill,relay-after-publish=sleep(2s)@2,worker-before-call=stop@4")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -19,6 +19,9 @@ func TestParse(t *testing.T) {
 	}
 	if a := got[RelayAfterPublish]; a == nil || a.sleep != 2*time.Second || a.at != 2 {
 		t.Errorf("relay-after-publish: %+v", a)
+	}
+	if a := got[WorkerBeforeCall]; a == nil || !a.stop || a.kill || a.at != 4 {
+		t.Errorf("worker-before-call: %+v", a)
 	}
 	for _, bad := range []string{"nope=kill", "after-append", "after-append=explode", "after-append=kill@0", "after-append=sleep(x)"} {
 		if _, err := Parse(bad); err == nil {
