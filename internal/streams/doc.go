@@ -14,7 +14,11 @@
 // and stores nothing twice.
 //
 // Reads use batched direct get (no consumer per load). Upcasters registered
-// in [Config] turn old event shapes into current ones on every read.
+// in [Config] turn old event shapes into current ones on every read. A
+// message on an aggregate subject that esjet did not write ([Foreign]: the
+// stream denies deletes, so it stays for ever) is stepped over, logged once
+// and counted; [Log.LoadTail] reports it with the subject's true last
+// sequence, which the aggregate's next append expects.
 //
 // Data flow: aggregate repository → [Log.Append] → <NS>_EVENTS → relay
 // (internal/outbox) → <NS>_OUTBOX → workers (internal/consumer).
