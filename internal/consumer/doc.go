@@ -44,4 +44,11 @@
 //
 // Targets: a Go [Handler], a NATS request ([NATSTarget]) or an HTTP POST
 // ([HTTPTarget]).
+//
+// The command message, its request headers, the receipt, the dead letter
+// and the outcome are the OUTBOX contract (package wire): workers and the
+// relay (package outbox) share it and never import each other.
+//
+// Data flow: OUTBOX (wire) → Worker → target; → KV <ns>_receipts, DLQ,
+// <kind>_done/<kind>_failed → the issuing aggregate (Feedback).
 package consumer

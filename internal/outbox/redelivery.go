@@ -101,8 +101,10 @@ func (r *Relay) inOutbox(ctx context.Context, since time.Time) (map[string]struc
 	})
 	r.scanned.Add(int64(n))
 	if err != nil {
-		r.index = nil // part-read: start again next time
-		return nil, fmt.Errorf("read OUTBOX since %s: %w", since.Format(time.RFC3339Nano), err)
+		// What was read stays (through moved on): the next lookup goes on
+		// from there, so a large OUTBOX is read across several tries
+		// rather than started over each time.
+		return nil, fmt.Errorf("read OUTBOX since %s (through seq %d so far): %w", idx.since.Format(time.RFC3339Nano), idx.through, err)
 	}
 	idx.read = read
 	return idx.ids, nil

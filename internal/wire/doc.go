@@ -12,7 +12,8 @@
 //   - the dead letter on <ns>.dlq.<kind> ([DeadLetterMsg],
 //     [DecodeDeadLetter]) and the re-driven copy ([RedriveMsg]);
 //   - the outcome reported back to the issuing aggregate ([Outcome],
-//     [DoneKind], [FailedKind]);
+//     [DoneKind], [FailedKind]) and its idempotency key ([DoneKey],
+//     [FailedKey], read back by [ParseOutcomeKey]);
 //   - the header names, the subjects and the workers' consumer names.
 //
 // It does no I/O. The EVENTS headers it reuses (aggregate type and id,
