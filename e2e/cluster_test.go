@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -40,6 +41,7 @@ type clServer struct {
 	stderr *natstest.Buffer
 	exited chan struct{} // closed when the process is gone
 	ready  chan struct{}
+	logs   []*natstest.Buffer // every start's stderr, oldest first
 }
 
 var clCodeField = regexp.MustCompile(`"code":\s*"([^"]+)"`)
@@ -80,6 +82,7 @@ func (s *clServer) start(t *testing.T) {
 		close(exited)
 	}()
 	s.cmd, s.stderr, s.exited, s.ready = cmd, stderr, exited, ready
+	s.logs = append(s.logs, stderr)
 	t.Cleanup(func() {
 		// A stopped process is continued first, so nothing stays frozen.
 		_ = cmd.Process.Signal(syscall.SIGCONT)
@@ -121,7 +124,7 @@ func (s *clServer) signal(t *testing.T, sig syscall.Signal) {
 // cluster can place three replicas.
 func clStartCluster(t *testing.T, dir string) []*clServer {
 	t.Helper()
-	clusterAddrs := []string{freeAddr(t), freeAddr(t), freeAddr(t)}
+	clusterAddrs := []string{clAddr(t), clAddr(t), clAddr(t)}
 	var routes []string
 	for _, a := range clusterAddrs {
 		routes = append(routes, "nats-route://"+a)
@@ -129,11 +132,14 @@ func clStartCluster(t *testing.T, dir string) []*clServer {
 	servers := make([]*clServer, 3)
 	for i := range servers {
 		name := fmt.Sprintf("cl-n%d", i+1)
-		s := &clServer{name: name, clientAddr: freeAddr(t), dir: dir}
+		s := &clServer{name: name, clientAddr: clAddr(t), dir: dir}
 		s.args = []string{"server", "--name", name, "--listen", s.clientAddr,
 			"--store-dir", filepath.Join(dir, name), "--sync", "always",
 			"--cluster-name", "esjet-e2e", "--cluster-listen", clusterAddrs[i],
 			"--routes", strings.Join(routes, ",")}
+		if os.Getenv("ESJET_E2E_SERVER_DEBUG") != "" {
+			s.args = append(s.args, "--debug")
+		}
 		servers[i] = s
 		s.start(t)
 	}
@@ -522,7 +528,7 @@ func TestClusterLeaderKilledAndStopped(t *testing.T) {
 	b := startNodeEnv(t, t.TempDir(), env, "--url", urls)
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("node a's log:\n%s\nnode b's log:\n%s", a.stderr.String(), b.stderr.String())
+			t.Logf("node a's log:\n%s\nnode b's log:\n%s\nservers' logs:\n%s", a.stderr.String(), b.stderr.String(), clServerLogs(servers))
 		}
 	})
 	t.Logf("nodes ready in %s; a on %s, b on %s", time.Since(began).Round(time.Millisecond), clNodeServer(a), clNodeServer(b))
@@ -531,15 +537,16 @@ func TestClusterLeaderKilledAndStopped(t *testing.T) {
 	load := clStartLoad(t, "ka", 4, a, b)
 	load.waitAcked(t, 25, 30*time.Second)
 	leader := clByName(t, servers, clStreamLeader(t, urls, "DEMO_EVENTS", 10*time.Second, func(string) bool { return true }))
-	killedAt := time.Now()
-	leader.kill9(t)
-	recoveryA := load.waitRecovery(t, killedAt, 30*time.Second)
 	var others []string
 	for _, s := range servers {
 		if s != leader {
 			others = append(others, s.url())
 		}
 	}
+	watchA := clStartWatch(t, urls, strings.Join(others, ","), leader.name)
+	killedAt := time.Now()
+	leader.kill9(t)
+	recoveryA := load.waitRecovery(t, killedAt, 30*time.Second)
 	newLeader := clStreamLeader(t, strings.Join(others, ","), "DEMO_EVENTS", 20*time.Second, func(l string) bool { return l != leader.name })
 	t.Logf("fault A: killed leader %s; appends succeed again after %s; new leader %s", leader.name, recoveryA.Round(time.Millisecond), newLeader)
 	leader.start(t)
@@ -548,6 +555,7 @@ func TestClusterLeaderKilledAndStopped(t *testing.T) {
 	load.waitAcked(t, n+25, 30*time.Second)
 	load.stop()
 	t.Logf("fault A: load outcomes %s", load.tally())
+	t.Logf("fault A: after the kill: %s", watchA.report())
 	lost, double, orphans, recorded := clInvariants(t, a, urls, load.acked)
 	t.Logf("fault A: %d commands recorded, each in OUTBOX once (%s so far)", recorded, time.Since(began).Round(time.Millisecond))
 	clScenarioLine(t, "cluster-leader-kill", load, lost, double, orphans, recoveryA)
@@ -562,6 +570,7 @@ func TestClusterLeaderKilledAndStopped(t *testing.T) {
 			others = append(others, s.url())
 		}
 	}
+	watchB := clStartWatch(t, urls, strings.Join(others, ","), stopped.name)
 	stoppedAt := time.Now()
 	stopped.signal(t, syscall.SIGSTOP)
 	elected := clStreamLeader(t, strings.Join(others, ","), "DEMO_EVENTS", 30*time.Second, func(l string) bool { return l != stopped.name })
@@ -581,6 +590,9 @@ func TestClusterLeaderKilledAndStopped(t *testing.T) {
 			all[id] = true
 		}
 	}
+	t.Logf("fault B: after the stop: %s", watchB.report())
+	t.Logf("leader changes the servers logged:\n%s", clLeaderLines(servers))
+	t.Logf("node a: %s\nnode b: %s", clRelayTrouble(a), clRelayTrouble(b))
 	lost, double, orphans, recorded = clInvariants(t, b, urls, all)
 	t.Logf("both faults: %d acknowledged trips, %d commands recorded, each in OUTBOX once (%s in all)", len(all), recorded, time.Since(began).Round(time.Millisecond))
 	clScenarioLine(t, "cluster-leader-stop", loadB, lost, double, orphans, recoveryB)
