@@ -92,6 +92,10 @@ type Report struct {
 // worker logs it and acks the command.
 var ErrFeedbackRefused = errors.New("consumer: outcome refused by the aggregate")
 
+// errStopping: the worker stopped while its target was unavailable; the
+// command was not applied and goes back to the stream.
+var errStopping = errors.New("the worker is stopping")
+
 // Stats are a worker's counters. Stale counts deliveries this worker left
 // alone because its lease may have passed to another worker (a pause it
 // slept through) or the receiver refused its attempt as stale.
@@ -201,7 +205,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			wg.Add(1)
 			go func() {
 				defer func() { free <- struct{}{}; wg.Done() }()
-				w.handle(handleCtx, m, newLease(fetched, w.cfg.AckWait))
+				w.handle(handleCtx, ctx.Done(), m, newLease(fetched, w.cfg.AckWait))
 			}()
 		}
 	}
@@ -243,8 +247,10 @@ func (w *Worker) fetch(ctx context.Context, n int) ([]jetstream.Msg, time.Time) 
 	return msgs, sent
 }
 
-// handle runs one delivery, held under lease l, to its outcome.
-func (w *Worker) handle(ctx context.Context, m jetstream.Msg, l *lease) {
+// handle runs one delivery, held under lease l, to its outcome. stop is
+// closed when the worker is stopping: a call in flight finishes, but a
+// target that is unavailable is not called again (see attempt).
+func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.Msg, l *lease) {
 	meta, err := m.Metadata()
 	if err != nil {
 		w.logger.Error("message without metadata", "subject", m.Subject(), "error", err)
@@ -283,8 +289,16 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, l *lease) {
 	if w.pause != nil {
 		w.pause(d)
 	}
-	result, herr := w.attempt(ctx, log, m, d, l)
+	result, herr := w.attempt(ctx, stop, log, m, d, l)
 	failpoint.Hit(failpoint.WorkerAfterCall)
+	if errors.Is(herr, errStopping) {
+		// Nothing was applied: give it back now, for another node's
+		// workers (or this node's after its restart), rather than hold the
+		// shutdown for the rest of the attempt's timeout.
+		log.Info("stopping while the target is unavailable; handing the command back", "error", herr)
+		_ = m.Nak()
+		return
+	}
 	if herr == nil {
 		// Report what the receipt holds: if another worker finished first
 		// (this one lost its lease), its result is the one on record, and
@@ -328,8 +342,8 @@ func (w *Worker) handle(ctx context.Context, m jetstream.Msg, l *lease) {
 // keeps the lease alive while the handler runs, cancelling it if it can no
 // longer vouch for the lease, and while the target is unavailable it calls
 // again with backoff, within the kind's timeout, without counting another
-// attempt.
-func (w *Worker) attempt(ctx context.Context, log *slog.Logger, m jetstream.Msg, d Delivery, l *lease) (json.RawMessage, error) {
+// attempt — unless stop is closed: then it returns errStopping.
+func (w *Worker) attempt(ctx context.Context, stop <-chan struct{}, log *slog.Logger, m jetstream.Msg, d Delivery, l *lease) (json.RawMessage, error) {
 	nc := w.js.Conn()
 	if !l.confirm(ctx, nc, m) {
 		return nil, fmt.Errorf("%w: %s since it was last confirmed, AckWait %s", errLeaseLost, l.age().Round(time.Millisecond), w.cfg.AckWait)
@@ -360,6 +374,9 @@ func (w *Worker) attempt(ctx context.Context, log *slog.Logger, m jetstream.Msg,
 		}
 		t := time.NewTimer(w.backoff(n))
 		select {
+		case <-stop:
+			t.Stop()
+			return nil, fmt.Errorf("%w (the target: %w)", errStopping, err)
 		case <-hctx.Done():
 			t.Stop()
 			if cause := context.Cause(held); errors.Is(cause, errLeaseLost) {
