@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/esjet/esjet"
+	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/demo/trip"
 	"github.com/esjet/esjet/esjettest"
 	"github.com/esjet/esjet/internal/natstest"
@@ -63,5 +64,38 @@ func TestCloseSaysWhatItWaitsFor(t *testing.T) {
 		if strings.Contains(out, bad) {
 			t.Errorf("a normal stop logged %q:\n%s", bad, out)
 		}
+	}
+}
+
+// TestCloseDoesNotWaitOutATargetThatNeverAnswers stops a node while a
+// worker keeps calling a NATS target nobody serves ("no responders", called
+// again within the kind's 30s timeout): nothing was carried out, so the
+// stop leaves the command for redelivery instead of waiting out the
+// timeout past the shutdown grace ("context deadline exceeded").
+func TestCloseDoesNotWaitOutATargetThatNeverAnswers(t *testing.T) {
+	var logs natstest.Buffer
+	cfg := esjettest.Config(t)
+	w := config.DefaultWorker()
+	w.Target, w.Subject = config.TargetNATS, "nobody.serves.this"
+	cfg.Workers = map[string]config.Worker{trip.KindLockBudget: w}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	n, err := esjet.Start(ctx, esjet.Options{Config: cfg, Aggregates: []*esjet.Definition{trip.Definition()},
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Send(ctx, trip.Type, "unserved", trip.KindRequestTrip, trip.RequestTrip{
+		Traveler: "ada", Destination: "Lisbon", Budget: 1000, FlightPrice: 400, HotelPrice: 300}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 20*time.Second, func() bool { return strings.Contains(logs.String(), "target unavailable") })
+	cctx, ccancel := context.WithTimeout(t.Context(), 10*time.Second) // shorter than the kind's 30s timeout
+	defer ccancel()
+	if err := n.Close(cctx); err != nil {
+		t.Fatalf("close: %v\n%s", err, logs.String())
+	}
+	if out := logs.String(); strings.Contains(out, "deadline exceeded") {
+		t.Errorf("a normal stop logged a context error:\n%s", out)
 	}
 }
