@@ -40,7 +40,12 @@ func (s *Services) handle(ep endpoint, m *nats.Msg) {
 		s.respond(m, log, nil, terminal("missing "+HeaderIdempotencyKey+" header: every request must carry one (esjet sends the command id)"))
 		return
 	}
-	res, replayed, err := s.rcv.Do(s.ctx, key, m.Data, func(ctx context.Context) (json.RawMessage, error) {
+	fence, err := receiver.ParseFence(m.Header.Get(HeaderFence))
+	if err != nil {
+		s.respond(m, log, nil, terminal(err.Error()))
+		return
+	}
+	res, replayed, err := s.rcv.DoFenced(s.ctx, key, fence, m.Data, func(ctx context.Context) (json.RawMessage, error) {
 		return s.perform(ctx, ep, m.Data)
 	})
 	if errors.Is(err, receiver.ErrNotRecorded) && res != nil {
@@ -91,6 +96,8 @@ func (s *Services) respond(m *nats.Msg, log interface{ Warn(string, ...any) }, r
 		body = success(res)
 	case errors.As(err, &f):
 		body = failure(f)
+	case errors.Is(err, receiver.ErrStale):
+		body = failure(&Failure{Message: err.Error(), Stale: true})
 	case errors.Is(err, receiver.ErrConflict), errors.Is(err, receiver.ErrInvalidKey):
 		body = failure(terminal(err.Error()))
 	case errors.Is(err, receiver.ErrInProgress):

@@ -11,6 +11,7 @@ const (
 	HeaderCommandID        = "Esjet-Command-Id"
 	HeaderCommandKind      = "Esjet-Command-Kind"
 	HeaderAttempt          = "Esjet-Attempt" // 1, 2, …
+	HeaderFence            = "Esjet-Fence"   // rises with every delivery: see receiver.DoFenced
 	HeaderAggregateType    = "Esjet-Aggregate-Type"
 	HeaderAggregateID      = "Esjet-Aggregate-Id"
 	HeaderAggregateVersion = "Esjet-Aggregate-Version"
@@ -22,6 +23,7 @@ type Reply struct {
 	Result       json.RawMessage `json:"result,omitempty"`
 	Error        string          `json:"error,omitempty"`
 	Retryable    bool            `json:"retryable,omitempty"`
+	Stale        bool            `json:"stale,omitempty"`
 	RetryAfterMS int64           `json:"retry_after_ms,omitempty"`
 }
 
@@ -34,6 +36,7 @@ type (
 	failureReply struct {
 		Error        string `json:"error"`
 		Retryable    bool   `json:"retryable"`
+		Stale        bool   `json:"stale,omitempty"`
 		RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
 	}
 )
@@ -47,7 +50,7 @@ func success(result json.RawMessage) []byte {
 }
 
 func failure(f *Failure) []byte {
-	data, _ := json.Marshal(failureReply{Error: f.Message, Retryable: f.Retryable, RetryAfterMS: f.RetryAfter.Milliseconds()})
+	data, _ := json.Marshal(failureReply{Error: f.Message, Retryable: f.Retryable, Stale: f.Stale, RetryAfterMS: f.RetryAfter.Milliseconds()})
 	return data
 }
 
@@ -55,6 +58,7 @@ func failure(f *Failure) []byte {
 type Failure struct {
 	Message    string
 	Retryable  bool
+	Stale      bool          // a newer attempt was seen: the caller must not retry this one
 	RetryAfter time.Duration // zero: the caller's own backoff
 }
 

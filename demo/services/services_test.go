@@ -358,3 +358,38 @@ func TestTheTripsCommandsAreServed(t *testing.T) {
 		t.Fatalf("KindSubjects has %d kinds, want the trip's 6", len(KindSubjects))
 	}
 }
+
+// TestAnOlderFenceIsAnsweredStale: after an attempt with fence 5 failed, a
+// late attempt with fence 4 (its worker lost its lease) is refused with
+// "stale": true, which esjet's worker neither retries nor acks; fence 5
+// again books.
+func TestAnOlderFenceIsAnsweredStale(t *testing.T) {
+	svc, nc := start(t, Options{Fail: map[string]Mode{Flights: {Kind: Terminal}}})
+	req := func(fence string) Reply {
+		m := nats.NewMsg(SubjectFlightsBook)
+		m.Header.Set(HeaderIdempotencyKey, "trip:t1:2:0")
+		m.Header.Set(HeaderFence, fence)
+		m.Data = []byte(flightBody)
+		r, err := nc.RequestMsg(m, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep Reply
+		if err := json.Unmarshal(r.Data, &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	if rep := req("5"); rep.Error != "no seats" || rep.Stale {
+		t.Fatalf("fence 5: %+v, want the terminal refusal", rep)
+	}
+	if err := svc.SetMode(Flights, Mode{Kind: OK}); err != nil {
+		t.Fatal(err)
+	}
+	if rep := req("4"); !rep.Stale || rep.Retryable || rep.Result != nil {
+		t.Fatalf("fence 4 after fence 5: %+v, want a stale refusal", rep)
+	}
+	if rep := req("5"); rep.Error != "" || rep.Result == nil {
+		t.Fatalf("fence 5 again: %+v, want booked", rep)
+	}
+}

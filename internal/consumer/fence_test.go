@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -218,6 +219,35 @@ func TestNoRespondersDoNotBurnAttempts(t *testing.T) {
 	natstest.Eventually(t, 15*time.Second, func() bool { return w.Stats().Done+w.Stats().Dead > 0 })
 	rc, _ := e.receipt(t, id)
 	if s := w.Stats(); s.Done != 1 || s.Dead != 0 || s.Retried != 0 || rc.Attempts != 1 || string(rc.Result) != `"back"` {
+		t.Fatalf("stats %+v, receipt %+v: want done at the first attempt", s, rc)
+	}
+}
+
+// TestARefusedHTTPConnectionDoesNotBurnAttempts: the same for an HTTP
+// target whose port nobody listens on for a second.
+func TestARefusedHTTPConnectionDoesNotBurnAttempts(t *testing.T) {
+	e := newWEnv(t, natstest.RunServer(t))
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	kc := fast("restarting", HTTPTarget{URL: "http://" + addr + "/book"})
+	kc.MaxAttempts, kc.Timeout = 2, 10*time.Second
+	w := e.start(t, kc)
+	id := e.command(t, "restarting", "h1", `{}`)
+	time.Sleep(time.Second) // the service is down for a second
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen again on %s: %v", addr, err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`"back"`)) })}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	natstest.Eventually(t, 15*time.Second, func() bool { return w.Stats().Done+w.Stats().Dead > 0 })
+	rc, _ := e.receipt(t, id)
+	if s := w.Stats(); s.Done != 1 || s.Retried != 0 || rc.Attempts != 1 {
 		t.Fatalf("stats %+v, receipt %+v: want done at the first attempt", s, rc)
 	}
 }
