@@ -159,7 +159,7 @@ func TestTwoNodeProcessesShareOneAggregate(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	resp, err := http.Get("http://" + b.httpAddr + "/v1/trip/hot/events")
+	resp, err := http.Get("http://" + b.httpAddr + "/v1/trip/hot/events?limit=1000")
 	if err != nil {
 		t.Fatal(err)
 	}
