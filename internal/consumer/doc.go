@@ -42,6 +42,14 @@
 // not — no call, no ack, no nak. A pause after that check is what the
 // fence is for.
 //
+// The fence is as durable as the consumer's state. Deleting and recreating
+// a kind's worker consumer restarts it at 1, and a server killed before it
+// wrote its consumer state (R1 writes it ~10×/s) may hand out a delivery
+// sequence again: a command in flight then may be refused as stale, is
+// left alone, and comes back after AckWait with a higher fence (each
+// delivery of any command raises it): delayed, not doubled. Two holders
+// with an equal fence are folded by the receiver's claim on the key.
+//
 // Targets: a Go [Handler], a NATS request ([NATSTarget]) or an HTTP POST
 // ([HTTPTarget]).
 //
