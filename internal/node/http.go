@@ -1,0 +1,94 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/api"
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// startHTTP serves /healthz, /readyz and the API on http.listen.
+func (n *Node) startHTTP() error {
+	ln, err := net.Listen("tcp", n.cfg.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("http listen on %s (http.listen): %w", n.cfg.HTTP.Listen, err)
+	}
+	n.httpAddr = ln.Addr().String()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", n.handleReady)
+	mux.Handle("/v1/", n.api.Handler())
+	counted := api.JSONErrors(mux)
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.httpInFlight.Add(1)
+		defer n.httpInFlight.Add(-1)
+		counted.ServeHTTP(w, r)
+	})
+	n.httpSrv = &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second, IdleTimeout: 2 * time.Minute}
+	n.httpDone = make(chan error, 1)
+	go func() {
+		err := n.httpSrv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		n.httpDone <- err
+	}()
+	return nil
+}
+
+// handleReady answers 200 while NATS is connected, JetStream answers and
+// every stream and bucket of the namespace exists (EVENTS, OUTBOX, DLQ, the
+// snapshots and receipts buckets); otherwise 503 naming what is missing.
+func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	body := map[string]any{"namespace": n.cfg.Namespace, "nats": n.broker.Conn().Status().String()}
+	if err := n.ready(ctx); err != nil {
+		body["status"] = "unavailable"
+		body["error"] = err.Error()
+		writeJSON(w, http.StatusServiceUnavailable, body)
+		return
+	}
+	body["status"] = "ready"
+	writeJSON(w, http.StatusOK, body)
+}
+
+// ready checks JetStream and the namespace's streams and buckets.
+func (n *Node) ready(ctx context.Context) error {
+	if err := n.componentsErr(); err != nil {
+		return err
+	}
+	js := n.broker.JetStream()
+	if _, err := js.AccountInfo(ctx); err != nil {
+		return fmt.Errorf("JetStream does not answer: %w", err)
+	}
+	names := streams.NamesFor(n.cfg.Namespace)
+	var missing []string
+	for _, s := range []string{names.Events, names.Outbox, names.DLQ, "KV_" + names.Snapshots, "KV_" + names.Receipts} {
+		_, err := js.Stream(ctx, s)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			missing = append(missing, s)
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", s, err)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("namespace %s is missing %s: restart the node to provision it again (esjet streams shows what exists)", n.cfg.Namespace, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) { api.WriteJSON(w, code, v) }
