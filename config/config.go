@@ -196,10 +196,12 @@ type Worker struct {
 
 // Demo configures the trip-booking demo.
 type Demo struct {
-	// Services runs the demo's budget and supplier services inside the node.
-	// Either way `esjet run` routes the trip's commands to demo.svc.> (unless
-	// workers says otherwise): with false, `esjet demo-services` beside the
-	// node answers them. Default true.
+	// Services runs the demo's budget and supplier services inside the node,
+	// and `esjet run` routes the trip's commands that workers leaves out to
+	// them. With false, `esjet demo-services` beside the node answers
+	// demo.svc.>, and the trip's commands still go there unless workers
+	// routes any of them (then it routes all it wants this node to serve).
+	// Default true.
 	Services bool `yaml:"services"`
 }
 

@@ -11,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/demo/services"
 	"github.com/esjet/esjet/internal/natstest"
 )
 
@@ -127,5 +129,43 @@ func TestDemoServicesRideOutANodeRestart(t *testing.T) {
 	requestTripConfirmed(t, addr, "svcrestart", "after")
 	if !strings.Contains(svcErr.String(), "reconnected to NATS") {
 		t.Errorf("no reconnect logged:\n%s", svcErr.String())
+	}
+}
+
+// TestTripRoutesDefaultOnlyWhatTheConfigLeavesToThem: with the services in
+// the node every trip kind the config leaves out goes to them; without,
+// the routes are the default of a config that routes none of the trip's
+// kinds, and a config that routes some owns the routing (a node of a
+// fleet that serves the bookings only must not pull the budget's commands
+// to call nobody).
+func TestTripRoutesDefaultOnlyWhatTheConfigLeavesToThem(t *testing.T) {
+	hotel := config.Worker{Target: config.TargetHTTP, URL: "http://hotels.internal/book"}
+	for _, tc := range []struct {
+		name     string
+		services bool
+		workers  map[string]config.Worker
+		want     int
+	}{
+		{"services in the node, nothing configured", true, nil, 6},
+		{"services in the node, book_hotel elsewhere", true, map[string]config.Worker{"book_hotel": hotel}, 6},
+		{"services beside the node, nothing configured", false, nil, 6},
+		{"services beside the node, book_hotel configured", false, map[string]config.Worker{"book_hotel": hotel}, 1},
+		{"services beside the node, another kind configured", false, map[string]config.Worker{"ship": hotel}, 7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Demo.Services = tc.services
+			cfg.Workers = tc.workers
+			got := tripRoutes(cfg)
+			if len(got) != tc.want {
+				t.Fatalf("tripRoutes = %v, want %d kinds", got, tc.want)
+			}
+			if w, ok := got["book_hotel"]; !ok || (tc.workers["book_hotel"] != config.Worker{} && w != hotel) {
+				t.Fatalf("book_hotel routed to %+v", w)
+			}
+			if w := got["lock_budget"]; tc.want >= 6 && w.Subject != services.SubjectBudgetLock {
+				t.Fatalf("lock_budget routed to %+v, want %s", w, services.SubjectBudgetLock)
+			}
+		})
 	}
 }

@@ -38,8 +38,9 @@ func runNode(cmd *cobra.Command, g *globals) error {
 	}
 	logger := newLogger(cfg, g.stderr)
 	ctx := cmd.Context()
-	cfg.Workers = tripRoutes(cfg.Workers)
-	if !cfg.Demo.Services {
+	routed := cfg.Workers
+	cfg.Workers = tripRoutes(cfg)
+	if !cfg.Demo.Services && len(cfg.Workers) > len(routed) {
 		logger.Info("demo services are off: the trip's commands go to " + services.SubjectAll +
 			"; run `esjet demo-services` beside this node, or route workers.<kind> elsewhere in the config")
 	}
@@ -74,10 +75,20 @@ func printReady(w io.Writer, cfg config.Config, n *node.Node) {
 
 // tripRoutes returns workers with the trip's command kinds routed to the
 // demo services on demo.svc.> where workers does not route them elsewhere.
-// The routes hold whether the services run in this process (demo.services)
-// or beside it (`esjet demo-services`): a trip served without them would
-// issue commands nothing carries out.
-func tripRoutes(workers map[string]config.Worker) map[string]config.Worker {
+// With the services in this process (demo.services) every kind the config
+// leaves out goes to them. Without, the routes are the default of a config
+// that routes none of the trip's kinds (`esjet demo-services` beside the
+// node answers them); a config that routes some of them owns the trip's
+// routing — the rest are another node's, and the node warns about them.
+func tripRoutes(cfg config.Config) map[string]config.Worker {
+	workers := cfg.Workers
+	if !cfg.Demo.Services {
+		for kind := range services.KindSubjects {
+			if _, ok := workers[kind]; ok {
+				return workers
+			}
+		}
+	}
 	out := map[string]config.Worker{}
 	for kind, subject := range services.KindSubjects {
 		out[kind] = config.Worker{Target: config.TargetNATS, Subject: subject}
