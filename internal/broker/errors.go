@@ -57,3 +57,6 @@ func (e *ServerTooOldError) Error() string {
 
 // Unwrap makes the error match [ErrServerTooOld].
 func (e *ServerTooOldError) Unwrap() error { return ErrServerTooOld }
+
+// ErrRole: a role name or its parameters are not usable (see [Roles]).
+var ErrRole = errors.New("broker: bad role")

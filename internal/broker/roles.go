@@ -1,0 +1,178 @@
+package broker
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+)
+
+// Role names: what a NATS user may do to one namespace. Each is a least
+// privilege permission set derived from the namespace (see [RolePermissions]).
+const (
+	// RoleNode runs the API, the relay, the workers and projections: it owns
+	// the namespace's streams and buckets. It may create and update them but
+	// not delete or purge them.
+	RoleNode = "node"
+	// RoleClient calls the command and query API (esjet.<ns>.>) and nothing
+	// else.
+	RoleClient = "client"
+	// RoleReceiver serves one target subject and replies to what it receives.
+	RoleReceiver = "receiver"
+	// RoleOperator reads everything (streams, consumers, state and history
+	// through the API) and discards dead letters with an audit record.
+	RoleOperator = "operator"
+	// RoleAdmin provisions: everything, including deleting and purging streams.
+	RoleAdmin = "admin"
+)
+
+// Roles lists every role, in the order `esjet permissions` prints them.
+var Roles = []string{RoleNode, RoleClient, RoleReceiver, RoleOperator, RoleAdmin}
+
+// RoleSpec is what the permission sets derive from.
+type RoleSpec struct {
+	// Namespace is the namespace served (config.Config.Namespace).
+	Namespace string
+	// Targets are the subjects the node's workers send commands to (workers
+	// with target nats, the demo's demo.svc.>). The node may request them,
+	// and serve them in-process (the demo services). Wildcards allowed.
+	Targets []string
+	// Subject is the one subject a receiver serves (RoleReceiver).
+	Subject string
+	// Bucket is the receiver's idempotency KV bucket (receiver.Config.Bucket);
+	// "" gives the receiver no JetStream access at all.
+	Bucket string
+}
+
+// responseTTL bounds how long a role may answer a request it received (its
+// allow_responses): longer than any worker's timeout a receiver serves.
+const responseTTL = 10 * time.Minute
+
+// APIQueue is the queue group of the namespace's API service: only the node
+// may subscribe in it.
+func APIQueue(ns string) string { return "esjet-" + ns }
+
+// apiPrefix is where the namespace's API listens (api.SubjectPrefix; the
+// broker does not import the API).
+func apiPrefix(ns string) string { return "esjet." + ns }
+
+// Protected are the subjects no role but node (and admin) may publish to: the
+// event log, OUTBOX and its schedules, the DLQ and the node's KV buckets, and
+// the JetStream API requests that delete or purge.
+func Protected(ns string) []string {
+	return []string{
+		ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>",
+		"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>",
+		"$JS.API.STREAM.DELETE.*", "$JS.API.STREAM.PURGE.*", "$JS.API.STREAM.MSG.DELETE.*",
+		"$JS.API.ACCOUNT.PURGE.*",
+	}
+}
+
+// destructive are the JetStream API requests only admin may make.
+var destructive = []string{"$JS.API.STREAM.DELETE.*", "$JS.API.STREAM.PURGE.*", "$JS.API.STREAM.MSG.DELETE.*", "$JS.API.ACCOUNT.PURGE.*"}
+
+// nodeStreams are the streams the node owns, KV buckets by their streams.
+func nodeStreams(ns string) []string {
+	up := strings.ToUpper(ns)
+	return []string{up + "_EVENTS", up + "_OUTBOX", up + "_DLQ", "KV_" + ns + "_snapshots", "KV_" + ns + "_receipts"}
+}
+
+// streamReads are the JetStream API requests that read stream s without a
+// consumer of one's own.
+func streamReads(s string) []string {
+	return []string{
+		"$JS.API.STREAM.INFO." + s, "$JS.API.STREAM.MSG.GET." + s,
+		"$JS.API.DIRECT.GET." + s, "$JS.API.DIRECT.GET." + s + ".>",
+		"$JS.API.CONSUMER.INFO." + s + ".*", "$JS.API.CONSUMER.NAMES." + s, "$JS.API.CONSUMER.LIST." + s,
+	}
+}
+
+// streamOwner are the requests that create, update and consume stream s,
+// short of deleting or purging it.
+func streamOwner(s string) []string {
+	return append(streamReads(s),
+		"$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s,
+		"$JS.API.CONSUMER.CREATE."+s, "$JS.API.CONSUMER.CREATE."+s+".>", "$JS.API.CONSUMER.DURABLE.CREATE."+s+".*",
+		"$JS.API.CONSUMER.DELETE."+s+".*", "$JS.API.CONSUMER.MSG.NEXT."+s+".*", "$JS.API.CONSUMER.UNPIN."+s+".*",
+		"$JS.ACK."+s+".>",
+	)
+}
+
+// jsAccount are the account-wide read requests every JetStream user makes.
+var jsAccount = []string{"$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST"}
+
+// RolePermissions returns the NATS permissions of role for spec. The same
+// set goes into a server's authorization block, a user JWT (see
+// [JWTPermissions]) and the embedded server's users.
+func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
+	ns := spec.Namespace
+	if ns == "" {
+		return nil, fmt.Errorf("permissions of role %q: %w: no namespace", role, ErrRole)
+	}
+	api := apiPrefix(ns)
+	allResponses := &server.ResponsePermission{MaxMsgs: 1, Expires: responseTTL}
+	switch role {
+	case RoleNode:
+		pub := []string{ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>",
+			"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>", "$SRV.>"}
+		pub = append(pub, jsAccount...)
+		for _, s := range nodeStreams(ns) {
+			pub = append(pub, streamOwner(s)...)
+		}
+		pub = append(pub, spec.Targets...)
+		sub := []string{"_INBOX.>", api + ".> " + APIQueue(ns), "$SRV.>"}
+		sub = append(sub, spec.Targets...)
+		return &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: pub, Deny: slices.Clone(destructive)},
+			Subscribe: &server.SubjectPermission{Allow: sub},
+			Response:  allResponses,
+		}, nil
+	case RoleClient:
+		return &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{api + ".>", "$SRV.>"}, Deny: Protected(ns)},
+			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}, Deny: []string{api + ".>"}},
+		}, nil
+	case RoleOperator:
+		pub := []string{api + ".*.*.state", api + ".*.*.events", api + ".types", api + ".raw.events.*.*", "$SRV.>"}
+		pub = append(pub, jsAccount...)
+		for _, s := range nodeStreams(ns) {
+			pub = append(pub, streamReads(s)...)
+		}
+		// Discarding a dead letter: its audit record, then the entry's delete.
+		pub = append(pub, ns+".dlq.audit.>", "$JS.API.STREAM.MSG.DELETE."+strings.ToUpper(ns)+"_DLQ")
+		deny := []string{ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>",
+			"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>",
+			"$JS.API.STREAM.DELETE.*", "$JS.API.STREAM.PURGE.*", "$JS.API.ACCOUNT.PURGE.*"}
+		return &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: pub, Deny: deny},
+			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}, Deny: []string{api + ".>"}},
+		}, nil
+	case RoleReceiver:
+		if spec.Subject == "" {
+			return nil, fmt.Errorf("permissions of role receiver: %w: no subject (the one target subject it serves)", ErrRole)
+		}
+		p := &server.Permissions{
+			Subscribe: &server.SubjectPermission{Allow: []string{spec.Subject}, Deny: []string{api + ".>"}},
+			Response:  allResponses,
+		}
+		if spec.Bucket == "" {
+			p.Publish = &server.SubjectPermission{Deny: []string{">"}}
+			return p, nil
+		}
+		s := "KV_" + spec.Bucket
+		pub := append(slices.Clone(jsAccount), "$KV."+spec.Bucket+".>",
+			"$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s)
+		pub = append(pub, streamReads(s)...)
+		p.Publish = &server.SubjectPermission{Allow: pub, Deny: Protected(ns)}
+		p.Subscribe.Allow = append(p.Subscribe.Allow, "_INBOX.>")
+		return p, nil
+	case RoleAdmin:
+		return &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: []string{">"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{">"}},
+		}, nil
+	}
+	return nil, fmt.Errorf("permissions of role %q: %w: use %s", role, ErrRole, strings.Join(Roles, ", "))
+}
