@@ -266,9 +266,17 @@ func (r *Relay) relay(ctx context.Context, msgs []jetstream.Msg) {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 5*time.Second)
+		backoff = min(backoff*2, r.retryMax())
 	}
 }
+
+// retryMax is the longest pause between two tries of a batch. While OUTBOX
+// has no leader (an R3 election: 4–15 s measured under load) every try is
+// answered at once with "no response from stream", so a short pause costs
+// little, and it bounds how late the relay notices the new leader: a 5 s
+// cap made it up to 5 s late on top of the election. It stays below
+// AckWait, so the batch's leases (renewed before each pause) hold.
+func (r *Relay) retryMax() time.Duration { return min(time.Second, r.cfg.AckWait/2) }
 
 // count records one command OUTBOX took.
 func (r *Relay) count(ack *jetstream.PubAck, scheduled bool) {
