@@ -22,11 +22,12 @@
 //	compensations   → budget_released, flight_cancelled, hotel_cancelled
 //	                  or compensation_failed (a human takes over)
 //
-// Every command the trip issues has Report set: a worker answers with
-// <kind>_done or <kind>_failed carrying an [esjet.Outcome], which is a
-// command on this trip like any other. Command ids are assigned at append,
-// so Decide cannot match an outcome to the command that caused it; the
-// saga's state does instead. An outcome the state does not expect is
+// Every command the trip issues has Report set: the worker that ran it
+// reports <kind>_done or <kind>_failed carrying an [esjet.Outcome]. Clients
+// cannot send an outcome; the framework lets it reach Decide only for a
+// command this trip issued that is still outstanding. Command ids are
+// assigned at append, so Decide cannot match an outcome to the command that
+// caused it; the saga's state does instead. An outcome the state does not expect is
 // rejected with code "unexpected_outcome"; a repeated one (the leg is
 // already booked, failed or cancelled) decides [esjet.Nothing].
 //
