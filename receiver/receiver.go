@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 )
@@ -43,7 +44,8 @@ var (
 // HeaderFence is the request header in which esjet's workers send an
 // attempt's fencing token (a decimal number that rises with every delivery
 // of a command); pass it to [Receiver.DoFenced], parsed with [ParseFence].
-const HeaderFence = "Esjet-Fence"
+// It is "Esjet-Fence", as the OUTBOX contract (internal/wire) declares it.
+const HeaderFence = wire.HeaderFence
 
 // ParseFence reads a [HeaderFence] value; an empty one is 0 (no fence).
 func ParseFence(v string) (uint64, error) {

@@ -43,3 +43,30 @@ func TestOutboxShowsWhetherAnyWorkerPullsAndWarnsOfStalledKinds(t *testing.T) {
 		t.Errorf("want exactly the two stalled kinds warned about:\n%s", out)
 	}
 }
+
+// TestLateEffectIsShownByReconcileAndOutbox: an effect completed after its
+// aggregate was told the command failed is drift in `esjet reconcile` and a
+// warning in `esjet outbox <id>`.
+func TestLateEffectIsShownByReconcileAndOutbox(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	c := ops.Counts{Issued: 1, InOutbox: 1, Completed: 1, LateEffects: 1}
+	rep := ops.Report{Namespace: "demo", At: at, RelayConsumer: true, Kinds: map[string]ops.Counts{"lock_budget": c}, Totals: c,
+		LateEffects: []ops.LateEffect{{ID: "trip:t1:1:0", Kind: "lock_budget"}}}
+	var b bytes.Buffer
+	printReconcile(&b, rep)
+	out := b.String()
+	for _, want := range []string{`(?m)^KIND .*\sLATE$`, `(?m)^lock_budget .*\s1$`, `drift 1: .* 1 late effect\(s\)`,
+		`late effects \(done after the aggregate was told <kind>_failed`, `(?m)^  trip:t1:1:0\s+lock_budget$`} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("reconcile: no %s in:\n%s", want, out)
+		}
+	}
+	b.Reset()
+	printCommand(&b, ops.CommandInfo{ID: "trip:t1:1:0", Kind: "lock_budget", LateEffect: true,
+		Reported: []ops.ReportedOutcome{{Outcome: "failed", DecisionID: "d-1", Seq: 7, Time: at}}})
+	out = b.String()
+	if !strings.Contains(out, "reported  failed to the aggregate: decision d-1, log seq 7") || !strings.Contains(out, "WARNING: late effect") {
+		t.Errorf("outbox <id>:\n%s", out)
+	}
+}
