@@ -39,6 +39,9 @@ type RoleSpec struct {
 	// with target nats, the demo's demo.svc.>). The node may request them,
 	// and serve them in-process (the demo services). Wildcards allowed.
 	Targets []string
+	// Buckets are further KV buckets the node writes: the receiver buckets
+	// of services it runs in-process (the demo's demo_services_receipts).
+	Buckets []string
 	// Subject is the one subject a receiver serves (RoleReceiver).
 	Subject string
 	// Bucket is the receiver's idempotency KV bucket (receiver.Config.Bucket);
@@ -74,9 +77,13 @@ func Protected(ns string) []string {
 var destructive = []string{"$JS.API.STREAM.DELETE.*", "$JS.API.STREAM.PURGE.*", "$JS.API.STREAM.MSG.DELETE.*", "$JS.API.ACCOUNT.PURGE.*"}
 
 // nodeStreams are the streams the node owns, KV buckets by their streams.
-func nodeStreams(ns string) []string {
+func nodeStreams(ns string, buckets ...string) []string {
 	up := strings.ToUpper(ns)
-	return []string{up + "_EVENTS", up + "_OUTBOX", up + "_DLQ", "KV_" + ns + "_snapshots", "KV_" + ns + "_receipts"}
+	s := []string{up + "_EVENTS", up + "_OUTBOX", up + "_DLQ", "KV_" + ns + "_snapshots", "KV_" + ns + "_receipts"}
+	for _, b := range buckets {
+		s = append(s, "KV_"+b)
+	}
+	return s
 }
 
 // streamReads are the JetStream API requests that read stream s without a
@@ -117,8 +124,11 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 	case RoleNode:
 		pub := []string{ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>",
 			"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>", "$SRV.>"}
+		for _, b := range spec.Buckets {
+			pub = append(pub, "$KV."+b+".>")
+		}
 		pub = append(pub, jsAccount...)
-		for _, s := range nodeStreams(ns) {
+		for _, s := range nodeStreams(ns, spec.Buckets...) {
 			pub = append(pub, streamOwner(s)...)
 		}
 		pub = append(pub, spec.Targets...)

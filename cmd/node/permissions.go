@@ -1,0 +1,169 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/demo/services"
+	"github.com/esjet/esjet/internal/broker"
+)
+
+type permissionsFlags struct {
+	role    string
+	subject string
+	bucket  string
+	format  string
+}
+
+func newPermissionsCmd(g *globals) *cobra.Command {
+	f := &permissionsFlags{}
+	cmd := &cobra.Command{
+		Use:   "permissions",
+		Short: "Print the NATS permissions of each role of a namespace (server config or user JWT)",
+		Long: `Print the least-privilege NATS permissions of the roles that use a namespace,
+derived from the config (namespace, workers' target subjects, demo services):
+
+  node      runs the API, relay, workers: the only role that may publish to
+            <ns>.evt.>, <ns>.outbox.>, <ns>.schedule.>, <ns>.dlq.> and the
+            <ns>_snapshots/<ns>_receipts buckets, or serve the API's queue group
+  client    calls the command and query API (esjet.<ns>.>)
+  receiver  serves one target subject and replies (one per nats worker
+            subject, or --subject)
+  operator  reads streams, consumers, state and history; discards dead letters
+  admin     everything, including deleting and purging streams
+
+--format server prints a nats-server authorization block: each password is
+read from the environment variable named beside it (set it to a bcrypt hash,
+nats server passwd). --format json prints the permissions to put in each
+user's JWT (nsc edit user, or an auth callout).`,
+		Example: `  esjet permissions --namespace trips > auth.conf
+  esjet permissions --namespace trips --role client --format json
+  esjet permissions --role receiver --subject billing.charge --bucket billing_keys`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := g.load(cmd.Flags())
+			if err != nil {
+				return err
+			}
+			return printPermissions(g, cfg, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.role, "role", "", "print only this role: "+strings.Join(broker.Roles, ", "))
+	fl.StringVar(&f.subject, "subject", "", "the receiver's one subject (default: one receiver per nats worker subject)")
+	fl.StringVar(&f.bucket, "bucket", "", "the receiver's idempotency KV bucket, if it keeps one")
+	fl.StringVar(&f.format, "format", "server", `"server" (nats-server config) or "json" (user JWT permissions)`)
+	return cmd
+}
+
+// nodeSpec is what the node role derives from the config: the subjects its
+// workers request and the demo services it may run in-process.
+func nodeSpec(cfg config.Config) broker.RoleSpec {
+	spec := broker.RoleSpec{Namespace: cfg.Namespace}
+	spec.Targets = workerSubjects(cfg)
+	if cfg.Demo.Services {
+		spec.Targets = append(spec.Targets, "demo.svc.>")
+		spec.Buckets = []string{services.DefaultBucket}
+	}
+	return spec
+}
+
+// workerSubjects are the distinct subjects of the nats workers `esjet run`
+// starts, sorted.
+func workerSubjects(cfg config.Config) []string {
+	seen := map[string]bool{}
+	for _, w := range tripRoutes(cfg) {
+		if w.Target == config.TargetNATS {
+			seen[w.Subject] = true
+		}
+	}
+	return slices.Sorted(maps.Keys(seen))
+}
+
+// roleUsers are the users to print: one per role, receivers one per subject.
+func roleUsers(cfg config.Config, f *permissionsFlags) ([]broker.RoleUser, error) {
+	roles := broker.Roles
+	if f.role != "" {
+		if !slices.Contains(broker.Roles, f.role) {
+			return nil, fmt.Errorf("--role %q: %w: use %s", f.role, broker.ErrRole, strings.Join(broker.Roles, ", "))
+		}
+		roles = []string{f.role}
+	}
+	var users []broker.RoleUser
+	add := func(name, role string, spec broker.RoleSpec) error {
+		p, err := broker.RolePermissions(role, spec)
+		if err != nil {
+			return err
+		}
+		users = append(users, broker.RoleUser{Name: name, Role: role, Permissions: p})
+		return nil
+	}
+	for _, role := range roles {
+		spec := nodeSpec(cfg)
+		name := cfg.Namespace + "-" + role
+		if role != broker.RoleReceiver {
+			if err := add(name, role, spec); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		spec = broker.RoleSpec{Namespace: cfg.Namespace, Subject: f.subject, Bucket: f.bucket}
+		if f.subject != "" {
+			if err := add(name, role, spec); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		for _, s := range workerSubjects(cfg) {
+			spec.Subject = s
+			if err := add(name+"-"+strings.ReplaceAll(s, ".", "-"), role, spec); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return users, nil
+}
+
+type permissionsJSON struct {
+	Namespace string          `json:"namespace"`
+	Users     []userPermsJSON `json:"users"`
+}
+
+type userPermsJSON struct {
+	User        string                `json:"user"`
+	Role        string                `json:"role"`
+	Permissions broker.JWTPermissions `json:"permissions"`
+}
+
+func printPermissions(g *globals, cfg config.Config, f *permissionsFlags) error {
+	if f.format != "server" && f.format != "json" {
+		return fmt.Errorf(`--format %q: use "server" or "json"`, f.format)
+	}
+	users, err := roleUsers(cfg, f)
+	if err != nil {
+		return err
+	}
+	if f.format == "json" {
+		out := permissionsJSON{Namespace: cfg.Namespace}
+		for _, u := range users {
+			out.Users = append(out.Users, userPermsJSON{User: u.Name, Role: u.Role, Permissions: broker.ToJWT(u.Permissions)})
+		}
+		enc := json.NewEncoder(g.stdout)
+		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
+		return enc.Encode(out)
+	}
+	fmt.Fprintf(g.stdout, "# esjet roles for namespace %s (esjet %s permissions). Before the server starts, set\n", cfg.Namespace, version())
+	fmt.Fprintf(g.stdout, "# each password variable to a bcrypt hash (nats server passwd):\n")
+	for _, u := range users {
+		fmt.Fprintf(g.stdout, "#   %s  (user %s, role %s)\n", broker.PasswordVar(u.Name), u.Name, u.Role)
+	}
+	_, err = fmt.Fprint(g.stdout, broker.ServerAuthorization(users))
+	return err
+}

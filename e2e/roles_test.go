@@ -1,0 +1,298 @@
+package e2e
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/broker"
+	"github.com/esjet/esjet/internal/natstest"
+)
+
+// roleConn is a connection as one role's user that records the permission
+// violations the server reports to it.
+type roleConn struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+
+	mu         sync.Mutex
+	violations []string
+}
+
+func connectAs(t *testing.T, url, user string) *roleConn {
+	t.Helper()
+	rc := &roleConn{}
+	nc, err := nats.Connect(url, nats.UserInfo(user, "pw-"+user), nats.Name(user),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			rc.mu.Lock()
+			defer rc.mu.Unlock()
+			rc.violations = append(rc.violations, err.Error())
+		}))
+	if err != nil {
+		t.Fatalf("connect as %s: %v", user, err)
+	}
+	t.Cleanup(nc.Close)
+	rc.nc = nc
+	rc.js, err = jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
+}
+
+// refused waits until the server reported a permission violation naming
+// subject to this connection.
+func (rc *roleConn) refused(t *testing.T, what, subject string) {
+	t.Helper()
+	_ = rc.nc.Flush()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		rc.mu.Lock()
+		for _, v := range rc.violations {
+			if strings.Contains(strings.ToLower(v), "permissions violation") && strings.Contains(v, `"`+subject+`"`) {
+				rc.mu.Unlock()
+				return
+			}
+		}
+		seen := append([]string(nil), rc.violations...)
+		rc.mu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: no permission violation for %q within 5s (violations seen: %q)", what, subject, seen)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// request sends a request as this role and returns the reply's body.
+func (rc *roleConn) request(t *testing.T, subject, body string) string {
+	t.Helper()
+	m, err := rc.nc.Request(subject, []byte(body), 10*time.Second)
+	if err != nil {
+		t.Fatalf("request %s: %v", subject, err)
+	}
+	return string(m.Data)
+}
+
+// startRoleServer starts a nats-server whose users are the roles `esjet
+// permissions` prints for namespace ns, each with password "pw-<user>".
+func startRoleServer(t *testing.T, dir, ns string) string {
+	t.Helper()
+	block := runCLI(t, dir, "permissions", "--namespace", ns, "--format", "server")
+	var users []string
+	for _, line := range strings.Split(block, "\n") {
+		if name, ok := strings.CutPrefix(strings.TrimSpace(line), "user: "); ok {
+			name = strings.Trim(name, `"`)
+			users = append(users, name)
+			block = strings.ReplaceAll(block, "$"+broker.PasswordVar(name)+"\n", `"pw-`+name+`"`+"\n")
+		}
+	}
+	if len(users) < 5 {
+		t.Fatalf("esjet permissions printed %d users:\n%s", len(users), block)
+	}
+	file := filepath.Join(dir, "auth.conf")
+	if err := os.WriteFile(file, []byte(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conf, err := server.ProcessConfigFile(file)
+	if err != nil {
+		t.Fatalf("the printed config does not load: %v\n%s", err, block)
+	}
+	s := natstest.RunServer(t, func(o *server.Options) { o.Users = conf.Users })
+	return s.ClientURL()
+}
+
+// TestRolesEachDoTheirJobAndNothingMore runs a node in external mode as the
+// node role of `esjet permissions` and proves, against the real server,
+// that the trip saga runs end to end with those permissions, and that the
+// attacks of issue 12 are refused: a client cannot append, delete, forge a
+// snapshot or an OUTBOX command, delete a receipt, pull the workers'
+// commands or spoof the API's queue group; an operator reads and cannot
+// append or send; a receiver sees only its subject.
+func TestRolesEachDoTheirJobAndNothingMore(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const ns = "sec"
+	url := startRoleServer(t, dir, ns)
+
+	// Anonymous connections are refused outright.
+	if nc, err := nats.Connect(url); err == nil {
+		nc.Close()
+		t.Fatal("an unauthenticated connection was accepted")
+	}
+
+	n := startNodeEnv(t, dir, []string{"ESJET_NAMESPACE=" + ns,
+		"ESJET_NATS_EXTERNAL_AUTH_USER=sec-node", "ESJET_NATS_EXTERNAL_AUTH_PASSWORD=pw-sec-node"}, "--url", url)
+	sendTrip(t, n, "lisbon", tripRequest)
+	waitTrip(t, n, "lisbon", sagaTimeout, "confirmed", func(s tripState) bool { return s.Status == "confirmed" })
+
+	admin := connectAs(t, url, "sec-admin")
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	events, err := admin.js.Stream(ctx, "SEC_EVENTS")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// The client calls the API: a command and a state read.
+	client := connectAs(t, url, "sec-client")
+	if got := client.request(t, "esjet.sec.trip.porto.request_trip", tripRequest); strings.Contains(got, `"error"`) {
+		t.Fatalf("client's command refused: %s", got)
+	}
+	if got := client.request(t, "esjet.sec.trip.lisbon.state", ""); !strings.Contains(got, "confirmed") {
+		t.Fatalf("client's state read: %s", got)
+	}
+
+	// ... and nothing more.
+	forged := nats.NewMsg("sec.evt.trip.lisbon")
+	forged.Data = []byte(`{"forged":true}`)
+	forged.Header.Set("Nats-Msg-Id", "forged-decision")
+	attacks := []struct{ what, subject string }{
+		{"append a decision to the event log", "sec.evt.trip.lisbon"},
+		{"publish an OUTBOX command", "sec.outbox.book_flight"},
+		{"schedule a command", "sec.schedule.book_flight"},
+		{"forge a dead letter", "sec.dlq.book_flight"},
+		{"forge a snapshot", "$KV.sec_snapshots.trip.lisbon"},
+		{"delete a receipt", "$KV.sec_receipts.x"},
+		{"delete the EVENTS stream", "$JS.API.STREAM.DELETE.SEC_EVENTS"},
+		{"purge OUTBOX", "$JS.API.STREAM.PURGE.SEC_OUTBOX"},
+		{"delete a message", "$JS.API.STREAM.MSG.DELETE.SEC_EVENTS"},
+		{"pull the workers' commands", "$JS.API.CONSUMER.MSG.NEXT.SEC_OUTBOX.esjet-worker-book_flight"},
+		{"re-point the relay", "$JS.API.CONSUMER.CREATE.SEC_EVENTS.esjet-relay.sec.evt.>"},
+		{"change the EVENTS stream", "$JS.API.STREAM.UPDATE.SEC_EVENTS"},
+	}
+	for _, a := range attacks {
+		forged.Subject = a.subject
+		if a.subject == "$KV.sec_receipts.x" {
+			forged.Header.Set("KV-Operation", "DEL")
+		}
+		if err := client.nc.PublishMsg(forged); err != nil {
+			t.Fatal(err)
+		}
+		client.refused(t, "client: "+a.what, a.subject)
+	}
+	short, cancelShort := context.WithTimeout(ctx, 2*time.Second)
+	if _, err := client.js.Stream(short, "SEC_EVENTS"); err == nil {
+		t.Error("client: reads stream info")
+	}
+	cancelShort()
+	client.refused(t, "client: read stream info", "$JS.API.STREAM.INFO.SEC_EVENTS")
+
+	// Spoofing the service: a subscription in the API's queue group (or any
+	// subscription to the API) is refused, and every command still reaches
+	// the node.
+	if _, err := client.nc.QueueSubscribe("esjet.sec.>", broker.APIQueue(ns), func(m *nats.Msg) { _ = m.Respond([]byte(`{"spoofed":true}`)) }); err != nil {
+		t.Fatal(err)
+	}
+	client.refused(t, "client: join the API's queue group", "esjet.sec.>")
+	if _, err := client.nc.Subscribe("esjet.sec.>", func(*nats.Msg) {}); err != nil {
+		t.Fatal(err)
+	}
+	for range 8 {
+		if got := client.request(t, "esjet.sec.trip.lisbon.state", ""); strings.Contains(got, "spoofed") || !strings.Contains(got, "confirmed") {
+			t.Fatalf("a state request answered by someone else: %s", got)
+		}
+	}
+
+	// The operator reads (API, stream info, a message) and cannot append,
+	// send a command, or delete.
+	op := connectAs(t, url, "sec-operator")
+	if got := op.request(t, "esjet.sec.trip.lisbon.events", ""); !strings.Contains(got, "trip_confirmed") {
+		t.Fatalf("operator's history read: %s", got)
+	}
+	opEvents, err := op.js.Stream(ctx, "SEC_EVENTS")
+	if err != nil {
+		t.Fatalf("operator: stream info: %v", err)
+	}
+	if _, err := opEvents.GetMsg(ctx, 1); err != nil {
+		t.Fatalf("operator: get message 1: %v", err)
+	}
+	if _, err := op.js.Consumer(ctx, "SEC_EVENTS", "esjet-relay"); err != nil {
+		t.Fatalf("operator: relay consumer info: %v", err)
+	}
+	for _, subject := range []string{"sec.evt.trip.lisbon", "esjet.sec.trip.lisbon.cancel_trip", "sec.outbox.book_flight", "$JS.API.STREAM.DELETE.SEC_DLQ", "$KV.sec_snapshots.trip.lisbon"} {
+		forged.Subject = subject
+		if err := op.nc.PublishMsg(forged); err != nil {
+			t.Fatal(err)
+		}
+		op.refused(t, "operator: publish", subject)
+	}
+
+	// A receiver sees only its subject, and may answer what it receives.
+	rcv := connectAs(t, url, "sec-receiver-demo-svc-flights-book")
+	got := make(chan *nats.Msg, 1)
+	if _, err := rcv.nc.Subscribe("demo.svc.flights.book", func(m *nats.Msg) {
+		_ = m.Respond([]byte("seen"))
+		select {
+		case got <- m:
+		default:
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, subject := range []string{"demo.svc.hotels.book", ">", "sec.evt.>", "esjet.sec.>"} {
+		if _, err := rcv.nc.Subscribe(subject, func(*nats.Msg) {}); err != nil {
+			t.Fatal(err)
+		}
+		rcv.refused(t, "receiver: subscribe", subject)
+	}
+	if err := rcv.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := admin.nc.SubscribeSync(admin.nc.NewInbox())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.nc.PublishRequest("demo.svc.flights.book", sub.Subject, []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("receiver: its subject's request never arrived")
+	}
+	replied := false
+	for !replied {
+		m, err := sub.NextMsg(10 * time.Second)
+		if err != nil {
+			t.Fatalf("receiver's reply never arrived: %v", err)
+		}
+		replied = string(m.Data) == "seen"
+	}
+	forged.Subject = "sec.evt.trip.lisbon"
+	if err := rcv.nc.PublishMsg(forged); err != nil {
+		t.Fatal(err)
+	}
+	rcv.refused(t, "receiver: publish", "sec.evt.trip.lisbon")
+
+	// Nothing the attacks sent was stored, and the streams are all there.
+	for stream, subject := range map[string]string{"SEC_EVENTS": "sec.evt.trip.lisbon", "SEC_OUTBOX": "sec.outbox.book_flight", "KV_sec_snapshots": "$KV.sec_snapshots.trip.lisbon"} {
+		st, err := admin.js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatalf("stream %s: %v", stream, err)
+		}
+		if m, err := st.GetLastMsgForSubject(ctx, subject); err == nil && strings.Contains(string(m.Data), "forged") {
+			t.Errorf("a forged message was stored on %s", subject)
+		}
+	}
+	for _, st := range []string{"SEC_EVENTS", "SEC_OUTBOX", "SEC_DLQ"} {
+		if _, err := admin.js.Stream(ctx, st); err != nil {
+			t.Errorf("stream %s after the attacks: %v", st, err)
+		}
+	}
+	if m, err := events.GetLastMsgForSubject(ctx, "sec.evt.trip.lisbon"); err != nil || m.Header.Get("Nats-Msg-Id") == "forged-decision" {
+		t.Errorf("lisbon's last decision: %v %v", m, err)
+	}
+	if strings.Contains(strings.ToLower(n.stderr.String()), "permissions violation") {
+		t.Errorf("the node hit a permission violation:\n%s", n.stderr.String())
+	}
+	n.stop(t, syscall.SIGTERM)
+}
