@@ -102,7 +102,8 @@ func (e *StaleError) Unwrap() error { return e.Err }
 // UnavailableError says nobody is there to take the command (a NATS
 // request with no responders, an HTTP connection refused): the target is
 // down or restarting. The worker keeps the command and calls again with
-// backoff, within the attempt's timeout, before it counts the attempt.
+// backoff, for up to the kind's timeout or AckWait, whichever is shorter,
+// before it counts the attempt.
 type UnavailableError struct{ Err error }
 
 func (e *UnavailableError) Error() string { return e.Err.Error() }

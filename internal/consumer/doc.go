@@ -16,8 +16,10 @@
 //   - retryable error → nak with exponential backoff and jitter (or the
 //     handler's retry-after), up to the kind's max attempts;
 //   - target unavailable (NATS no responders, HTTP connection refused) →
-//     called again with backoff, holding the lease, within the kind's
-//     timeout; only then does the attempt count as failed;
+//     called again with backoff, holding the lease, for up to the kind's
+//     timeout or AckWait, whichever is shorter; only then does the attempt
+//     count as failed (and the command go back to the stream, where a node
+//     with a working route may take it);
 //   - stale (the receiver saw a newer attempt: receiver.ErrStale,
 //     {"stale": true}, HTTP 412) → nothing: no ack, no nak, the newer
 //     delivery finishes;

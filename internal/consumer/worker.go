@@ -32,10 +32,10 @@ type KindConfig struct {
 	// AckWait is the lease on a delivered command, kept alive by heartbeats
 	// while the handler runs. Zero means 30s.
 	AckWait time.Duration
-	// Timeout cancels a handler's context. Zero means 30s. It also bounds
-	// how long an attempt calls again a target that is not there (NATS no
-	// responders, HTTP connection refused: see [Unavailable]) before it
-	// counts as a failed attempt.
+	// Timeout cancels a handler's context. Zero means 30s. It also bounds,
+	// with AckWait, how long an attempt calls again a target that is not
+	// there (NATS no responders, HTTP connection refused: see
+	// [Unavailable]) before it counts as a failed attempt.
 	Timeout time.Duration
 	// MaxAttempts bounds the attempts before the command is dead-lettered.
 	// Zero means 5.
@@ -341,8 +341,9 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 // gone (a pause ate it; then it returns errLeaseLost without calling). It
 // keeps the lease alive while the handler runs, cancelling it if it can no
 // longer vouch for the lease, and while the target is unavailable it calls
-// again with backoff, within the kind's timeout, without counting another
-// attempt — unless stop is closed: then it returns errStopping.
+// again with backoff, for up to the kind's timeout or AckWait, whichever
+// is shorter, without counting another attempt — unless stop is closed:
+// then it returns errStopping.
 func (w *Worker) attempt(ctx context.Context, stop <-chan struct{}, log *slog.Logger, m jetstream.Msg, d Delivery, l *lease) (json.RawMessage, error) {
 	nc := w.js.Conn()
 	if !l.confirm(ctx, nc, m) {
@@ -357,6 +358,11 @@ func (w *Worker) attempt(ctx context.Context, stop <-chan struct{}, log *slog.Lo
 
 	hctx, cancel := context.WithTimeout(held, w.cfg.Timeout)
 	defer cancel()
+	// An unavailable target is called again for at most one lease period:
+	// a restart is ridden out without counting an attempt, and a command
+	// this node cannot deliver (its route leads nowhere) goes back to the
+	// stream for another node's workers before long.
+	unavailableUntil := time.Now().Add(min(w.cfg.Timeout, w.cfg.AckWait))
 	for n := 1; ; n++ {
 		failpoint.Hit(failpoint.WorkerBeforeCall)
 		result, err := w.call(hctx, d)
@@ -369,13 +375,20 @@ func (w *Worker) attempt(ctx context.Context, stop <-chan struct{}, log *slog.Lo
 		if v, _ := classify(err); v != unavailable {
 			return nil, err
 		}
-		if n == 1 {
-			log.Info("target unavailable; calling again within the attempt's timeout before counting the attempt", "error", err, "timeout", w.cfg.Timeout)
+		wait := min(w.backoff(n), time.Until(unavailableUntil))
+		if wait <= 0 {
+			return nil, err // counted: the nak's backoff follows
 		}
-		t := time.NewTimer(w.backoff(n))
+		if n == 1 {
+			log.Info("target unavailable; calling again before counting the attempt", "error", err, "for", min(w.cfg.Timeout, w.cfg.AckWait))
+		}
+		t := time.NewTimer(wait)
 		select {
 		case <-stop:
 			t.Stop()
+			if cause := context.Cause(held); errors.Is(cause, errLeaseLost) {
+				return nil, cause // not ours to hand back
+			}
 			return nil, fmt.Errorf("%w (the target: %w)", errStopping, err)
 		case <-hctx.Done():
 			t.Stop()
