@@ -70,8 +70,49 @@ type Embedded struct {
 	MaxStore ByteSize `yaml:"max_store"`
 	// ServerName names the server in monitoring and JetStream metadata. Default "esjet".
 	ServerName string `yaml:"server_name"`
-	Auth       Auth   `yaml:"auth"`
-	TLS        TLS    `yaml:"tls"`
+	// Auth is the one all-powerful user (or token) of the server when Users
+	// is empty. With Users, the server knows only them (and the node, which
+	// connects in-process as role node with a key made at start), and Auth
+	// is what the CLI commands present: one of the users' name and plaintext
+	// password.
+	Auth Auth `yaml:"auth"`
+	// Users are the server's users, each with a role (see [UserRoles] and
+	// `esjet permissions`). Empty (default): no users; loopback with no
+	// users is the zero-config default.
+	Users []User `yaml:"users"`
+	// AllowPlaintextPasswords accepts a Users password that is not a bcrypt
+	// hash. Default false.
+	AllowPlaintextPasswords bool `yaml:"allow_plaintext_passwords"`
+	TLS                     TLS  `yaml:"tls"`
+}
+
+// Roles a [User] may have (package broker defines what each may do).
+const (
+	RoleNode     = "node"
+	RoleClient   = "client"
+	RoleReceiver = "receiver"
+	RoleOperator = "operator"
+	RoleAdmin    = "admin"
+)
+
+// UserRoles lists the roles.
+var UserRoles = []string{RoleNode, RoleClient, RoleReceiver, RoleOperator, RoleAdmin}
+
+// User is one user of the embedded server.
+type User struct {
+	// Name is the user name (password users) or a label (nkey users).
+	Name string `yaml:"name"`
+	// Password is a bcrypt hash ("$2a$…", from `nats server passwd`);
+	// plaintext only with allow_plaintext_passwords. Set it or NKey.
+	Password string `yaml:"password"`
+	// NKey is the user's public nkey ("U…", from `nsc generate nkey --user`).
+	NKey string `yaml:"nkey"`
+	// Role is node, client, receiver, operator or admin.
+	Role string `yaml:"role"`
+	// Subject is the one subject a receiver serves (role receiver only).
+	Subject string `yaml:"subject"`
+	// Bucket is a receiver's idempotency KV bucket, if it keeps one.
+	Bucket string `yaml:"bucket"`
 }
 
 // External configures the connection to an existing NATS cluster.
@@ -236,6 +277,7 @@ func Default() Config {
 				Sync:         SyncAlways,
 				SyncInterval: Duration(2 * time.Minute),
 				ServerName:   "esjet",
+				Users:        []User{},
 			},
 			External: External{
 				URLs:           []string{},
@@ -287,6 +329,16 @@ func (c Config) Redacted() Config {
 		}
 	}
 	redactAuth(&c.NATS.Embedded.Auth)
+	if c.NATS.Embedded.Users != nil {
+		users := make([]User, len(c.NATS.Embedded.Users))
+		for i, u := range c.NATS.Embedded.Users {
+			if u.Password != "" {
+				u.Password = redacted
+			}
+			users[i] = u
+		}
+		c.NATS.Embedded.Users = users
+	}
 	redactAuth(&c.NATS.External.Auth)
 	if c.NATS.External.URLs != nil {
 		urls := make([]string, len(c.NATS.External.URLs))

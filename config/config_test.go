@@ -181,8 +181,8 @@ func TestEveryFieldHasAnEnvVariable(t *testing.T) {
 		}
 	}
 	// Every leaf can be set from text; an unsupported type would fail here.
-	if len(fields) != 41 {
-		t.Errorf("got %d env fields, want 41 (update this count when the schema changes)", len(fields))
+	if len(fields) != 42 {
+		t.Errorf("got %d env fields, want 42 (update this count when the schema changes)", len(fields))
 	}
 	for name, f := range fields {
 		var c Config
@@ -336,7 +336,7 @@ func TestNonLoopbackListenNeedsAuthAndTLS(t *testing.T) {
 		tls    TLS
 		refuse string // substring of the reason, "" = accepted
 	}{
-		{"all interfaces bare", "0.0.0.0:4222", Auth{}, TLS{}, "listening on 0.0.0.0:4222 without auth and TLS would expose the event log to the network; set nats.embedded.auth and nats.embedded.tls, or listen on 127.0.0.1"},
+		{"all interfaces bare", "0.0.0.0:4222", Auth{}, TLS{}, "listening on 0.0.0.0:4222 without auth and TLS would expose the event log to the network; set nats.embedded.users (or auth) and nats.embedded.tls, or listen on 127.0.0.1"},
 		{"empty host", ":4222", Auth{}, TLS{}, "without auth and TLS"},
 		{"hostname", "nats.example.com:4222", Auth{}, TLS{}, "without auth and TLS"},
 		{"auth only", "10.0.0.5:4222", Auth{Token: "s3cret"}, TLS{}, "without TLS"},
@@ -424,5 +424,59 @@ func TestWorkersAreValidatedPerKind(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "ok_nats") || strings.Contains(err.Error(), "ok_http") {
 		t.Errorf("valid workers reported:\n%v", err)
+	}
+}
+
+func TestEmbeddedUsersAreValidated(t *testing.T) {
+	const hash = "$2a$11$abcdefghijklmnopqrstuuQ9n0VhV3gFfJ3r0m2x9J6z4mJ0K9P6e"
+	const nkey = "UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4"
+	cases := []struct {
+		name  string
+		users []User
+		plain bool
+		want  string // "" = valid
+	}{
+		{"bcrypt client", []User{{Name: "app", Password: hash, Role: RoleClient}}, false, ""},
+		{"nkey receiver", []User{{Name: "billing", NKey: nkey, Role: RoleReceiver, Subject: "billing.charge", Bucket: "keys"}}, false, ""},
+		{"plaintext refused", []User{{Name: "app", Password: "secret", Role: RoleClient}}, false, "nats.embedded.users[0].password: \"[redacted]\" is not valid: is not a bcrypt hash"},
+		{"plaintext allowed", []User{{Name: "app", Password: "secret", Role: RoleClient}}, true, ""},
+		{"both", []User{{Name: "app", Password: hash, NKey: nkey, Role: RoleClient}}, false, "set either password"},
+		{"neither", []User{{Name: "app", Role: RoleClient}}, false, "set either password"},
+		{"bad nkey", []User{{Name: "app", NKey: "SUABC", Role: RoleClient}}, false, "public user nkey"},
+		{"unknown role", []User{{Name: "app", Password: hash, Role: "root"}}, false, `nats.embedded.users[0].role: "root" is not valid`},
+		{"receiver without subject", []User{{Name: "r", Password: hash, Role: RoleReceiver}}, false, "one literal subject"},
+		{"receiver wildcard", []User{{Name: "r", Password: hash, Role: RoleReceiver, Subject: "billing.>"}}, false, "one literal subject"},
+		{"subject on a client", []User{{Name: "c", Password: hash, Role: RoleClient, Subject: "x"}}, false, "for role receiver only"},
+		{"duplicate", []User{{Name: "a", Password: hash, Role: RoleClient}, {Name: "a", Password: hash, Role: RoleAdmin}}, false, "listed twice"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := Default()
+			cfg.NATS.Embedded.Users = c.users
+			cfg.NATS.Embedded.AllowPlaintextPasswords = c.plain
+			err := cfg.Validate()
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("Validate() = %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Validate() = %v, want %q", err, c.want)
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("the error shows the password: %v", err)
+			}
+		})
+	}
+	cfg := Default()
+	cfg.NATS.Embedded.Listen = "0.0.0.0:4222"
+	cfg.NATS.Embedded.Users = []User{{Name: "app", Password: hash, Role: RoleClient}}
+	cfg.NATS.Embedded.TLS = TLS{CertFile: "c.pem", KeyFile: "k.pem"}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("users and TLS on 0.0.0.0: %v", err)
+	}
+	if r := cfg.Redacted(); r.NATS.Embedded.Users[0].Password != "[redacted]" || cfg.NATS.Embedded.Users[0].Password != hash {
+		t.Errorf("Redacted users: %+v (original %+v)", r.NATS.Embedded.Users, cfg.NATS.Embedded.Users)
 	}
 }

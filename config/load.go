@@ -131,8 +131,8 @@ func envFields() map[string]envField {
 				p = path + "." + tag
 			}
 			idx := append(append([]int(nil), index...), i)
-			if f.Type.Kind() == reflect.Map {
-				continue // set in the file only (workers)
+			if f.Type.Kind() == reflect.Map || (f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct) {
+				continue // set in the file only (workers, nats.embedded.users)
 			}
 			if f.Type.Kind() == reflect.Struct && !reflect.PointerTo(f.Type).Implements(textUnmarshalerType) {
 				walk(f.Type, p, idx)

@@ -144,10 +144,11 @@ func (n *NATS) validate(v *validator, replicas int) {
 		v.add("nats.embedded.server_name", e.ServerName, "use a non-empty name without spaces")
 	}
 	v.auth("nats.embedded.auth", e.Auth)
+	e.validateUsers(v)
 	v.tls("nats.embedded.tls", e.TLS)
 	if host, ok := v.listen("nats.embedded.listen", e.Listen); ok && n.Mode == ModeEmbedded && e.Listen != ListenNone && !isLoopback(host) {
 		var missing []string
-		if !e.Auth.set() {
+		if !e.Auth.set() && len(e.Users) == 0 {
 			missing = append(missing, "auth")
 		}
 		if e.TLS.CertFile == "" || e.TLS.KeyFile == "" {
@@ -155,7 +156,7 @@ func (n *NATS) validate(v *validator, replicas int) {
 		}
 		if len(missing) > 0 {
 			v.add("nats.embedded.listen", e.Listen, fmt.Sprintf(
-				"listening on %s without %s would expose the event log to the network; set nats.embedded.auth and nats.embedded.tls, or listen on 127.0.0.1",
+				"listening on %s without %s would expose the event log to the network; set nats.embedded.users (or auth) and nats.embedded.tls, or listen on 127.0.0.1",
 				e.Listen, strings.Join(missing, " and ")))
 		}
 	}
@@ -291,6 +292,41 @@ func (a Aggregates) validateRaw(v *validator) {
 				v.add(field+".commands", kind, "listed twice; list each kind once")
 			}
 			seen[kind] = true
+		}
+	}
+}
+
+var bcryptPattern = regexp.MustCompile(`^\$2[abxy]\$\d{2}\$.+`)
+
+// validateUsers checks nats.embedded.users: each a name, a bcrypt hash or
+// an nkey, a role, a receiver's subject.
+func (e *Embedded) validateUsers(v *validator) {
+	if len(e.Users) > 0 && e.Auth.Token != "" {
+		v.add("nats.embedded.auth.token", redacted, "a token cannot be combined with nats.embedded.users: give the CLI a user's name and password in auth.user and auth.password")
+	}
+	names := map[string]bool{}
+	for i, u := range e.Users {
+		path := fmt.Sprintf("nats.embedded.users[%d]", i)
+		if u.Name == "" || strings.ContainsAny(u.Name, " \t\r\n") {
+			v.add(path+".name", u.Name, "give each user a name without spaces")
+		} else if names[u.Name] {
+			v.add(path+".name", u.Name, "listed twice; give each user its own name")
+		}
+		names[u.Name] = true
+		switch {
+		case (u.Password == "") == (u.NKey == ""):
+			v.add(path, nil, "set either password (a bcrypt hash) or nkey (a public user key)")
+		case u.NKey != "" && (len(u.NKey) != 56 || u.NKey[0] != 'U'):
+			v.add(path+".nkey", u.NKey, "use a public user nkey: 56 characters starting with U (nsc generate nkey --user)")
+		case u.Password != "" && !bcryptPattern.MatchString(u.Password) && !e.AllowPlaintextPasswords:
+			v.add(path+".password", redacted, "is not a bcrypt hash: store `nats server passwd` output (\"$2a$11$…\"), or set nats.embedded.allow_plaintext_passwords: true")
+		}
+		v.oneOf(path+".role", u.Role, UserRoles...)
+		if u.Role == RoleReceiver && (u.Subject == "" || strings.ContainsAny(u.Subject, " \t*>")) {
+			v.add(path+".subject", u.Subject, "a receiver serves one literal subject, e.g. billing.charge")
+		}
+		if u.Role != RoleReceiver && (u.Subject != "" || u.Bucket != "") {
+			v.add(path+".subject", u.Subject, "subject and bucket are for role receiver only")
 		}
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/esjet/esjet/config"
-	"github.com/esjet/esjet/demo/services"
 	"github.com/esjet/esjet/internal/broker"
 )
 
@@ -63,15 +62,11 @@ user's JWT (nsc edit user, or an auth callout).`,
 }
 
 // nodeSpec is what the node role derives from the config: the subjects its
-// workers request and the demo services it may run in-process.
+// workers request (with the trip's routes, as esjet run adds them) and the
+// demo services it may run in-process.
 func nodeSpec(cfg config.Config) broker.RoleSpec {
-	spec := broker.RoleSpec{Namespace: cfg.Namespace}
-	spec.Targets = workerSubjects(cfg)
-	if cfg.Demo.Services {
-		spec.Targets = append(spec.Targets, "demo.svc.>")
-		spec.Buckets = []string{services.DefaultBucket}
-	}
-	return spec
+	cfg.Workers = tripRoutes(cfg)
+	return broker.NodeSpec(cfg)
 }
 
 // workerSubjects are the distinct subjects of the nats workers `esjet run`

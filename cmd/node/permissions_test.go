@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/esjet/esjet/demo/services"
 	"github.com/esjet/esjet/internal/broker"
 )
 
@@ -55,5 +56,11 @@ func TestPermissionsOneRoleAsServerConfig(t *testing.T) {
 	err = run(t.Context(), []string{"permissions", "--role", "root"}, nil, &stdout, &stderr)
 	if !errors.Is(err, broker.ErrRole) || !strings.Contains(err.Error(), "operator") {
 		t.Errorf("unknown role: %v", err)
+	}
+}
+
+func TestBrokerKnowsTheDemoServicesNames(t *testing.T) {
+	if broker.DemoSubjects != services.SubjectAll || broker.DemoBucket != services.DefaultBucket {
+		t.Errorf("broker's demo names %s, %s; demo/services has %s, %s", broker.DemoSubjects, broker.DemoBucket, services.SubjectAll, services.DefaultBucket)
 	}
 }

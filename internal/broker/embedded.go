@@ -56,6 +56,10 @@ func startEmbedded(ctx context.Context, cfg config.Config, base, logger *slog.Lo
 // connects to it in-process.
 func runEmbedded(ctx context.Context, cfg config.Config, opts *server.Options, base, logger *slog.Logger) (*Broker, error) {
 	e := cfg.NATS.Embedded
+	asNode, err := addUsers(cfg, opts)
+	if err != nil {
+		return nil, fmt.Errorf("create embedded nats-server: %w", err)
+	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("create embedded nats-server: %w", err)
@@ -73,11 +77,16 @@ func runEmbedded(ctx context.Context, cfg config.Config, opts *server.Options, b
 	if !opts.DontListen {
 		b.clientURL = embeddedClientURL(srv, opts)
 	}
-	connOpts := append([]nats.Option{
+	connOpts := []nats.Option{
 		nats.InProcessServer(srv),
 		nats.Name("esjet"),
 		nats.ClosedHandler(closedOnce(b.closed)),
-	}, clientOptions(e.Auth, config.TLS{}, "", false)...)
+	}
+	if asNode != nil {
+		connOpts = append(connOpts, asNode) // in-process, as role node
+	} else {
+		connOpts = append(connOpts, clientOptions(e.Auth, config.TLS{}, "", false)...)
+	}
 	nc, err := nats.Connect("", connOpts...)
 	if err != nil {
 		srv.Shutdown()

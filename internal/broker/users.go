@@ -1,0 +1,86 @@
+package broker
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/esjet/esjet/config"
+)
+
+// The demo services' subjects and receiver bucket (package demo/services,
+// which the broker does not import): a node running them in-process serves
+// and writes these.
+const (
+	DemoSubjects = "demo.svc.>"
+	DemoBucket   = "demo_services_receipts"
+)
+
+// NodeSpec is what the node role of cfg derives from: the namespace, the
+// subjects of its nats workers (cfg.Workers as the node runs them), and the
+// demo services when it runs them in-process.
+func NodeSpec(cfg config.Config) RoleSpec {
+	spec := RoleSpec{Namespace: cfg.Namespace}
+	seen := map[string]bool{}
+	for _, w := range cfg.Workers {
+		if w.Target == config.TargetNATS {
+			seen[w.Subject] = true
+		}
+	}
+	spec.Targets = slices.Sorted(maps.Keys(seen))
+	if cfg.Demo.Services {
+		spec.Targets = append(spec.Targets, DemoSubjects)
+		spec.Buckets = []string{DemoBucket}
+	}
+	return spec
+}
+
+// UserSpec is what the permissions of a configured user derive from.
+func UserSpec(cfg config.Config, u config.User) RoleSpec {
+	if u.Role == config.RoleNode {
+		return NodeSpec(cfg)
+	}
+	return RoleSpec{Namespace: cfg.Namespace, Subject: u.Subject, Bucket: u.Bucket}
+}
+
+// addUsers gives the embedded server the users of nats.embedded.users, each
+// with its role's permissions, and a node user known only to this process:
+// a fresh nkey whose seed never leaves memory. It returns the option that
+// connects as that node user, or nil when there are no users (the server
+// then has nats.embedded.auth, if any, as its one user).
+func addUsers(cfg config.Config, opts *server.Options) (nats.Option, error) {
+	e := cfg.NATS.Embedded
+	if len(e.Users) == 0 {
+		return nil, nil
+	}
+	opts.Username, opts.Password, opts.Authorization = "", "", ""
+	for _, u := range e.Users {
+		p, err := RolePermissions(u.Role, UserSpec(cfg, u))
+		if err != nil {
+			return nil, fmt.Errorf("nats.embedded.users %s: %w", u.Name, err)
+		}
+		if u.NKey != "" {
+			opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: p})
+			continue
+		}
+		opts.Users = append(opts.Users, &server.User{Username: u.Name, Password: u.Password, Permissions: p})
+	}
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		return nil, fmt.Errorf("node key: %w", err)
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return nil, fmt.Errorf("node key: %w", err)
+	}
+	p, err := RolePermissions(RoleNode, NodeSpec(cfg))
+	if err != nil {
+		return nil, err
+	}
+	opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: pub, Permissions: p})
+	return nats.Nkey(pub, kp.Sign), nil
+}
