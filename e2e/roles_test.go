@@ -296,3 +296,37 @@ func TestRolesEachDoTheirJobAndNothingMore(t *testing.T) {
 	}
 	n.stop(t, syscall.SIGTERM)
 }
+
+// TestEmbeddedNodeWithUsersRunsAsNode runs `esjet run` with
+// nats.embedded.users: the node (in-process, as role node, with the demo
+// services) runs the trip saga; the CLI reaches it only as one of the users.
+func TestEmbeddedNodeWithUsersRunsAsNode(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "esjet.yaml")
+	if err := os.WriteFile(cfgFile, []byte(`nats:
+  embedded:
+    allow_plaintext_passwords: true
+    users:
+      - {name: app, password: app-pw, role: client}
+      - {name: oncall, password: oncall-pw, role: operator}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n := startNode(t, dir, "--config", cfgFile)
+	sendTrip(t, n, "lisbon", tripRequest)
+	waitTrip(t, n, "lisbon", sagaTimeout, "confirmed", func(s tripState) bool { return s.Status == "confirmed" })
+
+	listen := "ESJET_NATS_EMBEDDED_LISTEN=" + n.natsListen
+	out, stderr, code := runCLIFailEnv(t, dir, []string{listen, "ESJET_NATS_EMBEDDED_AUTH_USER=oncall", "ESJET_NATS_EMBEDDED_AUTH_PASSWORD=oncall-pw"}, "--config", cfgFile, "state", "trip", "lisbon")
+	if code != 0 || !strings.Contains(out, "confirmed") {
+		t.Fatalf("esjet state as the operator: exit %d\n%s%s", code, out, stderr)
+	}
+	if _, stderr, code := runCLIFailEnv(t, dir, []string{listen}, "--config", cfgFile, "state", "trip", "lisbon"); code == 0 || !strings.Contains(strings.ToLower(stderr), "authorization") {
+		t.Fatalf("esjet state without a user: exit %d\n%s", code, stderr)
+	}
+	if strings.Contains(strings.ToLower(n.stderr.String()), "permissions violation") {
+		t.Errorf("the node hit a permission violation:\n%s", n.stderr.String())
+	}
+	n.stop(t, syscall.SIGTERM)
+}
