@@ -58,8 +58,9 @@ func (l *Log) Append(ctx context.Context, d Decision, after Position) (Record, e
 	}
 
 	var lastErr error
+	try := l.cfg.AppendTimeout
 	for attempt := 1; attempt <= l.cfg.AppendAttempts; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, l.cfg.AppendTimeout)
+		actx, cancel := context.WithTimeout(ctx, try)
 		ack, err := l.js.PublishMsg(actx, msg, jetstream.WithExpectLastSequencePerSubject(after.Seq))
 		cancel()
 		switch {
@@ -91,6 +92,24 @@ func (l *Log) Append(ctx context.Context, d Decision, after Position) (Record, e
 			lastErr = err
 			l.logger.Warn("append attempt timed out; retrying with the same decision id",
 				"subject", subject, "decision_id", d.ID, "attempt", attempt, "error", err)
+			// The stream's leader may be frozen (a stopped process, a VM
+			// pause, a partition that keeps TCP up): the other servers keep
+			// its subscription until their route to it times out, minutes
+			// later, so a publish sent before a new leader is elected waits
+			// for nothing. Once one is elected, every publish reaches it
+			// too: shorter tries find it within retryTimeout of its
+			// election instead of a whole AppendTimeout later.
+			try = min(l.cfg.AppendTimeout, retryTimeout)
+			continue
+		case inProcess(ctx, err):
+			// An earlier try of this decision is still being committed:
+			// ask again shortly; the answer will be its ack (duplicate) or
+			// the conflict it caused.
+			lastErr = err
+			select {
+			case <-ctx.Done():
+			case <-time.After(inProcessPause):
+			}
 			continue
 		case ctx.Err() != nil:
 			// The caller's context ended while the publish was out: it may
@@ -115,6 +134,21 @@ func (l *Log) Append(ctx context.Context, d Decision, after Position) (Record, e
 	}
 	return Record{}, fmt.Errorf("append %s (decision %s): %w after %d attempts: %w",
 		subject, d.ID, ErrUnknownOutcome, l.cfg.AppendAttempts, lastErr)
+}
+
+// retryTimeout bounds the tries after one timed out; inProcessPause is the
+// wait before asking again about a decision still being committed.
+const (
+	retryTimeout   = 2 * time.Second
+	inProcessPause = 250 * time.Millisecond
+)
+
+// inProcess reports JetStream's 10158 "duplicate message id is in process"
+// (a clustered stream still committing an earlier try with the same
+// Msg-Id), unless the caller's context ended.
+func inProcess(ctx context.Context, err error) bool {
+	var apiErr *jetstream.APIError
+	return ctx.Err() == nil && errors.As(err, &apiErr) && apiErr.ErrorCode == 10158
 }
 
 // ambiguous reports a publish error after which the message may or may not

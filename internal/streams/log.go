@@ -21,7 +21,10 @@ type Config struct {
 	// MaxMessageSize caps an encoded decision (headers + payload). Zero
 	// means 1 MiB. Keep it ≤ the stream's max_msg_size.
 	MaxMessageSize int
-	// AppendTimeout bounds one publish attempt. Zero means 5s.
+	// AppendTimeout bounds the first publish attempt; the attempts after
+	// one timed out are bounded by 2s (or AppendTimeout if shorter), so
+	// that a new stream leader is found soon after its election (see
+	// Append). Zero means 5s.
 	AppendTimeout time.Duration
 	// AppendAttempts is how many times a timed-out publish is sent again
 	// (same Msg-Id, same expectation) before the outcome is reported

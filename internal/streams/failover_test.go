@@ -1,0 +1,77 @@
+package streams
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/esjet/esjet/internal/natstest"
+)
+
+// A stream leader that is frozen (a stopped process, a VM pause, a
+// partition that keeps TCP up) keeps its subscription on the other
+// servers until their route to it times out, minutes later: a publish sent
+// before a new leader is elected goes to it alone and waits for nothing.
+// Once the new leader is elected every publish also reaches it. So a
+// retry must not wait the whole first attempt's timeout again: measured on
+// a 3-server cluster with the EVENTS leader SIGSTOPped, appends came back
+// 10–15 s after the stop although a new leader was elected after 5–7 s.
+//
+// Here a subscriber that never answers stands for the frozen leader, and
+// the stream takes the subject back (the election) 1.5 s into the second
+// attempt: the append must land soon after, not when that attempt's full
+// timeout has run out.
+func TestAppendRetryReachesANewLeaderSoon(t *testing.T) {
+	t.Parallel()
+	h := provisioned([]*server.Server{natstest.RunServer(t)}, 1)(t, Config{AppendTimeout: 6 * time.Second})
+	names := h.log.Names()
+	st, err := h.js.Stream(t.Context(), names.Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	away := cfg
+	away.Subjects = []string{h.ns + ".elsewhere.>"}
+	if _, err := h.js.UpdateStream(t.Context(), away); err != nil {
+		t.Fatal(err)
+	}
+	frozen, err := h.nc.Subscribe(names.EventsFilter(), func(*nats.Msg) {}) // takes every publish, answers none
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = frozen.Unsubscribe() }()
+	if err := h.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	type result struct {
+		rec Record
+		err error
+		at  time.Duration
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	d := decision("trip", "f1", "requested")
+	go func() {
+		rec, err := h.log.Append(t.Context(), d, Position{})
+		done <- result{rec, err, time.Since(start)}
+	}()
+	time.Sleep(6*time.Second + 1500*time.Millisecond)
+	if _, err := h.js.UpdateStream(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	elected := time.Since(start)
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("append: %v", r.err)
+	}
+	t.Logf("new leader after %s; append landed after %s", elected.Round(time.Millisecond), r.at.Round(time.Millisecond))
+	if late := r.at - elected; late > 2500*time.Millisecond {
+		t.Fatalf("the append landed %s after the new leader took the subject: its retry waited out a full attempt on the frozen one", late.Round(time.Millisecond))
+	}
+	if n := msgCount(t, h); n != 1 {
+		t.Fatalf("EVENTS holds %d messages, want 1", n)
+	}
+}
