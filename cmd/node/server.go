@@ -35,6 +35,12 @@ type serverFlags struct {
 	maxPayload    string
 	allowRemote   bool
 	debug         bool
+	authFile      string
+	tlsCert       string
+	tlsKey        string
+	tlsCA         string
+
+	readiness nats.Option // how the readiness check authenticates (set with --auth)
 }
 
 // serverReadyTimeout bounds the wait for the client listener; the wait for
@@ -51,8 +57,12 @@ func newServerCmd(g *globals) *cobra.Command {
 cluster for nodes in external mode (esjet run --url …) needs no separate
 nats-server install. It serves no namespace and reads no esjet config.
 
-Listeners are loopback-only unless --allow-remote is given; the server has no
-authentication or TLS, so only allow remote access on a trusted network.
+Listeners are loopback-only unless the server has authentication and TLS:
+--auth names a nats-server config file with an authorization block of users
+(esjet permissions prints one per role), --tls-cert/--tls-key serve TLS, and
+--tls-ca requires client certificates it signed (mTLS; routes too, which a
+non-loopback --cluster-listen needs). --allow-remote exposes a listener
+without them: only on a trusted network.
 
 For a cluster, run one per member with a unique --name and --store-dir, the
 same --cluster-name, its own --cluster-listen and the same --routes (every
@@ -80,7 +90,11 @@ SIGTERM and shuts down gracefully. nats-server's log goes to stderr.`,
 	fl.StringVar(&f.sync, "sync", config.SyncAlways, `fsync mode: "always" (every write) or "interval" (every 2 minutes)`)
 	fl.StringVar(&f.maxStore, "max-store", "", `JetStream file store limit, e.g. "1GiB" (default: the server's, from the disk's free space)`)
 	fl.StringVar(&f.maxPayload, "max-payload", "8MiB", "largest message the server accepts; keep it above the nodes' streams.max_message_size plus headers")
-	fl.BoolVar(&f.allowRemote, "allow-remote", false, "allow non-loopback listeners (no auth, no TLS: trusted networks only)")
+	fl.StringVar(&f.authFile, "auth", "", "nats-server config file with an authorization block of users (esjet permissions prints one); only they may connect")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM) of the client listener (and of routes)")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key (PEM) of --tls-cert")
+	fl.StringVar(&f.tlsCA, "tls-ca", "", "CA (PEM): clients and cluster peers must present a certificate it signed (mTLS)")
+	fl.BoolVar(&f.allowRemote, "allow-remote", false, "allow non-loopback listeners without --auth and TLS (trusted networks only)")
 	fl.BoolVar(&f.debug, "debug", false, "log nats-server's debug lines")
 	return cmd
 }
@@ -102,6 +116,7 @@ func serverOptionsFromFlags(f *serverFlags) (*server.Options, []string, error) {
 	if f.storeDir == "" {
 		bad("--store-dir: must not be empty")
 	}
+	f.readiness = serverSecurity(f, opts, bad)
 	host, port, err := splitHostPort(f.listen)
 	if err != nil {
 		bad("--listen %q: %v", f.listen, err)
@@ -110,11 +125,11 @@ func serverOptionsFromFlags(f *serverFlags) (*server.Options, []string, error) {
 		if port == 0 {
 			opts.Port = server.RANDOM_PORT // nats-server reads 0 as its default, 4222
 		}
-		if !loopbackHost(host) {
+		if missing := f.missing(); !loopbackHost(host) && missing != "" {
 			if !f.allowRemote {
-				bad("--listen %q is not a loopback address: the server has no authentication or TLS; give --allow-remote to expose it anyway", f.listen)
+				bad("--listen %q is not a loopback address and the server has no %s: anyone who reaches it could delete or rewrite every stream; give them (or --allow-remote to expose it anyway on a trusted network)", f.listen, missing)
 			} else {
-				warnings = append(warnings, fmt.Sprintf("client listener %s is reachable beyond this host, without authentication or TLS", f.listen))
+				warnings = append(warnings, fmt.Sprintf("client listener %s is reachable beyond this host, without %s", f.listen, missing))
 			}
 		}
 	}
@@ -172,14 +187,15 @@ func serverOptionsFromFlags(f *serverFlags) (*server.Options, []string, error) {
 		if cport == 0 {
 			bad("--cluster-listen %q: give a fixed port; the other members route to it", f.clusterListen)
 		}
-		if !loopbackHost(chost) {
+		if !loopbackHost(chost) && f.tlsCA == "" {
 			if !f.allowRemote {
-				bad("--cluster-listen %q is not a loopback address: routes have no authentication or TLS; give --allow-remote to expose it anyway", f.clusterListen)
+				bad("--cluster-listen %q is not a loopback address and routes are not authenticated: give --tls-cert, --tls-key and --tls-ca (peers must present a certificate it signed), or --allow-remote to expose it anyway", f.clusterListen)
 			} else {
 				warnings = append(warnings, fmt.Sprintf("cluster listener %s is reachable beyond this host, without authentication or TLS", f.clusterListen))
 			}
 		}
 		opts.Cluster = server.ClusterOpts{Name: f.clusterName, Host: chost, Port: cport}
+		clusterTLS(f, opts, bad)
 	}
 	for _, r := range f.routes {
 		u, err := url.Parse(strings.TrimSpace(r))
@@ -258,7 +274,7 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 		stop()
 		return fmt.Errorf("start nats-server (listen %s, store dir %s): %w", f.listen, f.storeDir, err)
 	}
-	if err := serverWaitJetStream(ctx, srv, logger); err != nil {
+	if err := serverWaitJetStream(ctx, srv, logger, f.readiness); err != nil {
 		stop()
 		if ctx.Err() != nil {
 			return nil // stopped before ready: a clean exit
@@ -315,8 +331,12 @@ func serverWaitListening(ctx context.Context, srv *server.Server, sl *serverCmdL
 // serverWaitJetStream waits until JetStream answers an in-process client:
 // at once alone, and in a cluster once the meta group has a leader and this
 // member caught up — which needs a quorum of members up.
-func serverWaitJetStream(ctx context.Context, srv *server.Server, logger *slog.Logger) error {
-	nc, err := nats.Connect("", nats.InProcessServer(srv), nats.Name("esjet server readiness"))
+func serverWaitJetStream(ctx context.Context, srv *server.Server, logger *slog.Logger, auth nats.Option) error {
+	connOpts := []nats.Option{nats.InProcessServer(srv), nats.Name("esjet server readiness")}
+	if auth != nil {
+		connOpts = append(connOpts, auth)
+	}
+	nc, err := nats.Connect("", connOpts...)
 	if err != nil {
 		return fmt.Errorf("connect in-process: %w", err)
 	}
