@@ -1,7 +1,6 @@
 package config
 
 import (
-	"net/url"
 	"strings"
 	"time"
 )
@@ -126,6 +125,10 @@ type External struct {
 	TLS             TLS    `yaml:"tls"`
 	// ConnectTimeout bounds each connection attempt. Default 5s.
 	ConnectTimeout Duration `yaml:"connect_timeout"`
+	// AllowPlaintextAuth lets a password or token (Auth, or in a URL) go to a
+	// host that is not loopback without TLS (a tls:// or wss:// URL, or
+	// TLS.CAFile / TLS.CertFile). Default false: such a config is refused.
+	AllowPlaintextAuth bool `yaml:"allow_plaintext_auth"`
 }
 
 // Auth is user/password or token authentication; all empty means none.
@@ -343,17 +346,31 @@ func (c Config) Redacted() Config {
 	if c.NATS.External.URLs != nil {
 		urls := make([]string, len(c.NATS.External.URLs))
 		for i, raw := range c.NATS.External.URLs {
-			urls[i] = raw
-			if u, err := url.Parse(raw); err == nil && u.User != nil {
-				if _, ok := u.User.Password(); ok {
-					u.User = url.UserPassword(u.User.Username(), redacted)
-				} else {
-					u.User = url.User(redacted) // a bare userinfo is a token
-				}
-				urls[i] = u.String()
-			}
+			urls[i] = RedactURL(raw)
 		}
 		c.NATS.External.URLs = urls
 	}
 	return c
+}
+
+// RedactURL returns raw with the password replaced by "[redacted]" (the
+// user name kept), or a bare userinfo, which is a token, replaced whole.
+func RedactURL(raw string) string {
+	scheme := strings.Index(raw, "://")
+	if scheme < 0 {
+		return raw
+	}
+	rest := raw[scheme+3:]
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 {
+		rest = rest[:end]
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return raw
+	}
+	prefix, userinfo, tail := raw[:scheme+3], rest[:at], raw[scheme+3+at:]
+	if user, _, ok := strings.Cut(userinfo, ":"); ok {
+		return prefix + user + ":" + redacted + tail
+	}
+	return prefix + redacted + tail
 }

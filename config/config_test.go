@@ -181,8 +181,8 @@ func TestEveryFieldHasAnEnvVariable(t *testing.T) {
 		}
 	}
 	// Every leaf can be set from text; an unsupported type would fail here.
-	if len(fields) != 42 {
-		t.Errorf("got %d env fields, want 42 (update this count when the schema changes)", len(fields))
+	if len(fields) != 43 {
+		t.Errorf("got %d env fields, want 43 (update this count when the schema changes)", len(fields))
 	}
 	for name, f := range fields {
 		var c Config
@@ -478,5 +478,36 @@ func TestEmbeddedUsersAreValidated(t *testing.T) {
 	}
 	if r := cfg.Redacted(); r.NATS.Embedded.Users[0].Password != "[redacted]" || cfg.NATS.Embedded.Users[0].Password != hash {
 		t.Errorf("Redacted users: %+v (original %+v)", r.NATS.Embedded.Users, cfg.NATS.Embedded.Users)
+	}
+}
+
+func TestExternalPasswordOverPlaintextToARemoteHostIsRefused(t *testing.T) {
+	cases := []struct {
+		urls  []string
+		auth  Auth
+		tls   TLS
+		allow bool
+		ok    bool
+	}{
+		{[]string{"nats://n1:4222"}, Auth{User: "u", Password: "pw"}, TLS{}, false, false},
+		{[]string{"nats://tok3n@n1:4222"}, Auth{}, TLS{}, false, false},
+		{[]string{"nats://n1:4222"}, Auth{Token: "t"}, TLS{}, false, false},
+		{[]string{"tls://n1:4222"}, Auth{User: "u", Password: "pw"}, TLS{}, false, true},
+		{[]string{"nats://n1:4222"}, Auth{User: "u", Password: "pw"}, TLS{CAFile: "ca.pem"}, false, true},
+		{[]string{"nats://127.0.0.1:4222"}, Auth{User: "u", Password: "pw"}, TLS{}, false, true},
+		{[]string{"nats://n1:4222"}, Auth{}, TLS{}, false, true},
+		{[]string{"nats://n1:4222"}, Auth{User: "u", Password: "pw"}, TLS{}, true, true},
+	}
+	for _, c := range cases {
+		cfg := Default()
+		cfg.NATS.Mode = ModeExternal
+		cfg.NATS.External.URLs, cfg.NATS.External.Auth, cfg.NATS.External.TLS, cfg.NATS.External.AllowPlaintextAuth = c.urls, c.auth, c.tls, c.allow
+		err := cfg.Validate()
+		if c.ok != (err == nil) {
+			t.Errorf("%v %+v %+v allow=%v: %v", c.urls, c.auth, c.tls, c.allow, err)
+		}
+		if err != nil && (strings.Contains(err.Error(), "tok3n") || !strings.Contains(err.Error(), "allow_plaintext_auth")) {
+			t.Errorf("%v: %v", c.urls, err)
+		}
 	}
 }

@@ -171,17 +171,20 @@ func (n *NATS) validate(v *validator, replicas int) {
 	for i, raw := range x.URLs {
 		u, err := url.Parse(raw)
 		if err != nil || u.Host == "" {
-			v.add(fmt.Sprintf("nats.external.urls[%d]", i), raw, "use a URL like nats://host:4222")
+			v.add(fmt.Sprintf("nats.external.urls[%d]", i), RedactURL(raw), "use a URL like nats://host:4222")
 			continue
 		}
 		switch u.Scheme {
 		case "nats", "tls", "ws", "wss":
 		default:
-			v.add(fmt.Sprintf("nats.external.urls[%d]", i), raw, "use the scheme nats, tls, ws or wss")
+			v.add(fmt.Sprintf("nats.external.urls[%d]", i), RedactURL(raw), "use the scheme nats, tls, ws or wss")
 		}
 	}
 	v.auth("nats.external.auth", x.Auth)
 	v.tls("nats.external.tls", x.TLS)
+	if n.Mode == ModeExternal && !x.AllowPlaintextAuth && x.TLS.CAFile == "" && x.TLS.CertFile == "" {
+		x.refusePlaintextSecrets(v)
+	}
 	if x.ConnectTimeout <= 0 {
 		v.add("nats.external.connect_timeout", x.ConnectTimeout, "must be greater than 0, e.g. 5s")
 	}
@@ -328,5 +331,22 @@ func (e *Embedded) validateUsers(v *validator) {
 		if u.Role != RoleReceiver && (u.Subject != "" || u.Bucket != "") {
 			v.add(path+".subject", u.Subject, "subject and bucket are for role receiver only")
 		}
+	}
+}
+
+// refusePlaintextSecrets refuses a password or token bound for a host
+// that is not loopback over a URL without TLS.
+func (x *External) refusePlaintextSecrets(v *validator) {
+	for i, raw := range x.URLs {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" || u.Scheme == "tls" || u.Scheme == "wss" || isLoopback(u.Hostname()) {
+			continue
+		}
+		if x.Auth.Password == "" && x.Auth.Token == "" && u.User == nil {
+			continue
+		}
+		v.add(fmt.Sprintf("nats.external.urls[%d]", i), RedactURL(raw), fmt.Sprintf(
+			"a password or token would travel unencrypted to %s: use a tls:// URL (or nats.external.tls.ca_file), a credentials_file, or set nats.external.allow_plaintext_auth: true on a trusted network",
+			u.Hostname()))
 	}
 }

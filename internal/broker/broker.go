@@ -85,8 +85,9 @@ func (b *Broker) JetStream() jetstream.JetStream { return b.js }
 
 // ClientURL is where other processes (the esjet CLI, the nats CLI) reach the broker:
 // the embedded server's listener with its actual port, or the configured external
-// URLs joined by commas (as written in the config, credentials included). It is ""
-// for an embedded server with listen "none".
+// URLs joined by commas, with any password or token in them redacted (it is
+// printed and logged; the credentials stay in the config). It is "" for an
+// embedded server with listen "none".
 func (b *Broker) ClientURL() string { return b.clientURL }
 
 // Embedded reports whether the broker runs nats-server in this process.
@@ -211,15 +212,11 @@ func clientOptions(auth config.Auth, t config.TLS, creds string, serverTLS bool)
 	return opts
 }
 
-// redactURLs drops credentials from a comma-separated URL list for error messages.
+// redactURLs drops credentials from a comma-separated URL list.
 func redactURLs(urls string) string {
 	parts := strings.Split(urls, ",")
 	for i, p := range parts {
-		if at := strings.LastIndex(p, "@"); at >= 0 {
-			if scheme := strings.Index(p, "://"); scheme >= 0 && scheme < at {
-				parts[i] = p[:scheme+3] + "[redacted]" + p[at:]
-			}
-		}
+		parts[i] = config.RedactURL(p)
 	}
 	return strings.Join(parts, ",")
 }

@@ -370,7 +370,7 @@ func TestServerLogsGoToSlog(t *testing.T) {
 
 func TestRedactURLs(t *testing.T) {
 	got := redactURLs("nats://u:pw@a:4222,nats://b:4222,nats://tok@c:4222")
-	if want := "nats://[redacted]@a:4222,nats://b:4222,nats://[redacted]@c:4222"; got != want {
+	if want := "nats://u:[redacted]@a:4222,nats://b:4222,nats://[redacted]@c:4222"; got != want {
 		t.Errorf("redactURLs = %q, want %q", got, want)
 	}
 }

@@ -21,7 +21,7 @@ const reconnectWait = 2 * time.Second
 func startExternal(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, error) {
 	x := cfg.NATS.External
 	url := strings.Join(x.URLs, ",")
-	b := &Broker{closed: make(chan struct{}), logger: logger, clientURL: url}
+	b := &Broker{closed: make(chan struct{}), logger: logger, clientURL: redactURLs(url)}
 	opts := append([]nats.Option{
 		nats.Name("esjet"),
 		nats.MaxReconnects(-1),
