@@ -325,6 +325,20 @@ func TestEmbeddedNodeWithUsersRunsAsNode(t *testing.T) {
 	if _, stderr, code := runCLIFailEnv(t, dir, []string{listen}, "--config", cfgFile, "state", "trip", "lisbon"); code == 0 || !strings.Contains(strings.ToLower(stderr), "authorization") {
 		t.Fatalf("esjet state without a user: exit %d\n%s", code, stderr)
 	}
+
+	// The operator discards a dead letter; the audit record names the NATS
+	// user the server authenticated, not $USER@host.
+	sendTrip(t, n, "atl", strings.Replace(tripRequest, "Lisbon", "Atlantis", 1))
+	waitTrip(t, n, "atl", sagaTimeout, "cancelled", func(s tripState) bool { return s.Status == "cancelled" })
+	oncall := []string{listen, "ESJET_NATS_EMBEDDED_AUTH_USER=oncall", "ESJET_NATS_EMBEDDED_AUTH_PASSWORD=oncall-pw"}
+	out, stderr, code = runCLIFailEnv(t, dir, oncall, "--config", cfgFile, "dlq", "discard", "trip:atl:2:0", "--reason", "refunded by hand")
+	if code != 0 {
+		t.Fatalf("esjet dlq discard as the operator: exit %d\n%s%s", code, out, stderr)
+	}
+	out, stderr, code = runCLIFailEnv(t, dir, oncall, "--config", cfgFile, "dlq", "show", "trip:atl:2:0")
+	if !strings.Contains(out+stderr, "discarded by nats user oncall") {
+		t.Errorf("esjet dlq show after the discard: exit %d\n%s%s", code, out, stderr)
+	}
 	if strings.Contains(strings.ToLower(n.stderr.String()), "permissions violation") {
 		t.Errorf("the node hit a permission violation:\n%s", n.stderr.String())
 	}

@@ -158,7 +158,7 @@ contains the text) is retried, after a confirmation on stdin unless --yes.`,
 				return err
 			}
 			defer closeConn()
-			ctx, by := cmd.Context(), ops.Operator()
+			ctx, by := cmd.Context(), g.dlqActor(cmd)
 			mode := ops.RetryUnlessReportedFailure
 			if afterFailed {
 				mode = ops.RetryAfterReportedFailure
@@ -249,7 +249,7 @@ counts the command as discarded.`,
 			if err != nil {
 				return err
 			}
-			if err := d.Discard(ctx, dl, reason, ops.Operator()); err != nil {
+			if err := d.Discard(ctx, dl, reason, g.dlqActor(cmd)); err != nil {
 				return err
 			}
 			fmt.Fprintf(g.stdout, "discarded seq %d: command %s (%s), dead after %d attempt(s): %s\n  reason: %s (audit recorded)\n",

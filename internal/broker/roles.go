@@ -145,7 +145,7 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}, Deny: []string{api + ".>"}},
 		}, nil
 	case RoleOperator:
-		pub := []string{api + ".*.*.state", api + ".*.*.events", api + ".types", api + ".raw.events.*.*", "$SRV.>"}
+		pub := []string{api + ".*.*.state", api + ".*.*.events", api + ".types", api + ".raw.events.*.*", "$SRV.>", UserInfoSubject}
 		pub = append(pub, jsAccount...)
 		for _, s := range nodeStreams(ns) {
 			pub = append(pub, streamReads(s)...)

@@ -133,3 +133,29 @@ func TestConnectPresentsAuthAsOneOfTheUsers(t *testing.T) {
 		t.Fatal("Connect without auth accepted")
 	}
 }
+
+// WhoAmI names the user the server authenticated: what a DLQ action records.
+func TestWhoAmINamesTheAuthenticatedUser(t *testing.T) {
+	cfg := embeddedConfig(t, "127.0.0.1:0")
+	cfg.Demo.Services = false
+	cfg.NATS.Embedded.Users = []config.User{{Name: "oncall", Password: "pw", Role: config.RoleOperator}}
+	cfg.NATS.Embedded.AllowPlaintextPasswords = true
+	b := start(t, cfg)
+	nc, err := nats.Connect(b.ClientURL(), nats.UserInfo("oncall", "pw"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	id, err := WhoAmI(t.Context(), nc)
+	if err != nil || id.User != "oncall" {
+		t.Fatalf("WhoAmI = %+v, %v", id, err)
+	}
+}
+
+func TestWhoAmIWithoutUsersIsEmpty(t *testing.T) {
+	b := start(t, embeddedConfig(t, "127.0.0.1:0"))
+	id, err := WhoAmI(t.Context(), b.Conn())
+	if err != nil || id.User != "" {
+		t.Fatalf("WhoAmI = %+v, %v; want no user", id, err)
+	}
+}
