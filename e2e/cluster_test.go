@@ -426,7 +426,9 @@ func clCheckLog(t *testing.T, n *node, acked map[string]bool) (lost, double int)
 	}
 	for id := range acked {
 		c := count(id)
-		for try := 0; c != 1 && try < 20; try++ {
+		// A member restarted after a kill can lag for seconds under load
+		// and still answer direct gets: give it 10s, not 2s.
+		for try := 0; c != 1 && try < 100; try++ {
 			time.Sleep(100 * time.Millisecond)
 			c = count(id)
 		}
