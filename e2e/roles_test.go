@@ -202,6 +202,24 @@ func TestRolesEachDoTheirJobAndNothingMore(t *testing.T) {
 		}
 	}
 
+	// Replies to the node's requests (JetStream reads of events, snapshots,
+	// receipts) do not reach a client listening on _INBOX.>.
+	spy := connectAs(t, url, "sec-client")
+	var spied sync.Map
+	if _, err := spy.nc.Subscribe("_INBOX.>", func(m *nats.Msg) { spied.Store(m.Subject, string(m.Data)) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := spy.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	sendTrip(t, n, "faro", tripRequest)
+	waitTrip(t, n, "faro", sagaTimeout, "confirmed", func(s tripState) bool { return s.Status == "confirmed" })
+	_ = spy.nc.Flush()
+	spied.Range(func(k, v any) bool {
+		t.Errorf("a client on _INBOX.> saw the node's reply on %s: %.200s", k, v)
+		return true
+	})
+
 	// The operator reads (API, stream info, a message) and cannot append,
 	// send a command, or delete.
 	op := connectAs(t, url, "sec-operator")

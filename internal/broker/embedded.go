@@ -81,6 +81,7 @@ func runEmbedded(ctx context.Context, cfg config.Config, opts *server.Options, b
 		nats.InProcessServer(srv),
 		nats.Name("esjet"),
 		nats.ClosedHandler(closedOnce(b.closed)),
+		nats.CustomInboxPrefix(NodeInboxPrefix(cfg.Namespace)),
 	}
 	if asNode != nil {
 		connOpts = append(connOpts, asNode) // in-process, as role node

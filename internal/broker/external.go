@@ -24,6 +24,7 @@ func startExternal(ctx context.Context, cfg config.Config, logger *slog.Logger) 
 	b := &Broker{closed: make(chan struct{}), logger: logger, clientURL: redactURLs(url)}
 	opts := append([]nats.Option{
 		nats.Name("esjet"),
+		nats.CustomInboxPrefix(NodeInboxPrefix(cfg.Namespace)),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(reconnectWait),
 		nats.Timeout(x.ConnectTimeout.Std()),

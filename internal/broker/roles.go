@@ -57,6 +57,12 @@ const responseTTL = 10 * time.Minute
 // may subscribe in it.
 func APIQueue(ns string) string { return "esjet-" + ns }
 
+// NodeInboxPrefix is the node's reply subject prefix (nats.CustomInboxPrefix),
+// outside _INBOX.> where the other roles receive their replies: a client
+// subscribed to _INBOX.> does not see the replies to the node's requests
+// (JetStream reads of events, snapshots and receipts).
+func NodeInboxPrefix(ns string) string { return "_INBOX_" + ns + "_node" }
+
 // apiPrefix is where the namespace's API listens (api.SubjectPrefix; the
 // broker does not import the API).
 func apiPrefix(ns string) string { return "esjet." + ns }
@@ -132,7 +138,7 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 			pub = append(pub, streamOwner(s)...)
 		}
 		pub = append(pub, spec.Targets...)
-		sub := []string{"_INBOX.>", api + ".> " + APIQueue(ns), "$SRV.>"}
+		sub := []string{NodeInboxPrefix(ns) + ".>", api + ".> " + APIQueue(ns), "$SRV.>"}
 		sub = append(sub, spec.Targets...)
 		return &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: pub, Deny: slices.Clone(destructive)},

@@ -126,6 +126,9 @@ func TestRolesOnlyNodeWritesTheLogOutboxDLQAndBuckets(t *testing.T) {
 	if !allowed(node.Subscribe, "esjet.trips.trip.t1.book", APIQueue("trips")) {
 		t.Error("node may not serve the API in its queue group")
 	}
+	if allowed(node.Subscribe, "_INBOX.abc", "") {
+		t.Error("node receives its replies under _INBOX.>, where every client may listen")
+	}
 	if allowed(node.Subscribe, "esjet.trips.trip.t1.book", "") || allowed(node.Subscribe, "esjet.trips.>", "spoof") {
 		t.Error("node may subscribe to the API outside its queue group")
 	}
@@ -145,7 +148,7 @@ func TestRolesDoTheirJobs(t *testing.T) {
 	}{
 		{RoleNode, []string{"$JS.API.STREAM.CREATE.TRIPS_EVENTS", "$JS.API.STREAM.UPDATE.KV_trips_snapshots", "$JS.API.DIRECT.GET.KV_trips_snapshots.$KV.trips_snapshots.trip.t1",
 			"$JS.API.CONSUMER.MSG.NEXT.TRIPS_OUTBOX.esjet-worker-x", "$JS.ACK.TRIPS_OUTBOX.esjet-worker-x.1.2.3.4.5", "billing.charge", "$SRV.PING"},
-			[]string{"_INBOX.abc", "$SRV.PING.esjet", "billing.charge"}},
+			[]string{NodeInboxPrefix("trips") + ".abc", "$SRV.PING.esjet", "billing.charge"}},
 		{RoleClient, []string{"esjet.trips.trip.t1.book", "esjet.trips.trip.t1.state", "esjet.trips.raw.append.x.y", "$SRV.INFO.esjet"}, []string{"_INBOX.abc.def"}},
 		{RoleOperator, []string{"esjet.trips.trip.t1.state", "esjet.trips.trip.t1.events", "$JS.API.STREAM.INFO.TRIPS_DLQ", "$JS.API.STREAM.MSG.GET.TRIPS_EVENTS",
 			"$JS.API.CONSUMER.INFO.TRIPS_EVENTS.esjet-relay", "$JS.API.DIRECT.GET.TRIPS_EVENTS", "trips.dlq.audit.book_flight", "$JS.API.STREAM.MSG.DELETE.TRIPS_DLQ"}, []string{"_INBOX.x"}},

@@ -126,9 +126,13 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		MaxMsgsPerSubject: -1,
 		MaxMsgSize:        maxMsg,
 		Discard:           jetstream.DiscardNew,
-		DenyDelete:        false,
-		AllowDirect:       true,
-		Duplicates:        c.DuplicateWindow,
+		// Nothing may purge the dead letters. Deleting one entry stays
+		// allowed: esjet dlq retry/discard settle an entry by deleting it
+		// after writing its audit record.
+		DenyDelete:  false,
+		DenyPurge:   true,
+		AllowDirect: true,
+		Duplicates:  c.DuplicateWindow,
 	}}
 }
 

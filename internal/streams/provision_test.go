@@ -385,3 +385,37 @@ func TestProvisionReplicas3OnACluster(t *testing.T) {
 		}
 	}
 }
+
+// The DLQ denies purge; a DLQ provisioned by an earlier esjet without it
+// is updated in place (turning deny_purge on is allowed), not refused.
+func TestDLQDeniesPurgeAndAnOldDLQIsUpdated(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s)
+	ns := natstest.Namespace(t)
+	names := NamesFor(ns)
+	pc := ProvisionConfig{DuplicateWindow: time.Minute, OutboxMaxAge: time.Hour}
+	old := StreamConfigs(names, pc)[2]
+	old.DenyPurge = false
+	if _, err := js.CreateStream(t.Context(), old); err != nil {
+		t.Fatal(err)
+	}
+	changes, err := Provision(t.Context(), js, ns, pc, nil)
+	if err != nil {
+		t.Fatalf("provision over an old DLQ: %v", err)
+	}
+	if c := changesByName(t, changes)[names.DLQ]; c.Action != "updated" || !slices.ContainsFunc(c.Fields, func(f string) bool { return strings.HasPrefix(f, "deny_purge") }) {
+		t.Errorf("DLQ change %+v, want deny_purge updated", c)
+	}
+	dlq := streamInfo(t, js, names.DLQ).Config
+	if !dlq.DenyPurge || dlq.DenyDelete {
+		t.Errorf("DLQ deny_purge %v deny_delete %v, want true false", dlq.DenyPurge, dlq.DenyDelete)
+	}
+	st, err := js.Stream(t.Context(), names.DLQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Purge(t.Context()); err == nil {
+		t.Error("the DLQ was purged")
+	}
+}
