@@ -83,6 +83,11 @@ type Embedded struct {
 	// hash. Default false.
 	AllowPlaintextPasswords bool `yaml:"allow_plaintext_passwords"`
 	TLS                     TLS  `yaml:"tls"`
+	// RequireClientCerts makes the TLS listener require a client
+	// certificate signed by TLS.CAFile (mTLS). The esjet CLI presents
+	// TLS.CertFile/KeyFile, which then need the clientAuth usage too.
+	// Default false.
+	RequireClientCerts bool `yaml:"require_client_certs"`
 }
 
 // Roles a [User] may have (package broker defines what each may do).

@@ -181,8 +181,8 @@ func TestEveryFieldHasAnEnvVariable(t *testing.T) {
 		}
 	}
 	// Every leaf can be set from text; an unsupported type would fail here.
-	if len(fields) != 43 {
-		t.Errorf("got %d env fields, want 43 (update this count when the schema changes)", len(fields))
+	if len(fields) != 44 {
+		t.Errorf("got %d env fields, want 44 (update this count when the schema changes)", len(fields))
 	}
 	for name, f := range fields {
 		var c Config

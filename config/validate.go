@@ -146,6 +146,9 @@ func (n *NATS) validate(v *validator, replicas int) {
 	v.auth("nats.embedded.auth", e.Auth)
 	e.validateUsers(v)
 	v.tls("nats.embedded.tls", e.TLS)
+	if e.RequireClientCerts && (e.TLS.CAFile == "" || e.TLS.CertFile == "") {
+		v.add("nats.embedded.require_client_certs", true, "needs nats.embedded.tls cert_file, key_file and ca_file (the CA that signs the client certificates)")
+	}
 	if host, ok := v.listen("nats.embedded.listen", e.Listen); ok && n.Mode == ModeEmbedded && e.Listen != ListenNone && !isLoopback(host) {
 		var missing []string
 		if !e.Auth.set() && len(e.Users) == 0 {

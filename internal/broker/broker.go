@@ -163,6 +163,9 @@ func Connect(ctx context.Context, cfg config.Config, name string, extra ...nats.
 		}
 		url = scheme + "://" + net.JoinHostPort(dialHost(host), port)
 		opts = append(opts, clientOptions(e.Auth, e.TLS, "", e.TLS.CertFile != "")...)
+		if e.RequireClientCerts {
+			opts = append(opts, nats.ClientCert(e.TLS.CertFile, e.TLS.KeyFile))
+		}
 		hint = " (is `esjet run` running?)"
 	case config.ModeExternal:
 		x := cfg.NATS.External

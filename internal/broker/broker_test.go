@@ -389,7 +389,7 @@ func selfSignedCert(t *testing.T) (certFile, keyFile string) {
 		NotAfter:              time.Now().Add(time.Hour),
 		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
 		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 	}
@@ -410,4 +410,33 @@ func selfSignedCert(t *testing.T) (certFile, keyFile string) {
 		t.Fatal(err)
 	}
 	return certFile, keyFile
+}
+
+// With require_client_certs a TCP client needs a certificate signed by
+// ca_file; the CLI presents cert_file.
+func TestEmbeddedMutualTLS(t *testing.T) {
+	certFile, keyFile := selfSignedCert(t)
+	cfg := embeddedConfig(t, "127.0.0.1:0")
+	cfg.NATS.Embedded.TLS = config.TLS{CertFile: certFile, KeyFile: keyFile, CAFile: certFile}
+	cfg.NATS.Embedded.RequireClientCerts = true
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	b := start(t, cfg)
+	roundTrip(t, b.JetStream(), "MTLS", "in-process") // in-process needs no certificate
+	cfg.NATS.Embedded.Listen = listenOf(t, b)
+	nc, err := Connect(t.Context(), cfg, "cli")
+	if err != nil {
+		t.Fatalf("Connect with the client certificate: %v", err)
+	}
+	nc.Close()
+	if nc, err := nats.Connect("tls://"+cfg.NATS.Embedded.Listen, nats.RootCAs(certFile)); err == nil {
+		nc.Close()
+		t.Error("a TLS client without a certificate was accepted")
+	}
+	bad := config.Default()
+	bad.NATS.Embedded.RequireClientCerts = true
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "require_client_certs") {
+		t.Errorf("require_client_certs without TLS: %v", err)
+	}
 }

@@ -161,11 +161,12 @@ func serverOptions(cfg config.Config) (*server.Options, error) {
 			CertFile: e.TLS.CertFile,
 			KeyFile:  e.TLS.KeyFile,
 			CaFile:   e.TLS.CAFile,
+			Verify:   e.RequireClientCerts,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("nats.embedded.tls: %w", err)
 		}
-		opts.TLSConfig = tc
+		opts.TLSConfig, opts.TLSVerify = tc, e.RequireClientCerts
 	}
 	return opts, nil
 }
