@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -170,5 +171,24 @@ func TestServerWithAuthAndMutualTLS(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("server: %v\n%s", err, stderr.String())
+	}
+}
+
+// A non-loopback cluster listener needs --tls-ca: routes then require the
+// peers' certificates.
+func TestServerClusterBeyondLoopbackNeedsMutualTLS(t *testing.T) {
+	cert, key := testCert(t)
+	f := &serverFlags{name: "n1", listen: "127.0.0.1:0", storeDir: t.TempDir(), sync: "always", maxPayload: "8MiB",
+		clusterName: "c1", clusterListen: "0.0.0.0:6222", tlsCert: cert, tlsKey: key}
+	if _, _, err := serverOptionsFromFlags(f); err == nil || !strings.Contains(err.Error(), "--tls-ca") {
+		t.Errorf("cluster listen 0.0.0.0 without --tls-ca: %v", err)
+	}
+	f.tlsCA = cert
+	opts, _, err := serverOptionsFromFlags(f)
+	if err != nil {
+		t.Fatalf("cluster listen 0.0.0.0 with mTLS: %v", err)
+	}
+	if opts.Cluster.TLSConfig == nil || opts.Cluster.TLSConfig.ClientCAs == nil || opts.Cluster.TLSConfig.ClientAuth != tls.RequireAndVerifyClientCert {
+		t.Errorf("routes do not verify their peers: %+v", opts.Cluster.TLSConfig)
 	}
 }
