@@ -30,7 +30,7 @@ func TestFaultSecondNodeOnOneDataDir(t *testing.T) {
 	a := startNodeEnv(t, dir, faultEnv, "--config", cfg)
 	ledger.attach(a.natsURL)
 	var addr addrOf
-	addr.set(a.httpAddr)
+	addr.follow(t, a)
 	load := startLoad(t, addr.get, faultTrips(), faultClients, faultPace)
 	load.waitAcked(t, faultTrips()/4)
 
@@ -55,7 +55,7 @@ func TestFaultSecondNodeOnOneDataDir(t *testing.T) {
 
 	restarted := time.Now()
 	b := startNodeEnv(t, dir, faultEnv, "--config", cfg)
-	addr.set(b.httpAddr)
+	addr.follow(t, b)
 	ledger.reattach(b.natsURL)
 	t.Logf("node B refused while A ran; A killed with %d trip(s) acknowledged; B started on its data dir in %v",
 		ackedAtKill, time.Since(restarted).Round(time.Millisecond))

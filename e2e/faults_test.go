@@ -37,12 +37,6 @@ const (
 // the ledger answers the trip's commands.
 var faultEnv = []string{"ESJET_DEMO_SERVICES=false"}
 
-// addrOf is a load generator's view of a node that may be replaced.
-type addrOf struct{ v atomic.Pointer[string] }
-
-func (a *addrOf) set(s string) { a.v.Store(&s) }
-func (a *addrOf) get() string  { return *a.v.Load() }
-
 // TestFaultFailpoints kills the node at each failpoint in turn mid-load
 // (the Kth time the point is reached), restarts it on the same data dir
 // without the failpoint, and checks the invariants.
@@ -59,7 +53,7 @@ func TestFaultFailpoints(t *testing.T) {
 			n := startNodeEnv(t, dir, append(faultEnv, fmt.Sprintf("%s=%s=kill@%d", failpoint.EnvVar, point, k)), "--config", cfg)
 			ledger.attach(n.natsURL)
 			var addr addrOf
-			addr.set(n.httpAddr)
+			addr.follow(t, n)
 			load := startLoad(t, addr.get, faultTrips(), faultClients, faultPace)
 			n.crashed(t)
 			ackedAtCrash := load.ackedCount()
@@ -72,7 +66,7 @@ func TestFaultFailpoints(t *testing.T) {
 
 			restarted := time.Now()
 			n = startNodeEnv(t, dir, faultEnv, "--config", cfg)
-			addr.set(n.httpAddr)
+			addr.follow(t, n)
 			ledger.reattach(n.natsURL)
 			t.Logf("%s=kill@%d: the node died with %d trip(s) acknowledged; restarted in %v",
 				point, k, ackedAtCrash, time.Since(restarted).Round(time.Millisecond))
@@ -144,7 +138,7 @@ func TestFaultKill9WholeNode(t *testing.T) {
 	n := startNodeEnv(t, dir, faultEnv, "--config", cfg)
 	ledger.attach(n.natsURL)
 	var addr addrOf
-	addr.set(n.httpAddr)
+	addr.follow(t, n)
 	load := startLoad(t, addr.get, faultTrips(), faultClients, faultPace)
 	load.waitAcked(t, faultTrips()/3)
 	n.kill9(t)
@@ -152,7 +146,7 @@ func TestFaultKill9WholeNode(t *testing.T) {
 
 	restarted := time.Now()
 	n = startNodeEnv(t, dir, faultEnv, "--config", cfg)
-	addr.set(n.httpAddr)
+	addr.follow(t, n)
 	ledger.reattach(n.natsURL)
 	t.Logf("kill -9 with %d trip(s) acknowledged", ackedAtKill)
 
@@ -176,7 +170,7 @@ func TestFaultRestartAfterOutboxDedupWindow(t *testing.T) {
 	n := startNodeEnv(t, dir, append(faultEnv, failpoint.EnvVar+"="+failpoint.RelayAfterPublish+"=kill@3"), "--config", cfg)
 	ledger.attach(n.natsURL)
 	var addr addrOf
-	addr.set(n.httpAddr)
+	addr.follow(t, n)
 	load := startLoad(t, addr.get, faultTrips(), faultClients, faultPace)
 	n.crashed(t)
 	down := time.Now()
@@ -184,7 +178,7 @@ func TestFaultRestartAfterOutboxDedupWindow(t *testing.T) {
 
 	restarted := time.Now()
 	n = startNodeEnv(t, dir, faultEnv, "--config", cfg)
-	addr.set(n.httpAddr)
+	addr.follow(t, n)
 	ledger.reattach(n.natsURL)
 	t.Logf("relay-after-publish=kill@3; down for %v (OUTBOX dedup window %v)", restarted.Sub(down).Round(time.Millisecond), window)
 
@@ -255,12 +249,12 @@ func TestFaultRelayDiesHoldingDecisions(t *testing.T) {
 	dir := t.TempDir()
 	n := startNodeEnv(t, dir, append(faultEnv, failpoint.EnvVar+"="+failpoint.RelayBeforePublish+"=kill@3"), "--url", url, "--config", cfg)
 	var addr addrOf
-	addr.set(n.httpAddr)
+	addr.follow(t, n)
 	load := startLoad(t, addr.get, faultTrips(), faultClients, faultPace)
 	n.crashed(t)
 	restarted := time.Now()
 	n = startNodeEnv(t, dir, faultEnv, "--url", url, "--config", cfg)
-	addr.set(n.httpAddr)
+	addr.follow(t, n)
 
 	checkScenario(t, scenario{name: "relay-killed-server-survives", load: load, ledger: ledger,
 		httpAddr: addr.get, natsURL: url, recovered: restarted})

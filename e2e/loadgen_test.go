@@ -363,8 +363,9 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 // loadGen sends request_trip for trips s-0 … s-(n-1) from a few
 // goroutines, as a real client: each trip has its own Idempotency-Key,
 // and every connection error, timeout, 409, 429 and 5xx is retried with
-// the same key until the node answers 200 or the deadline passes. addr
-// returns the HTTP address to use now (a restarted node has a new one).
+// the same key until the node answers 200 about that trip or the deadline
+// passes. addr returns the HTTP address to use now (a restarted node has a
+// new one; see addrOf).
 type loadGen struct {
 	addr   func() string
 	n      int
@@ -374,6 +375,7 @@ type loadGen struct {
 	acked    map[string]bool // trip id → acknowledged (200)
 	replayed int             // 200s that were replays of a stored decision
 	rejected []string        // answers a client cannot retry (4xx)
+	foreign  []string        // 200s that were not an answer to the request sent (another process at the address)
 	attempts atomic.Int64
 	retries  atomic.Int64
 	started  atomic.Int64 // trips whose first attempt was sent
@@ -422,7 +424,8 @@ func (lg *loadGen) send(id string, deadline time.Time) {
 			time.Sleep(min(time.Duration(attempt)*50*time.Millisecond, 500*time.Millisecond))
 		}
 		lg.attempts.Add(1)
-		req, err := http.NewRequest(http.MethodPost, "http://"+lg.addr()+"/v1/trip/"+id+"/request_trip", strings.NewReader(tripRequest))
+		target := lg.addr()
+		req, err := http.NewRequest(http.MethodPost, "http://"+target+"/v1/trip/"+id+"/request_trip", strings.NewReader(tripRequest))
 		if err != nil {
 			panic(err)
 		}
@@ -435,8 +438,18 @@ func (lg *loadGen) send(id string, deadline time.Time) {
 		resp.Body.Close()
 		switch code := resp.StatusCode; {
 		case code == http.StatusOK:
-			var res cmdResult
-			_ = json.Unmarshal(body, &res)
+			var res struct {
+				AggregateID string `json:"aggregate_id"`
+				Replayed    bool   `json:"replayed"`
+			}
+			if err := json.Unmarshal(body, &res); err != nil || res.AggregateID != id {
+				// Not the node's answer about this trip: keep trying, and
+				// let checkScenario say what answered.
+				lg.mu.Lock()
+				lg.foreign = append(lg.foreign, fmt.Sprintf("%s: 200 from %s: %.200s", id, target, body))
+				lg.mu.Unlock()
+				continue
+			}
 			lg.mu.Lock()
 			lg.acked[id] = true
 			if res.Replayed {
@@ -631,6 +644,7 @@ func checkScenario(t *testing.T, sc scenario) {
 	ls := sc.ledger.stats()
 	sc.load.mu.Lock()
 	rejected := slices.Clone(sc.load.rejected)
+	foreign := slices.Clone(sc.load.foreign)
 	sc.load.mu.Unlock()
 	line := fmt.Sprintf("scenario=%s commands=%d acked=%d lost=%d double_applied=%d orphans=%d drift=%d redeliveries=%d dup_suppressed=%d recovery_ms=%d",
 		sc.name, sc.load.n, len(acked), lost, ls.doubleApplied, rep.Totals.Orphans, rep.Drift, ls.redeliveries, ls.dupSuppressed, recovery.Milliseconds())
@@ -654,6 +668,9 @@ func checkScenario(t *testing.T, sc scenario) {
 	}
 	if len(rejected) > 0 {
 		t.Errorf("%d request(s) rejected (a client cannot retry them):\n  %s", len(rejected), strings.Join(rejected, "\n  "))
+	}
+	if len(foreign) > 0 {
+		t.Errorf("%d answer(s) came from something other than the node (another process at its address?):\n  %s", len(foreign), strings.Join(foreign, "\n  "))
 	}
 	if len(acked) != sc.load.n {
 		t.Errorf("%d of %d trips acknowledged before the load deadline", len(acked), sc.load.n)

@@ -61,6 +61,7 @@ type node struct {
 	natsListen string
 	httpAddr   string
 	done       chan error
+	exited     chan struct{} // closed when the process has exited
 }
 
 var readyLine = regexp.MustCompile(`ready: namespace (\S+), nats nats://(\S+), http http://(\S+)`)
@@ -83,7 +84,7 @@ func startNodeEnv(t *testing.T, dir string, env []string, args ...string) *node 
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &node{cmd: cmd, stderr: &natstest.Buffer{}, done: make(chan error, 1)}
+	n := &node{cmd: cmd, stderr: &natstest.Buffer{}, done: make(chan error, 1), exited: make(chan struct{})}
 	cmd.Stderr = n.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -96,7 +97,11 @@ func startNodeEnv(t *testing.T, dir string, env []string, args ...string) *node 
 		}
 		close(lines)
 	}()
-	go func() { n.done <- cmd.Wait() }()
+	go func() {
+		err := cmd.Wait()
+		close(n.exited)
+		n.done <- err
+	}()
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
 			_ = cmd.Process.Kill()
