@@ -59,7 +59,12 @@ func (l *Log) Append(ctx context.Context, d Decision, after Position) (Record, e
 
 	var lastErr error
 	try := l.cfg.AppendTimeout
-	for attempt := 1; attempt <= l.cfg.AppendAttempts; attempt++ {
+	// Tries that time out go on, shorter, for as long as AppendAttempts
+	// full ones would have taken; fast failures (no responders) count.
+	patience := time.Now().Add(l.cfg.AppendTimeout * time.Duration(l.cfg.AppendAttempts))
+	timedOut := false
+	attempt := 1
+	for ; attempt <= l.cfg.AppendAttempts || (timedOut && time.Now().Before(patience)); attempt++ {
 		actx, cancel := context.WithTimeout(ctx, try)
 		ack, err := l.js.PublishMsg(actx, msg, jetstream.WithExpectLastSequencePerSubject(after.Seq))
 		cancel()
@@ -90,6 +95,7 @@ func (l *Log) Append(ctx context.Context, d Decision, after Position) (Record, e
 			return Record{}, fmt.Errorf("append %s: %w: %w", subject, ErrTooLarge, err)
 		case ambiguous(ctx, err):
 			lastErr = err
+			timedOut = errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)
 			l.logger.Warn("append attempt timed out; retrying with the same decision id",
 				"subject", subject, "decision_id", d.ID, "attempt", attempt, "error", err)
 			// The stream's leader may be frozen (a stopped process, a VM
@@ -133,7 +139,7 @@ func (l *Log) Append(ctx context.Context, d Decision, after Position) (Record, e
 			subject, d.ID, ErrStorageFull, err)
 	}
 	return Record{}, fmt.Errorf("append %s (decision %s): %w after %d attempts: %w",
-		subject, d.ID, ErrUnknownOutcome, l.cfg.AppendAttempts, lastErr)
+		subject, d.ID, ErrUnknownOutcome, attempt-1, lastErr)
 }
 
 // retryTimeout bounds the tries after one timed out; inProcessPause is the

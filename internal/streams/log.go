@@ -26,9 +26,10 @@ type Config struct {
 	// that a new stream leader is found soon after its election (see
 	// Append). Zero means 5s.
 	AppendTimeout time.Duration
-	// AppendAttempts is how many times a timed-out publish is sent again
-	// (same Msg-Id, same expectation) before the outcome is reported
-	// unknown. Zero means 3.
+	// AppendAttempts is how many tries a publish gets (same Msg-Id, same
+	// expectation) before the outcome is reported unknown; tries that time
+	// out go on, shorter, for as long as AppendAttempts × AppendTimeout.
+	// Zero means 3.
 	AppendAttempts int
 	// LoadBatch is how many messages one batched direct get asks for. Zero
 	// means 1000.
