@@ -289,11 +289,59 @@ func TestLease(t *testing.T) {
 		t.Fatal("no message")
 	}
 	ackWait := 2 * time.Second // fast()'s
-	if l := newLease(time.Now().Add(-ackWait), ackWait); l.confirm(t.Context(), e.nc, m) || l.renew(t.Context(), e.nc, m) {
+	if l := newLease(time.Now().Add(-ackWait), ackWait, time.Now); l.confirm(t.Context(), e.nc, m) || l.renew(t.Context(), e.nc, m) {
 		t.Fatal("a lease older than AckWait was confirmed")
 	}
-	l := newLease(time.Now().Add(-ackWait*3/4), ackWait)
+	l := newLease(time.Now().Add(-ackWait*3/4), ackWait, time.Now)
 	if !l.confirm(t.Context(), e.nc, m) || l.left() < ackWait*3/4 {
 		t.Fatalf("a lease with a quarter left: confirm did not renew it (left %v)", l.left())
+	}
+}
+
+// TestAWorkerThatSleptThroughItsLeaseWhileItsTargetWasDownDoesNotCallAgain
+// is issue 11 item 7 on the path that calls an unavailable target again
+// without counting an attempt: a pause during the wait between two calls
+// (here the lease's clock jumps past AckWait, as it does for a process
+// stopped and resumed) must be noticed before the next call, not raced by
+// the lease keeper. Before the check the worker called again with its
+// stale fence.
+func TestAWorkerThatSleptThroughItsLeaseWhileItsTargetWasDownDoesNotCallAgain(t *testing.T) {
+	e := newWEnv(t, natstest.RunServer(t))
+	var offset atomic.Int64
+	var mu sync.Mutex
+	var fences []uint64
+	kc := fast("charge", HandlerFunc(func(ctx context.Context, d Delivery) (json.RawMessage, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		fences = append(fences, d.Fence)
+		if len(fences) == 1 {
+			// The target is down; the process is stopped for longer than
+			// AckWait before the worker's next call.
+			offset.Add(int64(10 * time.Second))
+			return nil, Unavailable(nats.ErrNoResponders)
+		}
+		return json.RawMessage(`{"charged":true}`), nil
+	}))
+	kc.AckWait = 3 * time.Second
+	kc.Timeout = 3 * time.Second
+	w, err := NewWorker(t.Context(), e.js, e.ns, kc, e.fb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.clock = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	e.command(t, "charge", "p1", `{}`)
+	natstest.Eventually(t, 15*time.Second, func() bool { return w.Stats().Done == 1 })
+	mu.Lock()
+	defer mu.Unlock()
+	if len(fences) != 2 || fences[1] <= fences[0] {
+		t.Fatalf("after a pause past its lease the worker called again under the old delivery: calls' fences %v, want a second call with a higher fence", fences)
+	}
+	if s := w.Stats(); s.Stale != 1 {
+		t.Fatalf("stats %+v, want the paused delivery counted stale", s)
 	}
 }

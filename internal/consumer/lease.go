@@ -30,13 +30,14 @@ var errLeaseLost = errors.New("the lease on the command may have passed to anoth
 // no other worker can have been given the command.
 type lease struct {
 	ackWait, margin time.Duration
+	now             func() time.Time // time.Now; a test's clock can jump past a pause
 
 	mu    sync.Mutex
 	start time.Time // lower bound of the server's last (re)start of AckWait
 }
 
-func newLease(start time.Time, ackWait time.Duration) *lease {
-	return &lease{ackWait: ackWait, margin: ackWait / 10, start: start}
+func newLease(start time.Time, ackWait time.Duration, now func() time.Time) *lease {
+	return &lease{ackWait: ackWait, margin: ackWait / 10, start: start, now: now}
 }
 
 // left is how long the lease is sure to hold from now; ≤ 0 means it may be
@@ -44,14 +45,14 @@ func newLease(start time.Time, ackWait time.Duration) *lease {
 func (l *lease) left() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return time.Until(l.start.Add(l.ackWait - l.margin))
+	return l.start.Add(l.ackWait - l.margin).Sub(l.now())
 }
 
 // age is the time since the lease's start was last confirmed.
 func (l *lease) age() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return time.Since(l.start)
+	return l.now().Sub(l.start)
 }
 
 // renew sends an in-progress ack and waits for the server's reply. It
@@ -62,7 +63,7 @@ func (l *lease) renew(ctx context.Context, nc *nats.Conn, m jetstream.Msg) bool 
 	if left <= 0 {
 		return false
 	}
-	sent := time.Now()
+	sent := l.now()
 	rctx, cancel := context.WithTimeout(ctx, left)
 	defer cancel()
 	if _, err := nc.RequestWithContext(rctx, m.Reply(), []byte("+WPI")); err != nil {
@@ -70,7 +71,7 @@ func (l *lease) renew(ctx context.Context, nc *nats.Conn, m jetstream.Msg) bool 
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if time.Now().After(l.start.Add(l.ackWait - l.margin)) {
+	if l.now().After(l.start.Add(l.ackWait - l.margin)) {
 		return false
 	}
 	l.start = sent

@@ -118,6 +118,17 @@ type Worker struct {
 	// pause, if set (tests), runs just before the lease is confirmed for a
 	// call: a stand-in for a process stopped there.
 	pause func(Delivery)
+	// clock, if set (tests), is the lease's clock instead of time.Now: a
+	// jump forward stands in for a pause that stopped the whole process.
+	clock func() time.Time
+}
+
+// now is the time leases are reckoned in.
+func (w *Worker) now() time.Time {
+	if w.clock != nil {
+		return w.clock()
+	}
+	return time.Now()
 }
 
 // ConsumerConfig is the durable consumer a kind's workers share.
@@ -205,7 +216,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			wg.Add(1)
 			go func() {
 				defer func() { free <- struct{}{}; wg.Done() }()
-				w.handle(handleCtx, ctx.Done(), m, newLease(fetched, w.cfg.AckWait))
+				w.handle(handleCtx, ctx.Done(), m, newLease(fetched, w.cfg.AckWait, w.now))
 			}()
 		}
 	}
@@ -217,7 +228,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // least until then plus AckWait.
 func (w *Worker) fetch(ctx context.Context, n int) ([]jetstream.Msg, time.Time) {
 	var msgs []jetstream.Msg
-	sent := time.Now()
+	sent := w.now()
 	if b, err := w.cons.FetchNoWait(n); err == nil {
 		for m := range b.Messages() {
 			msgs = append(msgs, m)
@@ -232,7 +243,7 @@ func (w *Worker) fetch(ctx context.Context, n int) ([]jetstream.Msg, time.Time) 
 	// may be counted.
 	fctx, cancel := context.WithTimeout(ctx, min(2*time.Second, max(w.cfg.AckWait/4, 10*time.Millisecond)))
 	defer cancel()
-	sent = time.Now()
+	sent = w.now()
 	b, err := w.cons.Fetch(1, jetstream.FetchContext(fctx))
 	if err != nil {
 		if ctx.Err() == nil {
@@ -338,7 +349,8 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 }
 
 // attempt calls the handler once under lease l, unless the lease may be
-// gone (a pause ate it; then it returns errLeaseLost without calling). It
+// gone (a pause ate it, before the first call or between two calls to an
+// unavailable target; then it returns errLeaseLost without calling). It
 // keeps the lease alive while the handler runs, cancelling it if it can no
 // longer vouch for the lease, and while the target is unavailable it calls
 // again with backoff, for up to the kind's timeout or AckWait, whichever
@@ -364,6 +376,11 @@ func (w *Worker) attempt(ctx context.Context, stop <-chan struct{}, log *slog.Lo
 	// stream for another node's workers before long.
 	unavailableUntil := time.Now().Add(min(w.cfg.Timeout, w.cfg.AckWait))
 	for n := 1; ; n++ {
+		if n > 1 && l.left() <= 0 {
+			// A pause during the wait ate the lease: the keeper may not
+			// have noticed yet, so look before calling again.
+			return nil, fmt.Errorf("%w: %s since it was last confirmed, AckWait %s", errLeaseLost, l.age().Round(time.Millisecond), w.cfg.AckWait)
+		}
 		failpoint.Hit(failpoint.WorkerBeforeCall)
 		result, err := w.call(hctx, d)
 		if err == nil {
