@@ -8,9 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
-
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Outcomes: a command an aggregate issues with Report comes back as
@@ -109,7 +108,7 @@ func (r *Repository) newOutcomeRequest(cmd Command) (*request, error) {
 // outcomeDecisionID is the id of the decision recording the outcome
 // (result "done" or "failed") of command commandID.
 func (r *Repository) outcomeDecisionID(typ, id, commandID, result string) string {
-	return uuid.NewSHA1(r.outcomeSpace, []byte(typ+"/"+id+"/"+commandID+"/"+result)).String()
+	return wire.OutcomeDecisionID(r.outcomeSpace, typ, id, commandID, result)
 }
 
 // admit lets an outcome through when its command is outstanding under the
@@ -172,10 +171,10 @@ func (r *Repository) track(e *entry, rec streams.Record) {
 		e.outstanding = map[string]string{}
 	}
 	if c := rec.CausationID; c != "" {
-		if _, ok := e.outstanding[c]; ok &&
-			(rec.ID == r.outcomeDecisionID(rec.AggregateType, rec.AggregateID, c, "done") ||
-				rec.ID == r.outcomeDecisionID(rec.AggregateType, rec.AggregateID, c, "failed")) {
-			delete(e.outstanding, c)
+		if _, ok := e.outstanding[c]; ok {
+			if answered, _, ok := wire.OutcomeOf(r.outcomeSpace, rec); ok && answered == c {
+				delete(e.outstanding, c)
+			}
 		}
 	}
 	for _, c := range rec.Commands {

@@ -13,6 +13,7 @@ import (
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // tripStore is one namespace's log and snapshots with the trip registered;
@@ -140,6 +141,15 @@ func TestForgedOutcomesAreRefusedCountedAndWriteNothing(t *testing.T) {
 	again, err := r.HandleOutcome(t.Context(), real)
 	if err != nil || !again.Replayed || again.Seq != res.Seq {
 		t.Fatalf("the worker's repeat of the real outcome: %+v %v, want the first result replayed", again, err)
+	}
+	// The operator tools (dlq retry, reconcile, esjet outbox) recognise
+	// the recorded outcome by the same id.
+	recs, err := st.log.ReadFrom(t.Context(), res.Seq, 1)
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("read the outcome decision: %v", err)
+	}
+	if id, outcome, ok := wire.OutcomeOf(wire.OutcomeSpace(st.ns), recs[0]); !ok || id != "trip:t1:2:0" || outcome != wire.OutcomeDone {
+		t.Fatalf("wire.OutcomeOf(the recorded outcome) = %q %q %v, want trip:t1:2:0 done", id, outcome, ok)
 	}
 	late := report("t1", esjet.FailedKind(trip.KindBookFlight), esjet.Outcome{CommandID: "trip:t1:2:0", Error: "no seats"})
 	if _, err := r.HandleOutcome(t.Context(), late); !errors.Is(err, aggregate.ErrOutcomeRefused) {

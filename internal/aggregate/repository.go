@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Config tunes a [Repository]. The zero value of every field means its
@@ -136,7 +137,8 @@ type Repository struct {
 	locks  stripes
 	space  uuid.UUID
 	// outcomeSpace derives the ids of outcome decisions: apart from space,
-	// so no client's idempotency key yields one.
+	// so no client's idempotency key yields one. It is the log's
+	// namespace's, as the operator tools (internal/ops) derive it.
 	outcomeSpace uuid.UUID
 	stats        counters
 }
@@ -149,12 +151,16 @@ func NewRepository(log *streams.Log, snaps jetstream.KeyValue, reg *Registry, cf
 		logger = slog.New(slog.DiscardHandler)
 	}
 	space := uuid.NewSHA1(uuid.NameSpaceURL, []byte("esjet:"+cfg.Namespace))
+	ns := cfg.Namespace
+	if log != nil {
+		ns = log.Names().Namespace
+	}
 	return &Repository{
 		log: log, snaps: snaps, reg: reg, cfg: cfg,
 		logger:       logger.With("component", "aggregate"),
 		cache:        newLRU(cfg.CacheSize),
 		space:        space,
-		outcomeSpace: uuid.NewSHA1(space, []byte("outcome")),
+		outcomeSpace: wire.OutcomeSpace(ns),
 	}
 }
 

@@ -5,13 +5,16 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 )
 
 // A command issued with Report comes back to its aggregate as <kind>_done
 // or <kind>_failed, recorded as a decision whose idempotency key is
-// wire.DoneKey or wire.FailedKey of the command id. Reading those decisions
+// wire.DoneKey or wire.FailedKey of the command id and whose id only the
+// worker's report produces (wire.OutcomeOf). Reading those decisions
 // tells the operator tools what an aggregate was told: a dead letter whose
 // aggregate was told it failed must not be re-driven lightly (the aggregate
 // may have compensated), and an effect that completes after that is an
@@ -26,21 +29,23 @@ type ReportedOutcome struct {
 }
 
 // reportedOutcome says whether rec records the reported outcome of a
-// command, and of which.
-func reportedOutcome(rec streams.Record) (commandID string, out ReportedOutcome, ok bool) {
-	id, outcome, ok := wire.ParseOutcomeKey(rec.IdempotencyKey)
-	if !ok || rec.CausationID != id {
+// command, and of which. A client's own command carrying the same key and
+// causation id is not one: space is the namespace's wire.OutcomeSpace.
+func reportedOutcome(space uuid.UUID, rec streams.Record) (commandID string, out ReportedOutcome, ok bool) {
+	id, outcome, ok := wire.OutcomeOf(space, rec)
+	if !ok {
 		return "", ReportedOutcome{}, false
 	}
 	return id, ReportedOutcome{Outcome: outcome, DecisionID: rec.ID, Seq: rec.Seq, Time: rec.Stored.UTC()}, true
 }
 
-// outcomesIn returns what recs (one aggregate's log) recorded about command
-// id, oldest first.
-func outcomesIn(recs []streams.Record, id string) []ReportedOutcome {
+// outcomesIn returns what recs (one aggregate's log in namespace ns)
+// recorded about command id, oldest first.
+func outcomesIn(ns string, recs []streams.Record, id string) []ReportedOutcome {
 	var out []ReportedOutcome
+	space := wire.OutcomeSpace(ns)
 	for _, rec := range recs {
-		if cid, o, ok := reportedOutcome(rec); ok && cid == id {
+		if cid, o, ok := reportedOutcome(space, rec); ok && cid == id {
 			out = append(out, o)
 		}
 	}
@@ -58,7 +63,7 @@ func reportedOutcomes(ctx context.Context, log *streams.Log, id string) ([]Repor
 	if err != nil {
 		return nil, fmt.Errorf("read %s/%s: %w", ref.AggregateType, ref.AggregateID, err)
 	}
-	return outcomesIn(recs, id), nil
+	return outcomesIn(log.Names().Namespace, recs, id), nil
 }
 
 // toldFailed returns the decision that told id's aggregate the command

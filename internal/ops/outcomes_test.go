@@ -15,11 +15,19 @@ import (
 
 // tellFailed records what the worker's report of a dead letter records in
 // the aggregate's log: a decision answering the command, keyed
-// wire.FailedKey, caused by the command.
+// wire.FailedKey, caused by the command, with the outcome decision's id.
 func (e *rcEnv) tellFailed(aggID, commandID string) streams.Record {
 	e.t.Helper()
+	return e.appendAnswer(aggID, commandID,
+		wire.OutcomeDecisionID(wire.OutcomeSpace(e.ns), "trip", aggID, commandID, wire.OutcomeFailed))
+}
+
+// appendAnswer appends a decision with the key and causation id of
+// commandID's failure report, under decision id id.
+func (e *rcEnv) appendAnswer(aggID, commandID, id string) streams.Record {
+	e.t.Helper()
 	rec, err := e.log.Append(e.t.Context(), streams.Decision{
-		ID: uuid.NewString(), AggregateType: "trip", AggregateID: aggID,
+		ID: id, AggregateType: "trip", AggregateID: aggID,
 		Events:         []streams.Event{{Type: "budget_lock_failed"}},
 		IdempotencyKey: wire.FailedKey(commandID), CausationID: commandID,
 	}, e.pos[aggID])
@@ -96,5 +104,39 @@ func TestDLQRetryRefusesACommandItsAggregateWasToldFailed(t *testing.T) {
 	oinfo, err := Inspect(e.js, e.ns).Command(ctx, other.Commands[0].ID)
 	if err != nil || oinfo.LateEffect || len(oinfo.Reported) != 0 {
 		t.Fatalf("inspector on an untold command: %+v, %v", oinfo, err)
+	}
+}
+
+// TestAClientCommandKeyedLikeAFailureReportIsNotOne: a client may send any
+// command with Idempotency-Key <command id>/failed and Esjet-Causation-Id
+// <command id>. Its decision is not the worker's report (its id is derived
+// in the client keys' UUID space), so it must not make dlq retry refuse,
+// nor reconcile and the inspector call the command's effect late. Before,
+// the operator tools went by the key and the causation id alone.
+func TestAClientCommandKeyedLikeAFailureReportIsNotOne(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	e := newRCEnv(t, s, streams.ProvisionConfig{})
+	ctx := t.Context()
+	rec, seq := e.relayed("t1", "lock_budget")
+	id := rec.Commands[0].ID
+	e.kill(seq, "timeout", time.Now())
+	e.appendAnswer("t1", id, uuid.NewString()) // what a client's keyed command records
+
+	d := OpenDLQ(e.js, e.ns)
+	dl, err := d.Get(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := Inspect(e.js, e.ns).Command(ctx, id)
+	if err != nil || len(info.Reported) != 0 {
+		t.Fatalf("inspector takes a client's command for the failure report: reported %+v, %v", info.Reported, err)
+	}
+	if _, err := d.Retry(ctx, dl, "ops", RetryUnlessReportedFailure); err != nil {
+		t.Fatalf("retry refused on a client's command keyed like the failure report: %v", err)
+	}
+	e.putReceipt(id, "lock_budget", wire.OutcomeDone)
+	if rep := e.run(ReconcileConfig{}); rep.Totals.LateEffects != 0 {
+		t.Fatalf("reconcile counts a late effect no report made: totals %+v, late %+v", rep.Totals, rep.LateEffects)
 	}
 }

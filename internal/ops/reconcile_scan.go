@@ -14,6 +14,7 @@ func (r *Reconciler) scanEvents(ctx context.Context, s *scan, to uint64, tick fu
 		return nil
 	}
 	sc := streams.NewScanner(r.js, r.names.Events, r.cfg.Batch)
+	space := wire.OutcomeSpace(r.names.Namespace)
 	defer sc.Close()
 	_, err := sc.Scan(ctx, streams.ScanRange{Filter: r.names.EventsFilter(), To: to}, func(m *jetstream.RawStreamMsg) error {
 		tick()
@@ -25,7 +26,7 @@ func (r *Reconciler) scanEvents(ctx context.Context, s *scan, to uint64, tick fu
 			r.logger.Warn("reconcile: not an esjet decision; skipped", "stream", r.names.Events, "seq", m.Sequence, "error", err)
 			return nil
 		}
-		if id, o, ok := reportedOutcome(rec); ok && o.Outcome == wire.OutcomeFailed {
+		if id, o, ok := reportedOutcome(space, rec); ok && o.Outcome == wire.OutcomeFailed {
 			if e := s.entries[id]; e != nil { // issued earlier in the log
 				e.toldFailed = true
 			}

@@ -13,7 +13,9 @@
 //     [DecodeDeadLetter]) and the re-driven copy ([RedriveMsg]);
 //   - the outcome reported back to the issuing aggregate ([Outcome],
 //     [DoneKind], [FailedKind]) and its idempotency key ([DoneKey],
-//     [FailedKey], read back by [ParseOutcomeKey]);
+//     [FailedKey], read back by [ParseOutcomeKey]) and the id of the
+//     decision recording it ([OutcomeDecisionID]; [OutcomeOf] tells that
+//     decision from a client's command with the same key);
 //   - the header names, the subjects and the workers' consumer names.
 //
 // It does no I/O. The EVENTS headers it reuses (aggregate type and id,

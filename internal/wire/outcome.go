@@ -3,6 +3,10 @@ package wire
 import (
 	"encoding/json"
 	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/esjet/esjet/internal/streams"
 )
 
 // DoneKind and FailedKind name the result commands of a command kind: a
@@ -52,4 +56,32 @@ func ParseOutcomeKey(key string) (commandID, outcome string, ok bool) {
 		return id, OutcomeFailed, true
 	}
 	return "", "", false
+}
+
+// OutcomeSpace is the UUID namespace of namespace ns's outcome decision
+// ids: apart from the one client idempotency keys derive decision ids in,
+// so no client request yields an outcome decision's id.
+func OutcomeSpace(ns string) uuid.UUID {
+	return uuid.NewSHA1(uuid.NewSHA1(uuid.NameSpaceURL, []byte("esjet:"+ns)), []byte("outcome"))
+}
+
+// OutcomeDecisionID is the id of the decision recording outcome
+// ([OutcomeDone] or [OutcomeFailed]) of command commandID on aggregate
+// typ/id, in space ([OutcomeSpace] of the namespace).
+func OutcomeDecisionID(space uuid.UUID, typ, id, commandID, outcome string) string {
+	return uuid.NewSHA1(space, []byte(typ+"/"+id+"/"+commandID+"/"+outcome)).String()
+}
+
+// OutcomeOf says whether rec records a reported outcome, and of which
+// command: its idempotency key is [DoneKey] or [FailedKey] of the command,
+// its causation id the command id, and its id the [OutcomeDecisionID] in
+// space. A client can set the key and the causation id of its own
+// commands, not the id: only all three together are the worker's report.
+func OutcomeOf(space uuid.UUID, rec streams.Record) (commandID, outcome string, ok bool) {
+	commandID, outcome, ok = ParseOutcomeKey(rec.IdempotencyKey)
+	if !ok || rec.CausationID != commandID ||
+		rec.ID != OutcomeDecisionID(space, rec.AggregateType, rec.AggregateID, commandID, outcome) {
+		return "", "", false
+	}
+	return commandID, outcome, true
 }
