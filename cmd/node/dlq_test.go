@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -250,7 +249,7 @@ func TestDLQRetryRefusesWhenTheAggregateWasToldFailed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := log.Append(ctx, streams.Decision{ID: uuid.NewString(), AggregateType: "parcel", AggregateID: "p9",
+	if _, err := log.Append(ctx, streams.Decision{ID: wire.OutcomeDecisionID(wire.OutcomeSpace(ns), "parcel", "p9", id, wire.OutcomeFailed), AggregateType: "parcel", AggregateID: "p9",
 		Events: []streams.Event{{Type: "shipping_failed"}}, IdempotencyKey: wire.FailedKey(id), CausationID: id}, streams.Position{}); err != nil {
 		t.Fatal(err)
 	}
