@@ -8,8 +8,11 @@
 // decision it publishes every recorded command to <ns>.outbox.<kind> with
 // Nats-Msg-Id = the command id (<type>:<id>:<version>:<index>), waits for
 // OUTBOX's acks, then acks the decisions. A crash anywhere re-delivers the
-// decisions and re-publishes their commands, which OUTBOX drops as
-// duplicates inside its dedup window; receipts fold anything later.
+// decisions; a decision that may have been relayed before is first looked
+// up in OUTBOX, and only the commands OUTBOX does not hold are published
+// (redelivery.go), so no copy is stored twice however late it comes back.
+// A decision stored and delivered once while the relay runs reads nothing:
+// a repeat there is inside OUTBOX's dedup window, which drops it.
 //
 // A command with a deliver-after time is published as a JetStream message
 // schedule (@at) on <ns>.schedule.<kind>.<type>.<id>.<version>.<index>,
