@@ -10,9 +10,12 @@
 //	raw load         esjet.<ns>.raw.events.<type>.<id>      GET  /v1/raw/<type>/<id>/events
 //	list types       esjet.<ns>.types                       GET  /v1/types
 //
-// Where it sits: a client (HTTP, NATS, `esjet send`, the workers' outcome
-// reports through [Service.Send]) → api → internal/aggregate (Decide, the
-// repository) → internal/streams (the EVENTS stream). The API owns its
+// Where it sits: a client (HTTP, NATS, `esjet send`, the root package's
+// Node.Send) → api → internal/aggregate (Decide, the repository) →
+// internal/streams (the EVENTS stream). Outcomes do not come this way: the
+// workers report them on the repository's own path
+// (aggregate.Repository.HandleOutcome), and an outcome kind sent here is
+// refused 403 outcome_not_sendable. The API owns its
 // route words: no aggregate type or command kind may be one of
 // [RouteWords], and [New] refuses a registry that uses one.
 //
@@ -23,9 +26,11 @@
 // as HTTP answers every path: see [Service.StartMicro].
 //
 // A command's body is its JSON payload; the Idempotency-Key header makes a
-// retry safe. Errors carry a status (400 bad input, 404 unknown type, route
-// or aggregate, 405 wrong method, 409 conflict or reused key, 413 too large,
-// 422 domain rejection, 500 infrastructure), a machine-readable code and a
+// retry safe. Errors carry a status (400 bad input, 403 an outcome kind or
+// a raw command kind the type may not issue, 404 unknown type, route or
+// aggregate, 405 wrong method, 409 conflict or reused key, 413 too large,
+// 422 domain rejection, 500 infrastructure, 503 unavailable or outcome
+// unknown, 507 storage full), a machine-readable code and a
 // message, as {"error": {"code", "message"}} on both surfaces. A domain
 // rejection with code "not_found" (a command that needs an existing
 // aggregate, sent to one that does not exist) is answered 404.
