@@ -1,0 +1,133 @@
+package consumer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/wire"
+)
+
+// What a worker records when a delivery ends: the dead letter, the
+// receipt, the outcome reported to the aggregate, the ack.
+
+// deadLetter records a terminal failure: DLQ entry, failed receipt, the
+// failure reported to the aggregate, then term. If the DLQ write fails the
+// message is nak'ed and comes back: nothing is lost.
+func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.Msg, raw *nats.Msg, seq uint64, d Delivery, cause error) {
+	reason := wire.OneLine(cause.Error())
+	dl := wire.DeadLetterMsg(w.names.Namespace, raw, seq, reason, d.Attempt, w.cfg.Node, time.Now().UTC())
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err := w.js.PublishMsg(pctx, dl, jetstream.WithExpectStream(w.names.DLQ))
+	cancel()
+	if err != nil {
+		log.Error("dead letter not written; the command will come back", "error", err)
+		_ = m.NakWithDelay(w.backoff(d.Attempt))
+		return
+	}
+	w.dead.Add(1)
+	log.Warn("dead-lettered", "error", cause)
+	if d.CommandID != "" {
+		w.saveReceipt(ctx, log, wire.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: wire.OutcomeFailed,
+			Attempts: d.Attempt, LastError: reason, At: time.Now().UTC()})
+		w.report(ctx, log, d, false, nil, reason) // best effort: the DLQ entry is the record
+	}
+	_ = m.TermWithReason(reason)
+}
+
+// report sends the outcome to the aggregate when the decision asked for it.
+// It returns false when the report should be tried again later.
+func (w *Worker) report(ctx context.Context, log *slog.Logger, d Delivery, ok bool, result json.RawMessage, errText string) bool {
+	if !d.Report || w.fb == nil || d.AggregateType == "" {
+		return true
+	}
+	// No attempt count in the payload: every report of one outcome must be
+	// byte-identical, or the aggregate would take a repeat for a conflict.
+	out := wire.Outcome{CommandID: d.CommandID, Result: result, Error: errText}
+	kind, key := wire.DoneKind(d.Kind), wire.DoneKey(d.CommandID)
+	if !ok {
+		kind, key = wire.FailedKind(d.Kind), wire.FailedKey(d.CommandID)
+	}
+	payload := out.Encode()
+	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+	defer cancel()
+	err := w.fb.Report(rctx, Report{AggregateType: d.AggregateType, AggregateID: d.AggregateID, Kind: kind, Payload: payload,
+		IdempotencyKey: key, CorrelationID: d.CorrelationID, CausationID: d.CommandID})
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, ErrFeedbackRefused):
+		log.Error("outcome refused by the aggregate; the command is acked (see its receipt)", "kind", kind, "error", err)
+		return true
+	default:
+		w.feedbackErrors.Add(1)
+		log.Warn("outcome not reported; will retry", "kind", kind, "error", err)
+		return false
+	}
+}
+
+// ack acknowledges and waits for the server to confirm it.
+func (w *Worker) ack(ctx context.Context, log *slog.Logger, m jetstream.Msg) {
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := m.DoubleAck(actx); err != nil {
+		// The command comes back; its receipt makes the next delivery a
+		// no-op.
+		log.Warn("ack not confirmed", "error", err)
+	}
+}
+
+// receipt reads a command's receipt.
+func (w *Worker) receipt(ctx context.Context, id string) (wire.Receipt, bool) {
+	e, err := w.receipts.Get(ctx, wire.ReceiptKey(id))
+	if err != nil {
+		return wire.Receipt{}, false
+	}
+	rc, err := wire.DecodeReceipt(e.Value())
+	return rc, err == nil
+}
+
+// saveReceipt creates the command's receipt, or replaces a failed one (a
+// dead letter re-driven and now done). A done receipt is never replaced: it
+// is returned instead, so the caller reports the outcome on record.
+func (w *Worker) saveReceipt(ctx context.Context, log *slog.Logger, rc wire.Receipt) wire.Receipt {
+	data := rc.Encode()
+	key := wire.ReceiptKey(rc.CommandID)
+	for range 3 {
+		_, err := w.receipts.Create(ctx, key, data)
+		if err == nil {
+			return rc
+		}
+		if !errors.Is(err, jetstream.ErrKeyExists) {
+			log.Error("receipt not written", "error", err)
+			return rc
+		}
+		e, gerr := w.receipts.Get(ctx, key)
+		if gerr != nil {
+			continue
+		}
+		if old, err := wire.DecodeReceipt(e.Value()); err == nil && old.Outcome == wire.OutcomeDone {
+			return old
+		}
+		if _, err := w.receipts.Update(ctx, key, data, e.Revision()); err == nil {
+			return rc
+		}
+	}
+	log.Error("receipt not written after retries", "command_id", rc.CommandID)
+	return rc
+}
+
+func digest(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:16])
+}
