@@ -75,11 +75,11 @@ func (r *Repository) handle(ctx context.Context, q *request) (Result, error) {
 	mu.Lock()
 	defer mu.Unlock()
 
-	e, err := r.get(ctx, q.def, q.cmd.Type, q.cmd.ID)
+	e, loaded, err := r.get(ctx, q.def, q.cmd.Type, q.cmd.ID)
 	if err != nil {
 		return Result{}, err
 	}
-	tailChecked := false
+	tailChecked := loaded // a cold load has just read the tail
 	for attempt := 0; ; attempt++ {
 		if res, ok, err := r.answered(ctx, q, e); ok || err != nil {
 			return res, err

@@ -7,12 +7,14 @@ import (
 	"github.com/esjet/esjet/internal/streams"
 )
 
-// get returns the cached entry or loads it cold: snapshot + tail.
-func (r *Repository) get(ctx context.Context, def *Definition, typ, id string) (*entry, error) {
+// get returns the cached entry or loads it cold: snapshot + tail. loaded
+// says it was just read from the log, so its tail need not be checked
+// again before answering.
+func (r *Repository) get(ctx context.Context, def *Definition, typ, id string) (_ *entry, loaded bool, _ error) {
 	key := typ + "/" + id
 	if e, ok := r.cache.get(key); ok {
 		r.stats.cacheHits.Add(1)
-		return e, nil
+		return e, false, nil
 	}
 	r.stats.coldLoads.Add(1)
 	e, ok := (*entry)(nil), false
@@ -23,7 +25,7 @@ func (r *Repository) get(ctx context.Context, def *Definition, typ, id string) (
 		e = &entry{state: def.newState(), recent: map[string]recentDecision{}, outstanding: map[string]string{}}
 	}
 	if err := r.refresh(ctx, def, typ, id, e, 0); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if r.cfg.SnapshotEvery > 0 && e.sinceSnapshot >= r.cfg.SnapshotEvery {
 		r.writeSnapshot(ctx, def, typ, id, e)
@@ -31,7 +33,7 @@ func (r *Repository) get(ctx context.Context, def *Definition, typ, id string) (
 	if e.pos.Seq > 0 {
 		r.cache.put(key, e)
 	}
-	return e, nil
+	return e, true, nil
 }
 
 // refresh folds the records stored after e's position into e — only the
@@ -42,6 +44,7 @@ func (r *Repository) refresh(ctx context.Context, def *Definition, typ, id strin
 	if atLeast > e.pos.Seq {
 		opts = append(opts, streams.AtLeast(atLeast))
 	}
+	r.stats.tailReads.Add(1)
 	tail, err := r.log.LoadTail(ctx, typ, id, e.pos, opts...)
 	if err != nil {
 		return err

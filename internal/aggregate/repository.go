@@ -111,6 +111,7 @@ type Stats struct {
 	SnapshotHits     int64
 	SnapshotsWritten int64
 	RecordsRead      int64 // decisions read from the log by loads and conflict reloads
+	TailReads        int64 // reads of an aggregate's tail from the log (a round trip each)
 	Conflicts        int64
 	// OutcomesRefused counts outcomes HandleOutcome refused: not for an
 	// outstanding command of the aggregate, or rejected by Decide. Each is
@@ -120,7 +121,7 @@ type Stats struct {
 }
 
 type counters struct {
-	commands, replays, cacheHits, coldLoads, snapshotHits, snapshotsWritten, recordsRead, conflicts, outcomesRefused atomic.Int64
+	commands, replays, cacheHits, coldLoads, snapshotHits, snapshotsWritten, recordsRead, tailReads, conflicts, outcomesRefused atomic.Int64
 }
 
 // Repository handles commands for the registered aggregate types. It is safe
@@ -176,7 +177,7 @@ func (r *Repository) Stats() Stats {
 	return Stats{
 		Commands: s.commands.Load(), Replays: s.replays.Load(), CacheHits: s.cacheHits.Load(),
 		ColdLoads: s.coldLoads.Load(), SnapshotHits: s.snapshotHits.Load(), SnapshotsWritten: s.snapshotsWritten.Load(),
-		RecordsRead: s.recordsRead.Load(), Conflicts: s.conflicts.Load(), OutcomesRefused: s.outcomesRefused.Load(),
+		RecordsRead: s.recordsRead.Load(), TailReads: s.tailReads.Load(), Conflicts: s.conflicts.Load(), OutcomesRefused: s.outcomesRefused.Load(),
 		Cached: r.cache.len(),
 	}
 }
@@ -204,13 +205,15 @@ func (r *Repository) Get(ctx context.Context, typ, id string) (State, error) {
 	mu := r.locks.lock(key)
 	mu.Lock()
 	defer mu.Unlock()
-	e, err := r.get(ctx, def, typ, id)
+	e, loaded, err := r.get(ctx, def, typ, id)
 	if err != nil {
 		return State{}, err
 	}
-	if err := r.refresh(ctx, def, typ, id, e, 0); err != nil {
-		r.cache.remove(key)
-		return State{}, err
+	if !loaded { // a cached entry may be behind what another node wrote
+		if err := r.refresh(ctx, def, typ, id, e, 0); err != nil {
+			r.cache.remove(key)
+			return State{}, err
+		}
 	}
 	if e.pos.Version == 0 { // (a subject may hold messages esjet did not write, and no events)
 		return State{}, fmt.Errorf("%w: %s/%s has no events", ErrNotFound, typ, id)

@@ -438,3 +438,34 @@ func TestRejectionOnAStaleCacheChecksTheTail(t *testing.T) {
 		t.Fatalf("withdraw decided on the stale cache: %+v", res)
 	}
 }
+
+// TestAColdLoadIsNotReadAgainAtOnce: loading an aggregate that is not
+// cached reads its tail from the log; a state read or a rejection right
+// after that load need not read the tail a second time (one round trip,
+// not two), while a cached aggregate still checks its tail once.
+func TestAColdLoadIsNotReadAgainAtOnce(t *testing.T) {
+	f := newFixture(t, natstest.RunServer(t))
+	mustSend(t, f.repo(t, Config{}), "c1", "open", ``, "")
+
+	r := f.repo(t, Config{}) // a restarted node: nothing cached
+	if _, err := r.Get(t.Context(), "account", "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Stats().TailReads; n != 1 {
+		t.Fatalf("a cold state read read the tail %d times, want 1", n)
+	}
+	if _, err := r.Get(t.Context(), "account", "c1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := r.Stats().TailReads; n != 2 {
+		t.Fatalf("a cached state read: %d tail reads in all, want 2 (it checks the tail once)", n)
+	}
+
+	r = f.repo(t, Config{})
+	if _, err := send(t, r, "c1", "withdraw", `{"amount":10}`, ""); !errors.Is(err, ErrRejected) {
+		t.Fatalf("withdraw from an empty account: %v", err)
+	}
+	if n := r.Stats().TailReads; n != 1 {
+		t.Fatalf("a rejection on a cold load read the tail %d times, want 1", n)
+	}
+}
