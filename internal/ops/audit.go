@@ -12,9 +12,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Every retry or discard of a dead letter first writes an audit record to
-// the DLQ stream on <ns>.dlq.audit.<kind> (wire.AuditSubject), then removes
-// the dead letter: nothing leaves the DLQ without a trace.
+// Every retry or discard of a dead letter writes an audit record to the DLQ
+// stream on <ns>.dlq.audit.<kind> (wire.AuditSubject) naming the entry's
+// sequence: that record settles it. The DLQ denies delete and purge, so the
+// entry itself stays: nothing leaves the DLQ, and nothing settles without a
+// trace.
 
 // HeaderDLQAction is the action ([AuditRetried], [AuditDiscarded]) of an
 // audit record.
@@ -31,7 +33,7 @@ func auditMsgID(action string, dlqSeq uint64) string {
 }
 
 // AuditRecord is what a retry or discard leaves in the DLQ stream on
-// <ns>.dlq.audit.<kind>, written before the dead letter is removed.
+// <ns>.dlq.audit.<kind>; it settles the dead letter at DLQSeq.
 type AuditRecord struct {
 	// Seq is the record's own DLQ stream sequence (filled on read).
 	Seq       uint64 `json:"seq,omitempty"`

@@ -36,10 +36,10 @@ type DeadLetterDetail struct {
 	History []AuditRecord `json:"history"`
 	// OtherSeqs are other dead letters of the same command still in the DLQ.
 	OtherSeqs []uint64 `json:"other_seqs,omitempty"`
-	// Settled is the audit record that took the dead letter out of the DLQ
-	// (retried or discarded), when it is no longer there. The DeadLetter
-	// then holds only what that record kept (command id, kind, DLQ
-	// sequence, error, attempts); the payload and headers are gone.
+	// Settled is the audit record that settled the dead letter (retried or
+	// discarded), when it is no longer a dead letter. The DeadLetter then
+	// holds only what that record kept (command id, kind, DLQ sequence,
+	// error, attempts).
 	Settled *AuditRecord `json:"settled,omitempty"`
 }
 
@@ -79,11 +79,16 @@ func (d *DLQ) List(ctx context.Context, f Filter) ([]DeadLetter, error) {
 		rng.Since = now.Add(-f.NewerThan - clockSkew)
 	}
 	text := strings.ToLower(f.ErrorContains)
+	settled, err := d.settledSeqs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("dlq list: %w", err)
+	}
 	out := []DeadLetter{}
-	err := d.scan(ctx, rng, func(m *jetstream.RawStreamMsg) error {
+	err = d.scan(ctx, rng, func(m *jetstream.RawStreamMsg) error {
 		dl := wire.DecodeDeadLetter(m)
 		age := now.Sub(dl.DeadAt)
 		switch {
+		case settled[dl.Seq]:
 		case f.OlderThan > 0 && age < f.OlderThan:
 		case f.NewerThan > 0 && age > f.NewerThan:
 		case text != "" && !strings.Contains(strings.ToLower(dl.Error), text):
@@ -108,7 +113,7 @@ func (d *DLQ) Get(ctx context.Context, idOrSeq string) (DeadLetter, error) {
 }
 
 // Show is [DLQ.Get] with the command's audit history. A dead letter that
-// was retried or discarded is no longer in the DLQ, but its audit trail is:
+// was retried or discarded is no longer a dead letter, but its audit trail is:
 // Show then returns what the trail knows, with Settled set to the record
 // that removed it. It returns an error wrapping [ErrDeadLetterNotFound]
 // only when neither the DLQ nor the trail knows idOrSeq.
@@ -169,9 +174,13 @@ func (d *DLQ) get(ctx context.Context, idOrSeq string) (DeadLetter, []uint64, er
 	if _, err := wire.ParseCommandID(id); err != nil {
 		return DeadLetter{}, nil, fmt.Errorf("%w (or a DLQ sequence number)", err)
 	}
+	settled, err := d.settledSeqs(ctx)
+	if err != nil {
+		return DeadLetter{}, nil, fmt.Errorf("dlq: find %s: %w", id, err)
+	}
 	var found []DeadLetter
-	err := d.scan(ctx, streams.ScanRange{Filter: wire.DeadLetterFilter(d.names.Namespace)}, func(m *jetstream.RawStreamMsg) error {
-		if m.Header.Get(wire.HeaderCommandID) == id {
+	err = d.scan(ctx, streams.ScanRange{Filter: wire.DeadLetterFilter(d.names.Namespace)}, func(m *jetstream.RawStreamMsg) error {
+		if m.Header.Get(wire.HeaderCommandID) == id && !settled[m.Sequence] {
 			found = append(found, wire.DecodeDeadLetter(m))
 		}
 		return nil
@@ -205,7 +214,39 @@ func (d *DLQ) bySeq(ctx context.Context, seq uint64) (DeadLetter, error) {
 	if !wire.IsDeadLetterSubject(d.names.Namespace, m.Subject) {
 		return DeadLetter{}, fmt.Errorf("%w: seq %d of %s is %s (an audit record), not a dead letter; `esjet dlq ls` lists the dead letters", ErrDeadLetterNotFound, seq, d.names.DLQ, m.Subject)
 	}
+	if err := d.unsettled(ctx, seq); err != nil {
+		return DeadLetter{}, err
+	}
 	return wire.DecodeDeadLetter(m), nil
+}
+
+// settledSeqs are the DLQ sequences of the dead letters an audit record
+// settled (retried or discarded). The DLQ denies deletes: a settled entry
+// stays in the stream, and is no longer a dead letter.
+func (d *DLQ) settledSeqs(ctx context.Context) (map[uint64]bool, error) {
+	recs, err := d.audits(ctx, "", func(AuditRecord) bool { return true })
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uint64]bool, len(recs))
+	for _, a := range recs {
+		out[a.DLQSeq] = true
+	}
+	return out, nil
+}
+
+// unsettled returns ErrDeadLetterNotFound, saying what became of it, when an
+// audit record settled the dead letter at seq.
+func (d *DLQ) unsettled(ctx context.Context, seq uint64) error {
+	match := func(a AuditRecord) bool { return a.DLQSeq == seq }
+	recs, err := d.audits(ctx, "", match)
+	if err != nil {
+		return fmt.Errorf("dlq: seq %d: %w", seq, err)
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	return d.notFound(ctx, fmt.Sprintf("seq %d", seq), match)
 }
 
 // notFound is ErrDeadLetterNotFound for what, with the last audit record

@@ -28,8 +28,9 @@ import (
 //     headers and body, the same Esjet-Command-Id, so receivers still
 //     dedupe, and Nats-Msg-Id [wire.RedriveMsgID] — and wait for OUTBOX's
 //     ack;
-//  4. write the audit record (action retried);
-//  5. delete the entry.
+//  4. write the audit record (action retried), which settles the entry:
+//     the DLQ denies deletes, so it stays in the stream, no longer a dead
+//     letter (`esjet dlq ls` and reconcile skip it).
 //
 // by names the operator; "" means [Operator].
 func (d *DLQ) Retry(ctx context.Context, dl DeadLetter, by string, mode RetryMode) (string, error) {
@@ -59,8 +60,8 @@ func (d *DLQ) Retry(ctx context.Context, dl DeadLetter, by string, mode RetryMod
 	return msgID, nil
 }
 
-// Discard removes dead letter dl for good, after writing an audit record
-// with reason. An empty reason is [ErrReasonRequired] and removes nothing.
+// Discard settles dead letter dl for good with an audit record carrying
+// reason (the entry stays in the stream; the DLQ denies deletes). An empty reason is [ErrReasonRequired] and removes nothing.
 // by names the operator; "" means [Operator].
 func (d *DLQ) Discard(ctx context.Context, dl DeadLetter, reason, by string) error {
 	reason = strings.TrimSpace(reason)
@@ -97,10 +98,13 @@ func (d *DLQ) reread(ctx context.Context, dl DeadLetter) (*jetstream.RawStreamMs
 	if !wire.IsDeadLetterSubject(d.names.Namespace, m.Subject) || (dl.ID != "" && m.Header.Get(wire.HeaderCommandID) != dl.ID) {
 		return nil, fmt.Errorf("%w: seq %d of %s is not a dead letter of %s", ErrDeadLetterNotFound, dl.Seq, d.names.DLQ, dl.ID)
 	}
+	if err := d.unsettled(ctx, dl.Seq); err != nil {
+		return nil, err
+	}
 	return m, nil
 }
 
-// settle writes the audit record of cur, then deletes cur.
+// settle writes the audit record of cur, which settles it.
 func (d *DLQ) settle(ctx context.Context, cur DeadLetter, rec AuditRecord, by string) error {
 	if by == "" {
 		by = Operator()
@@ -121,17 +125,6 @@ func (d *DLQ) settle(ctx context.Context, cur DeadLetter, rec AuditRecord, by st
 	}}
 	if _, err := d.js.PublishMsg(ctx, am, jetstream.WithExpectStream(d.names.DLQ)); err != nil {
 		return fmt.Errorf("audit record on %s: %w (the dead letter is still there)", am.Subject, err)
-	}
-	st, err := d.stream(ctx)
-	if err != nil {
-		return err
-	}
-	if err := st.DeleteMsg(ctx, cur.Seq); err != nil {
-		// Someone else removed it meanwhile: the outcome is the same.
-		if _, gerr := st.GetMsg(ctx, cur.Seq); errors.Is(gerr, jetstream.ErrMsgNotFound) {
-			return nil
-		}
-		return fmt.Errorf("delete dead letter seq %d (audit recorded; run it again): %w", cur.Seq, err)
 	}
 	return nil
 }

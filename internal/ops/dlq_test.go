@@ -69,6 +69,17 @@ func (e *rcEnv) dlqCount(filter string) uint64 {
 	return n
 }
 
+// deadCount is how many dead letters `esjet dlq ls` lists: the entries no
+// audit record settled.
+func (e *rcEnv) deadCount() int {
+	e.t.Helper()
+	list, err := OpenDLQ(e.js, e.ns).List(e.t.Context(), Filter{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return len(list)
+}
+
 // outboxCopies are the messages on <ns>.outbox.> about command id.
 func (e *rcEnv) outboxCopies(id string) []*jetstream.RawStreamMsg {
 	e.t.Helper()
@@ -169,7 +180,7 @@ func TestDeadLetterMsgCarriesTheCommandAndIsWrittenOncePerDeliveredCopy(t *testi
 	if err != nil || second.Duplicate || second.Sequence == first.Sequence {
 		t.Fatalf("failure after a re-drive: %+v, %v; want a new entry", second, err)
 	}
-	if n := e.dlqCount(wire.DeadLetterFilter(e.ns)); n != 1 {
+	if n := e.deadCount(); n != 1 {
 		t.Fatalf("dead letters: %d, want 1 (the first one was retried)", n)
 	}
 }
@@ -329,8 +340,12 @@ func TestDLQRetryPutsTheCommandBackInOutboxWithANewMsgID(t *testing.T) {
 			t.Errorf("re-drive carries the dead-letter header %s", k)
 		}
 	}
-	if n := e.dlqCount(wire.DeadLetterFilter(e.ns)); n != 0 {
+	if n := e.deadCount(); n != 0 {
 		t.Fatalf("dead letters after retry: %d", n)
+	}
+	// The DLQ denies deletes: the entry stays, settled by its audit record.
+	if n := e.dlqCount(wire.DeadLetterFilter(e.ns)); n != 1 {
+		t.Fatalf("DLQ entries after retry: %d, want the settled one kept", n)
 	}
 	hist, err := d.History(ctx, id, "")
 	if err != nil || len(hist) != 1 || hist[0].Action != AuditRetried || hist[0].NewOutboxSeq != re.Sequence {
@@ -355,9 +370,9 @@ func TestDLQRetryPutsTheCommandBackInOutboxWithANewMsgID(t *testing.T) {
 	}
 }
 
-// A retry that crashed after OUTBOX acked the re-drive and the audit record
-// was written, before the entry was deleted: running it again leaves one
-// re-drive and one audit record.
+// A retry that crashed after OUTBOX acked the re-drive, before the audit
+// record was written: running it again leaves one re-drive and one audit
+// record.
 func TestDLQRetryAfterACrashLeavesOneRedriveAndOneAuditRecord(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
@@ -377,12 +392,6 @@ func TestDLQRetryAfterACrashLeavesOneRedriveAndOneAuditRecord(t *testing.T) {
 	if _, err := e.js.PublishMsg(ctx, re); err != nil {
 		t.Fatal(err)
 	}
-	audit, _ := json.Marshal(AuditRecord{Action: AuditRetried, CommandID: id, Kind: "pay", DLQSeq: dl.Seq, By: "crashed"})
-	if _, err := e.js.PublishMsg(ctx, &nats.Msg{Subject: wire.AuditSubject(e.ns, "pay"), Data: audit, Header: nats.Header{
-		wire.HeaderCommandID: {id}, HeaderDLQAction: {AuditRetried}, jetstream.MsgIDHeader: {auditMsgID(AuditRetried, dl.Seq)},
-	}}); err != nil {
-		t.Fatal(err)
-	}
 
 	if _, err := d.Retry(ctx, dl, "ops", RetryUnlessReportedFailure); err != nil {
 		t.Fatal(err)
@@ -390,10 +399,17 @@ func TestDLQRetryAfterACrashLeavesOneRedriveAndOneAuditRecord(t *testing.T) {
 	if n := len(e.outboxCopies(id)); n != 2 {
 		t.Fatalf("OUTBOX copies: %d, want the relay's and one re-drive", n)
 	}
-	if hist, _ := d.History(ctx, id, "pay"); len(hist) != 1 || hist[0].By != "crashed" {
+	if hist, _ := d.History(ctx, id, "pay"); len(hist) != 1 || hist[0].By != "ops" {
 		t.Fatalf("audit records: %+v", hist)
 	}
-	if n := e.dlqCount(wire.DeadLetterFilter(e.ns)); n != 0 {
+	// Settled: a third run finds nothing to do and writes nothing.
+	if _, err := d.Retry(ctx, dl, "ops", RetryUnlessReportedFailure); !errors.Is(err, ErrDeadLetterNotFound) {
+		t.Fatalf("retry of a settled entry: %v", err)
+	}
+	if hist, _ := d.History(ctx, id, "pay"); len(hist) != 1 {
+		t.Fatalf("audit records after a retry of a settled entry: %+v", hist)
+	}
+	if n := e.deadCount(); n != 0 {
 		t.Fatalf("dead letters: %d", n)
 	}
 }
@@ -431,7 +447,7 @@ func TestDLQDiscardNeedsAReasonAndLeavesAnAuditRecord(t *testing.T) {
 			t.Fatalf("discard with reason %q: %v", reason, err)
 		}
 	}
-	if n := e.dlqCount(wire.DeadLetterFilter(e.ns)); n != 2 {
+	if n := e.deadCount(); n != 2 {
 		t.Fatalf("dead letters after refused discards: %d, want 2", n)
 	}
 	if n := e.dlqCount(wire.AuditFilter(e.ns)); n != 0 {
@@ -447,7 +463,7 @@ func TestDLQDiscardNeedsAReasonAndLeavesAnAuditRecord(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := e.dlqCount(wire.DeadLetterFilter(e.ns)); n != 0 {
+	if n := e.deadCount(); n != 0 {
 		t.Fatalf("dead letters after discard: %d", n)
 	}
 	hist, err := d.History(ctx, id1, "")

@@ -164,7 +164,20 @@ func (in *Inspector) Command(ctx context.Context, id string) (CommandInfo, error
 		if info.Kind != "" {
 			rng.Filter = wire.DeadLetterSubject(in.names.Namespace, info.Kind)
 		}
+		// A retried or discarded entry stays (the DLQ denies deletes): its
+		// audit record settles it, and it is no longer dead.
+		hist, err := OpenDLQ(in.js, in.names.Namespace).History(ctx, id, info.Kind)
+		if err != nil {
+			return info, err
+		}
+		settled := map[uint64]bool{}
+		for _, a := range hist {
+			settled[a.DLQSeq] = true
+		}
 		if err := in.find(ctx, in.names.DLQ, rng, id, func(c Copy, m *jetstream.RawStreamMsg) {
+			if settled[m.Sequence] {
+				return
+			}
 			c.Error = m.Header.Get(wire.HeaderError)
 			c.Attempts, _ = strconv.Atoi(m.Header.Get(wire.HeaderAttempts))
 			c.Worker = m.Header.Get(wire.HeaderWorker)

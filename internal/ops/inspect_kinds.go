@@ -30,7 +30,7 @@ type KindStats struct {
 	InFlight uint64 `json:"in_flight"`
 	Done     uint64 `json:"done"`   // receipts with outcome done
 	Failed   uint64 `json:"failed"` // receipts with another outcome
-	Dead     uint64 `json:"dead"`   // messages in the DLQ
+	Dead     uint64 `json:"dead"`   // dead letters in the DLQ no audit record settled
 	// Waiting: pull requests the kind's workers have outstanding right now
 	// (the consumer's num_waiting). An idle worker pool always has one per
 	// node: each waits for the next command.
@@ -89,6 +89,20 @@ func (in *Inspector) Kinds(ctx context.Context) ([]KindStats, error) {
 		}
 		for subj, n := range counts {
 			get(lastTokens(subj, in.names.Namespace+".dlq.")).Dead += n
+		}
+		// Entries an audit record settled stay (the DLQ denies deletes).
+		recs, err := OpenDLQ(in.js, in.names.Namespace).audits(ctx, "", func(AuditRecord) bool { return true })
+		if err != nil {
+			return nil, err
+		}
+		settled := map[uint64]string{}
+		for _, a := range recs {
+			settled[a.DLQSeq] = a.Kind
+		}
+		for _, kind := range settled {
+			if ks := get(kind); ks.Dead > 0 {
+				ks.Dead--
+			}
 		}
 	}
 	if err := scanReceipts(ctx, in.js, in.names, in.batch, func(re receiptEntry) {

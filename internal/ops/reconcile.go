@@ -67,7 +67,7 @@ type entry struct {
 	lastSeq     uint64 // OUTBOX sequence of the newest copy
 	lastAt      int64  // its server time, unix ns
 	scheduled   bool   // a pending schedule on <ns>.schedule.>
-	dead        bool   // in the DLQ
+	dead        bool   // in the DLQ, not settled by an audit record
 	discarded   bool   // its last DLQ audit record says discarded
 	outcome     string // receipt outcome, "" without one
 	toldFailed  bool   // its aggregate recorded <kind>_failed

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 
 	"github.com/esjet/esjet/internal/streams"
@@ -86,6 +87,9 @@ func (r *Reconciler) scanDLQ(ctx context.Context, s *scan, tick func()) error {
 	sc := streams.NewScanner(r.js, r.names.DLQ, r.cfg.Batch)
 	defer sc.Close()
 	prefix, auditPrefix := r.names.Namespace+".dlq.", r.names.Namespace+".dlq.audit."
+	// The DLQ denies deletes: a retried or discarded dead letter stays, and
+	// the audit record naming its sequence (written after it) settles it.
+	unsettled := map[uint64]*entry{}
 	_, err := sc.Scan(ctx, streams.ScanRange{Filter: r.names.DLQFilter()}, func(m *jetstream.RawStreamMsg) error {
 		tick()
 		s.scanned.DLQ++
@@ -97,11 +101,18 @@ func (r *Reconciler) scanDLQ(ctx context.Context, s *scan, tick func()) error {
 		if kind, ok := strings.CutPrefix(m.Subject, auditPrefix); ok {
 			// Stream order: the last action on the command wins.
 			s.get(id, kind).discarded = m.Header.Get(HeaderDLQAction) == AuditDiscarded
+			var a AuditRecord
+			if json.Unmarshal(m.Data, &a) == nil {
+				delete(unsettled, a.DLQSeq)
+			}
 			return nil
 		}
-		s.get(id, strings.TrimPrefix(m.Subject, prefix)).dead = true
+		unsettled[m.Sequence] = s.get(id, strings.TrimPrefix(m.Subject, prefix))
 		return nil
 	})
+	for _, e := range unsettled {
+		e.dead = true
+	}
 	return err
 }
 

@@ -126,10 +126,11 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		MaxMsgsPerSubject: -1,
 		MaxMsgSize:        maxMsg,
 		Discard:           jetstream.DiscardNew,
-		// Nothing may purge the dead letters. Deleting one entry stays
-		// allowed: esjet dlq retry/discard settle an entry by deleting it
-		// after writing its audit record.
-		DenyDelete:  false,
+		// Nothing may delete or purge the dead letters: esjet dlq
+		// retry/discard settle an entry with an audit record that names
+		// it, and the entry stays. An older DLQ is updated in place
+		// (false → true is allowed; the reverse is not).
+		DenyDelete:  true,
 		DenyPurge:   true,
 		AllowDirect: true,
 		Duplicates:  c.DuplicateWindow,

@@ -258,13 +258,13 @@ func TestProvisionSettingsJetStreamCannotChangeAreRefused(t *testing.T) {
 	ns := natstest.Namespace(t)
 	names := NamesFor(ns)
 	want := StreamConfigs(names, ProvisionConfig{})
-	// Someone created EVENTS in memory, and DLQ with deletes denied (esjet
-	// wants them allowed there, and JetStream cannot lift the denial).
+	// Someone created EVENTS in memory, and OUTBOX with deletes denied
+	// (esjet wants them allowed there, and JetStream cannot lift the denial).
 	events := want[0]
 	events.Storage = jetstream.MemoryStorage
-	dlq := want[2]
-	dlq.DenyDelete = true
-	for _, c := range []jetstream.StreamConfig{events, dlq} {
+	outbox := want[1]
+	outbox.DenyDelete = true
+	for _, c := range []jetstream.StreamConfig{events, outbox} {
 		if _, err := js.CreateStream(t.Context(), c); err != nil {
 			t.Fatal(err)
 		}
@@ -288,9 +288,9 @@ func TestProvisionSettingsJetStreamCannotChangeAreRefused(t *testing.T) {
 		byStream[ie.Stream] = ie
 	}
 	if len(byStream) != 2 {
-		t.Fatalf("immutable errors for %d streams, want EVENTS and DLQ: %v", len(byStream), err)
+		t.Fatalf("immutable errors for %d streams, want EVENTS and OUTBOX: %v", len(byStream), err)
 	}
-	for name, field := range map[string]string{names.Events: "storage: Memory → File", names.DLQ: "deny_delete: true → false"} {
+	for name, field := range map[string]string{names.Events: "storage: Memory → File", names.Outbox: "deny_delete: true → false"} {
 		ie := byStream[name]
 		if ie == nil {
 			t.Errorf("no ImmutableError for %s", name)
@@ -308,7 +308,7 @@ func TestProvisionSettingsJetStreamCannotChangeAreRefused(t *testing.T) {
 
 	// Everything else was provisioned; the refused streams were not touched.
 	got := changesByName(t, changes)
-	for _, name := range []string{names.Outbox, names.Snapshots, names.Receipts} {
+	for _, name := range []string{names.DLQ, names.Snapshots, names.Receipts} {
 		if got[name].Action != "created" {
 			t.Errorf("%s: %+v, want created despite the refused streams", name, got[name])
 		}
@@ -319,8 +319,8 @@ func TestProvisionSettingsJetStreamCannotChangeAreRefused(t *testing.T) {
 	if after := configJSON(t, streamInfo(t, js, names.Events).Config); !bytes.Equal(after, eventsBefore) {
 		t.Errorf("the refused EVENTS stream was changed:\nbefore %s\nafter  %s", eventsBefore, after)
 	}
-	if st := streamInfo(t, js, names.Outbox); st.Config.Storage != jetstream.FileStorage {
-		t.Errorf("OUTBOX storage %v", st.Config.Storage)
+	if st := streamInfo(t, js, names.DLQ); st.Config.Storage != jetstream.FileStorage || !st.Config.DenyDelete {
+		t.Errorf("DLQ storage %v deny_delete %v", st.Config.Storage, st.Config.DenyDelete)
 	}
 }
 
@@ -386,8 +386,8 @@ func TestProvisionReplicas3OnACluster(t *testing.T) {
 	}
 }
 
-// The DLQ denies purge; a DLQ provisioned by an earlier esjet without it
-// is updated in place (turning deny_purge on is allowed), not refused.
+// The DLQ denies purge and delete; a DLQ provisioned by an earlier esjet
+// without them is updated in place (turning them on is allowed), not refused.
 func TestDLQDeniesPurgeAndAnOldDLQIsUpdated(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
@@ -396,7 +396,7 @@ func TestDLQDeniesPurgeAndAnOldDLQIsUpdated(t *testing.T) {
 	names := NamesFor(ns)
 	pc := ProvisionConfig{DuplicateWindow: time.Minute, OutboxMaxAge: time.Hour}
 	old := StreamConfigs(names, pc)[2]
-	old.DenyPurge = false
+	old.DenyPurge, old.DenyDelete = false, false
 	if _, err := js.CreateStream(t.Context(), old); err != nil {
 		t.Fatal(err)
 	}
@@ -404,12 +404,15 @@ func TestDLQDeniesPurgeAndAnOldDLQIsUpdated(t *testing.T) {
 	if err != nil {
 		t.Fatalf("provision over an old DLQ: %v", err)
 	}
-	if c := changesByName(t, changes)[names.DLQ]; c.Action != "updated" || !slices.ContainsFunc(c.Fields, func(f string) bool { return strings.HasPrefix(f, "deny_purge") }) {
-		t.Errorf("DLQ change %+v, want deny_purge updated", c)
+	c := changesByName(t, changes)[names.DLQ]
+	for _, field := range []string{"deny_purge", "deny_delete"} {
+		if c.Action != "updated" || !slices.ContainsFunc(c.Fields, func(f string) bool { return strings.HasPrefix(f, field) }) {
+			t.Errorf("DLQ change %+v, want %s updated", c, field)
+		}
 	}
 	dlq := streamInfo(t, js, names.DLQ).Config
-	if !dlq.DenyPurge || dlq.DenyDelete {
-		t.Errorf("DLQ deny_purge %v deny_delete %v, want true false", dlq.DenyPurge, dlq.DenyDelete)
+	if !dlq.DenyPurge || !dlq.DenyDelete {
+		t.Errorf("DLQ deny_purge %v deny_delete %v, want true true", dlq.DenyPurge, dlq.DenyDelete)
 	}
 	st, err := js.Stream(t.Context(), names.DLQ)
 	if err != nil {
@@ -417,5 +420,11 @@ func TestDLQDeniesPurgeAndAnOldDLQIsUpdated(t *testing.T) {
 	}
 	if err := st.Purge(t.Context()); err == nil {
 		t.Error("the DLQ was purged")
+	}
+	if _, err := js.Publish(t.Context(), ns+".dlq.pay", []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteMsg(t.Context(), 1); err == nil {
+		t.Error("a dead letter was deleted")
 	}
 }
