@@ -28,8 +28,10 @@ func newDLQCmd(g *globals) *cobra.Command {
 attempts exhausted. It waits in the DLQ stream (<ns>.dlq.<kind>) with its
 error, attempts, worker and time until an operator retries it (re-driven
 into OUTBOX with the same command id, so receivers still dedupe) or
-discards it (with a reason). Either action first writes an audit record
-(<ns>.dlq.audit.<kind>): nothing leaves the DLQ without a trace.
+discards it (with a reason). The node runs either action (the CLI asks it
+on esjet.<ns>.ops.<user>.dlq.<action>) and writes an audit record
+(<ns>.dlq.audit.<kind>) naming the user, which settles the entry. The DLQ
+denies delete and purge: settled entries stay, and ls no longer lists them.
 
 An entry is named by its command id (<type>:<id>:<version>:<index>; the
 newest entry of that command) or by its DLQ sequence number.`,
@@ -46,11 +48,24 @@ newest entry of that command) or by its DLQ sequence number.`,
 
 // dlqOpen connects and opens the namespace's DLQ. The caller calls closeConn.
 func (g *globals) dlqOpen(cmd *cobra.Command) (*ops.DLQ, string, func(), error) {
+	d, _, ns, closeConn, err := g.dlqOpenActions(cmd, false)
+	return d, ns, closeConn, err
+}
+
+// dlqOpenActions is dlqOpen with the node's DLQ actions (when actions).
+func (g *globals) dlqOpenActions(cmd *cobra.Command, actions bool) (*ops.DLQ, *dlqActions, string, func(), error) {
 	cfg, js, closeConn, err := g.outboxConnect(cmd)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, nil, "", nil, err
 	}
-	return ops.OpenDLQ(js, cfg.Namespace), cfg.Namespace, closeConn, nil
+	var a *dlqActions
+	if actions {
+		if a, err = dlqActionsFor(cmd, js.Conn(), cfg.Namespace); err != nil {
+			closeConn()
+			return nil, nil, "", nil, err
+		}
+	}
+	return ops.OpenDLQ(js, cfg.Namespace), a, cfg.Namespace, closeConn, nil
 }
 
 func newDLQListCmd(g *globals) *cobra.Command {
@@ -133,7 +148,9 @@ func newDLQRetryCmd(g *globals) *cobra.Command {
 headers and payload (so the same command id: receivers still dedupe) and a
 new Nats-Msg-Id (<command id>:redrive:<dlq seq>). A receipt that says the
 command failed is cleared so the worker runs it again. Then the audit record
-is written and the entry removed.
+is written, which settles the entry. The node does all of it, asked on
+esjet.<ns>.ops.<user>.dlq.retry (with roles, an operator may publish only
+under its own user, so the record names who asked).
 
 A dead letter whose aggregate was already told <kind>_failed is refused:
 the aggregate may have compensated (released the money, cancelled the
@@ -153,26 +170,25 @@ contains the text) is retried, after a confirmation on stdin unless --yes.`,
 			case len(args) == 0 && kind == "":
 				return errors.New("retry what? give a command id or DLQ seq, or --kind K to retry every dead letter of kind K")
 			}
-			d, ns, closeConn, err := g.dlqOpen(cmd)
+			d, act, ns, closeConn, err := g.dlqOpenActions(cmd, true)
 			if err != nil {
 				return err
 			}
 			defer closeConn()
-			ctx, by := cmd.Context(), g.dlqActor(cmd)
-			mode := ops.RetryUnlessReportedFailure
-			if afterFailed {
-				mode = ops.RetryAfterReportedFailure
+			ctx := cmd.Context()
+			retry := func(dl ops.DeadLetter) (ops.ActionReply, error) {
+				return act.do(ctx, ops.ActionRetry, ops.ActionRequest{Seq: dl.Seq, CommandID: dl.ID, AfterFailed: afterFailed})
 			}
 			if len(args) == 1 {
 				dl, err := d.Get(ctx, args[0])
 				if err != nil {
 					return err
 				}
-				msgID, err := d.Retry(ctx, dl, by, mode)
+				rep, err := retry(dl)
 				if err != nil {
 					return err
 				}
-				printRetried(g.stdout, ns, dl, msgID)
+				printRetried(g.stdout, ns, dl, rep)
 				return nil
 			}
 
@@ -200,14 +216,14 @@ contains the text) is retried, after a confirmation on stdin unless --yes.`,
 			var errs []error
 			retried := 0
 			for _, dl := range list {
-				msgID, err := d.Retry(ctx, dl, by, mode)
+				rep, err := retry(dl)
 				if err != nil {
 					fmt.Fprintf(g.stdout, "not retried: seq %d, %s: %v\n", dl.Seq, dl.ID, err)
 					errs = append(errs, err)
 					continue
 				}
 				retried++
-				printRetried(g.stdout, ns, dl, msgID)
+				printRetried(g.stdout, ns, dl, rep)
 			}
 			fmt.Fprintf(g.stdout, "retried %d of %d dead letters %s\n", retried, len(list), what)
 			if len(errs) > 0 {
@@ -228,18 +244,20 @@ func newDLQDiscardCmd(g *globals) *cobra.Command {
 	var reason string
 	cmd := &cobra.Command{
 		Use:   "discard <command-id|seq> --reason TEXT",
-		Short: "Remove a dead letter for good, recording why",
-		Long: `Remove a dead letter without running it again. The reason, the operator,
-the time and the entry's error and attempts are kept in an audit record on
-<ns>.dlq.audit.<kind>, written before the entry is removed; esjet reconcile
-counts the command as discarded.`,
+		Short: "Settle a dead letter for good without running it, recording why",
+		Long: `Settle a dead letter without running it again. The node (asked on
+esjet.<ns>.ops.<user>.dlq.discard) keeps the reason, the operator, the time
+and the entry's error and attempts in an audit record on
+<ns>.dlq.audit.<kind>, which settles the entry (it stays in the DLQ stream,
+which denies deletes; dlq ls no longer lists it); esjet reconcile counts the
+command as discarded.`,
 		Example: `  esjet dlq discard trip:t1:2:0 --reason "hotel closed; refunded by hand"`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(reason) == "" {
 				return errors.New(`--reason is required: say why the command is dropped, e.g. --reason "refunded by hand"`)
 			}
-			d, _, closeConn, err := g.dlqOpen(cmd)
+			d, act, _, closeConn, err := g.dlqOpenActions(cmd, true)
 			if err != nil {
 				return err
 			}
@@ -249,11 +267,12 @@ counts the command as discarded.`,
 			if err != nil {
 				return err
 			}
-			if err := d.Discard(ctx, dl, reason, g.dlqActor(cmd)); err != nil {
+			rep, err := act.do(ctx, ops.ActionDiscard, ops.ActionRequest{Seq: dl.Seq, CommandID: dl.ID, Reason: reason})
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(g.stdout, "discarded seq %d: command %s (%s), dead after %d attempt(s): %s\n  reason: %s (audit recorded)\n",
-				dl.Seq, dl.ID, dl.Kind, dl.Attempts, dl.Error, strings.TrimSpace(reason))
+			fmt.Fprintf(g.stdout, "discarded seq %d: command %s (%s), dead after %d attempt(s): %s\n  reason: %s (audit recorded, by %s)\n",
+				dl.Seq, dl.ID, dl.Kind, dl.Attempts, dl.Error, strings.TrimSpace(reason), rep.By)
 			return nil
 		},
 	}
@@ -280,9 +299,9 @@ func confirm(in io.Reader, w io.Writer, question string) (bool, error) {
 	return false, nil
 }
 
-func printRetried(w io.Writer, ns string, dl ops.DeadLetter, msgID string) {
-	fmt.Fprintf(w, "retried seq %d: command %s re-driven to %s as msg id %s (audit recorded)\n",
-		dl.Seq, dl.ID, wire.CommandSubject(ns, dl.Kind), msgID)
+func printRetried(w io.Writer, ns string, dl ops.DeadLetter, rep ops.ActionReply) {
+	fmt.Fprintf(w, "retried seq %d: command %s re-driven to %s as msg id %s (audit recorded, by %s)\n",
+		dl.Seq, dl.ID, wire.CommandSubject(ns, dl.Kind), rep.MsgID, rep.By)
 }
 
 func printDeadLetters(w io.Writer, ns string, list []ops.DeadLetter, f ops.Filter, now time.Time) {
@@ -348,7 +367,7 @@ func printDeadLetter(w io.Writer, d ops.DeadLetterDetail, now time.Time) {
 // DLQ: what its audit trail kept, and the trail.
 func printSettled(w io.Writer, d ops.DeadLetterDetail) {
 	a := d.Settled
-	fmt.Fprintf(w, "dead letter seq %d: command %s (%s) is no longer in the DLQ: %s by %s at %s\n\n",
+	fmt.Fprintf(w, "dead letter seq %d: command %s (%s) is settled, no longer a dead letter: %s by %s at %s\n\n",
 		d.Seq, d.ID, d.Kind, a.Action, a.By, a.At.Format(time.RFC3339))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "error\t%s\n", d.Error)

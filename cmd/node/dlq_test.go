@@ -109,9 +109,9 @@ func TestDLQCommandsAgainstARunningNode(t *testing.T) {
 		t.Fatalf("OUTBOX after retry: %v %v", last, err)
 	}
 	var det ops.DeadLetterDetail
-	// A retried letter is out of the DLQ; show still tells its story.
+	// A retried letter is settled; show still tells its story.
 	out, _, err = dlqCLI(t, flags, "", "dlq", "show", "parcel:p2:1:0")
-	if err != nil || !strings.Contains(out, "is no longer in the DLQ: retried by") || !strings.Contains(out, "history:") ||
+	if err != nil || !strings.Contains(out, "is settled, no longer a dead letter: retried by") || !strings.Contains(out, "history:") ||
 		!strings.Contains(out, "re-driven as") {
 		t.Fatalf("show after retry: %v\n%s", err, out)
 	}
@@ -127,7 +127,7 @@ func TestDLQCommandsAgainstARunningNode(t *testing.T) {
 	// dlq show of a discarded letter shows its history, by id and by seq.
 	for _, arg := range []string{"parcel:p3:1:0", strconv.FormatUint(seqOf(t, out), 10)} {
 		shown, _, err := dlqCLI(t, flags, "", "dlq", "show", arg)
-		if err != nil || !strings.Contains(shown, "parcel:p3:1:0 (label_parcel) is no longer in the DLQ: discarded by") ||
+		if err != nil || !strings.Contains(shown, "parcel:p3:1:0 (label_parcel) is settled, no longer a dead letter: discarded by") ||
 			!strings.Contains(shown, "reason    printer replaced; relabelled by hand") || !strings.Contains(shown, "history:") ||
 			!regexp.MustCompile(`(?m)^  \S+\s+discarded\s+`).MatchString(shown) {
 			t.Fatalf("dlq show %s of a discarded letter: %v\n%s", arg, err, shown)

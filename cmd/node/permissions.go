@@ -92,6 +92,7 @@ func roleUsers(cfg config.Config, f *permissionsFlags) ([]broker.RoleUser, error
 	}
 	var users []broker.RoleUser
 	add := func(name, role string, spec broker.RoleSpec) error {
+		spec.User = name
 		p, err := broker.RolePermissions(role, spec)
 		if err != nil {
 			return err

@@ -97,6 +97,7 @@ func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, erro
 	raw := root.AddGroup("raw")
 	errs = append(errs, add(raw, endpointRawAppend, "append.*.*"))
 	errs = append(errs, add(raw, endpointRawEvents, "events.*.*"))
+	errs = append(errs, add(root.AddGroup("ops"), endpointOps, "*.dlq.*"))
 	errs = append(errs, add(root, endpointUnrouted, ">"))
 	for _, err := range errs {
 		if err != nil {
@@ -140,6 +141,11 @@ func (s *Service) serve(ctx context.Context, r route, req micro.Request) (any, e
 		return s.EventsPage(ctx, r.typ, r.id, page, r.op == opEvents)
 	case opRawAppend:
 		return s.AppendRaw(ctx, r.typ, r.id, req.Data(), microMeta(req))
+	case opOps:
+		if s.ops == nil {
+			return nil, &Error{Status: 404, Code: "no_route", Message: fmt.Sprintf("%s: this API serves no operator actions", req.Subject())}
+		}
+		return s.ops(ctx, r.user, r.action, req.Data())
 	default:
 		return s.Send(ctx, r.typ, r.id, r.kind, req.Data(), microMeta(req))
 	}

@@ -13,6 +13,7 @@ const (
 	opRawAppend = "raw_append"
 	opRawEvents = "raw_events"
 	opTypes     = "types"
+	opOps       = "ops"
 )
 
 // Micro endpoint names (besides one per aggregate type, named after it).
@@ -21,6 +22,7 @@ const (
 	endpointRawAppend = "raw_append"
 	endpointRawEvents = "raw_events"
 	endpointUnrouted  = "unrouted"
+	endpointOps       = "ops"
 )
 
 // NATSRoutes lists the micro service's subjects, for the message of a
@@ -28,6 +30,7 @@ const (
 var NATSRoutes = []string{
 	"<type>.<id>.<command>", "<type>.<id>.state", "<type>.<id>.events",
 	"raw.append.<type>.<id>", "raw.events.<type>.<id>", "types",
+	"ops.<user>.dlq.<retry|discard>",
 }
 
 // route is what a subject asks for.
@@ -35,6 +38,8 @@ type route struct {
 	op       string
 	typ, id  string
 	kind     string // opSend only
+	user     string // opOps only: the user token
+	action   string // opOps only: dlq.<action>
 	endpoint string // the endpoint its stats are counted under
 }
 
@@ -51,6 +56,10 @@ func routeSubject(prefix, subject string) (route, error) {
 	case !ok:
 	case len(toks) == 1 && toks[0] == "types":
 		return route{op: opTypes, endpoint: endpointTypes}, nil
+	case len(toks) == 4 && toks[0] == "ops" && toks[2] == "dlq":
+		return route{op: opOps, user: toks[1], action: toks[3], endpoint: endpointOps}, nil
+	case toks[0] == "ops":
+		// No other shape under ops: not an aggregate type either.
 	case len(toks) >= 4 && toks[0] == "raw" && toks[1] == "append":
 		return route{op: opRawAppend, typ: toks[2], id: strings.Join(toks[3:], "."), endpoint: endpointRawAppend}, nil
 	case len(toks) >= 4 && toks[0] == "raw" && toks[1] == "events":

@@ -9,12 +9,13 @@ import (
 	"github.com/esjet/esjet/internal/aggregate"
 )
 
-// RouteWords are the words the API routes on, on both surfaces: "raw" and
-// "types" where a type would go (esjet.<ns>.raw.…, /v1/types), "state" and
-// "events" where a command kind would go (esjet.<ns>.<type>.<id>.state).
+// RouteWords are the words the API routes on, on both surfaces: "raw",
+// "types" and "ops" where a type would go (esjet.<ns>.raw.…, /v1/types,
+// esjet.<ns>.ops.<user>.dlq.<action>), "state" and "events" where a command
+// kind would go (esjet.<ns>.<type>.<id>.state).
 // An aggregate type or command kind may not be one of them: [New] refuses
 // a registry that uses one, so the node does not start.
-var RouteWords = []string{"raw", "types", "state", "events"}
+var RouteWords = []string{"raw", "types", "ops", "state", "events"}
 
 // ErrRouteWord is wrapped by the error [New] returns for an aggregate type
 // or command kind that is one of [RouteWords].

@@ -14,7 +14,13 @@ type Service struct {
 	maxBody  int
 	maxDepth int
 	logger   *slog.Logger
+	ops      OpsHandler
 }
+
+// OpsHandler serves an operator's request on esjet.<ns>.ops.<user>.dlq.<action>
+// (the node's DLQ actions): user is the subject's user token. Its error is
+// answered like any other (an [*Error] keeps its status).
+type OpsHandler func(ctx context.Context, user, action string, body []byte) (any, error)
 
 // Config are the API's tunables.
 type Config struct {
@@ -26,6 +32,9 @@ type Config struct {
 	// MaxDepth caps the JSON nesting of a command payload or raw append
 	// body; deeper is answered 400 too_deep. Zero means [DefaultMaxDepth].
 	MaxDepth int
+	// Ops serves esjet.<ns>.ops.<user>.dlq.<action> on NATS (not HTTP);
+	// nil answers those subjects 404.
+	Ops OpsHandler
 }
 
 // New returns the API over repo. It refuses a registry whose aggregate
@@ -43,7 +52,7 @@ func New(repo *aggregate.Repository, cfg Config, logger *slog.Logger) (*Service,
 	if err := checkRouteWords(repo.Registry()); err != nil {
 		return nil, err
 	}
-	return &Service{repo: repo, ns: cfg.Namespace, maxBody: cfg.MaxBody, maxDepth: cfg.MaxDepth, logger: logger.With("component", "api")}, nil
+	return &Service{repo: repo, ns: cfg.Namespace, maxBody: cfg.MaxBody, maxDepth: cfg.MaxDepth, logger: logger.With("component", "api"), ops: cfg.Ops}, nil
 }
 
 // Meta is what a request carries besides its body.

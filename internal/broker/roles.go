@@ -22,7 +22,9 @@ const (
 	// RoleReceiver serves one target subject and replies to what it receives.
 	RoleReceiver = "receiver"
 	// RoleOperator reads everything (streams, consumers, state and history
-	// through the API) and discards dead letters with an audit record.
+	// through the API) and asks the node to retry or discard dead letters on
+	// its own ops subject, esjet.<ns>.ops.<user>.> (the node writes OUTBOX
+	// and the audit record naming that user; see [OpsPrefix]).
 	RoleOperator = "operator"
 	// RoleAdmin provisions: everything, including deleting and purging streams.
 	RoleAdmin = "admin"
@@ -47,6 +49,10 @@ type RoleSpec struct {
 	// Bucket is the receiver's idempotency KV bucket (receiver.Config.Bucket);
 	// "" gives the receiver no JetStream access at all.
 	Bucket string
+	// User is the operator's NATS user (its name, or its nkey for an nkey
+	// user): the one ops subject token it may publish under, which the
+	// node's DLQ audit records name (RoleOperator; required there).
+	User string
 }
 
 // responseTTL bounds how long a role may answer a request it received (its
@@ -67,12 +73,18 @@ func NodeInboxPrefix(ns string) string { return "_INBOX_" + ns + "_node" }
 // broker does not import the API).
 func apiPrefix(ns string) string { return "esjet." + ns }
 
+// OpsPrefix is where operator user asks the node for DLQ actions:
+// esjet.<ns>.ops.<user> (ops.OpsPrefix; the broker does not import ops). The
+// operator role of user may publish under it and under no other user's.
+func OpsPrefix(ns, user string) string { return apiPrefix(ns) + ".ops." + user }
+
 // Protected are the subjects no role but node (and admin) may publish to: the
-// event log, OUTBOX and its schedules, the DLQ and the node's KV buckets, and
-// the JetStream API requests that delete or purge.
+// event log, OUTBOX and its schedules, the DLQ and the node's KV buckets, the
+// operators' ops subjects (each operator may its own), and the JetStream API
+// requests that delete or purge.
 func Protected(ns string) []string {
 	return []string{
-		ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>",
+		ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>", apiPrefix(ns) + ".ops.>",
 		"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>",
 		"$JS.API.STREAM.DELETE.*", "$JS.API.STREAM.PURGE.*", "$JS.API.STREAM.MSG.DELETE.*",
 		"$JS.API.ACCOUNT.PURGE.*",
@@ -129,7 +141,10 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 	switch role {
 	case RoleNode:
 		pub := []string{ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>",
-			"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>", "$SRV.>"}
+			"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>", "$SRV.>",
+			// Asked once at start: whether the server has users, and so
+			// checked an operator's ops subject (the DLQ audit's "nats user").
+			UserInfoSubject}
 		for _, b := range spec.Buckets {
 			pub = append(pub, "$KV."+b+".>")
 		}
@@ -151,16 +166,21 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}, Deny: []string{api + ".>"}},
 		}, nil
 	case RoleOperator:
+		if spec.User == "" || strings.ContainsAny(spec.User, ".*> \t\r\n") {
+			return nil, fmt.Errorf("permissions of role operator: %w: user %q is not one subject token (its ops subject is %s.ops.<user>.>; name the user without '.', '*', '>' or spaces)", ErrRole, spec.User, api)
+		}
 		pub := []string{api + ".*.*.state", api + ".*.*.events", api + ".types", api + ".raw.events.*.*", "$SRV.>", UserInfoSubject}
 		pub = append(pub, jsAccount...)
 		for _, s := range nodeStreams(ns) {
 			pub = append(pub, streamReads(s)...)
 		}
-		// Discarding a dead letter: its audit record, then the entry's delete.
-		pub = append(pub, ns+".dlq.audit.>", "$JS.API.STREAM.MSG.DELETE."+strings.ToUpper(ns)+"_DLQ")
-		deny := []string{ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>",
-			"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>",
-			"$JS.API.STREAM.DELETE.*", "$JS.API.STREAM.PURGE.*", "$JS.API.ACCOUNT.PURGE.*"}
+		// Retrying and discarding a dead letter: a request to the node on
+		// this user's ops subject only, so the node's audit record can name
+		// the user (the subject token) and no operator can name another.
+		pub = append(pub, OpsPrefix(ns, spec.User)+".>")
+		deny := []string{ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>",
+			"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>"}
+		deny = append(deny, destructive...)
 		return &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: pub, Deny: deny},
 			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}, Deny: []string{api + ".>"}},

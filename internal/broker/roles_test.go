@@ -70,7 +70,7 @@ func containsStr(l []string, s string) bool {
 
 func perms(t *testing.T, role string) *server.Permissions {
 	t.Helper()
-	p, err := RolePermissions(role, RoleSpec{Namespace: "trips", Targets: []string{"billing.charge"}, Subject: "billing.charge", Bucket: "billing_keys"})
+	p, err := RolePermissions(role, RoleSpec{Namespace: "trips", Targets: []string{"billing.charge"}, Subject: "billing.charge", Bucket: "billing_keys", User: "oncall"})
 	if err != nil {
 		t.Fatalf("RolePermissions(%s): %v", role, err)
 	}
@@ -102,6 +102,12 @@ func TestRolesOnlyNodeWritesTheLogOutboxDLQAndBuckets(t *testing.T) {
 		// them re-points them.
 		for _, s := range []string{"$JS.API.CONSUMER.MSG.NEXT.TRIPS_OUTBOX.esjet-worker-book_flight", "$JS.API.CONSUMER.CREATE.TRIPS_EVENTS.esjet-relay.trips.evt.>",
 			"$JS.API.CONSUMER.DURABLE.CREATE.TRIPS_EVENTS.esjet-relay", "$JS.API.STREAM.UPDATE.TRIPS_EVENTS", "$JS.API.STREAM.CREATE.TRIPS_EVENTS"} {
+			if allowed(p.Publish, s, "") {
+				t.Errorf("role %s may publish %s", role, s)
+			}
+		}
+		// Another user's DLQ actions: the node's audit record would name them.
+		for _, s := range []string{"esjet.trips.ops.someone.dlq.retry", "esjet.trips.ops.someone.dlq.discard", "esjet.trips.ops.oncall_.dlq.retry"} {
 			if allowed(p.Publish, s, "") {
 				t.Errorf("role %s may publish %s", role, s)
 			}
@@ -151,7 +157,7 @@ func TestRolesDoTheirJobs(t *testing.T) {
 			[]string{NodeInboxPrefix("trips") + ".abc", "$SRV.PING.esjet", "billing.charge"}},
 		{RoleClient, []string{"esjet.trips.trip.t1.book", "esjet.trips.trip.t1.state", "esjet.trips.raw.append.x.y", "$SRV.INFO.esjet"}, []string{"_INBOX.abc.def"}},
 		{RoleOperator, []string{"esjet.trips.trip.t1.state", "esjet.trips.trip.t1.events", "$JS.API.STREAM.INFO.TRIPS_DLQ", "$JS.API.STREAM.MSG.GET.TRIPS_EVENTS",
-			"$JS.API.CONSUMER.INFO.TRIPS_EVENTS.esjet-relay", "$JS.API.DIRECT.GET.TRIPS_EVENTS", "trips.dlq.audit.book_flight", "$JS.API.STREAM.MSG.DELETE.TRIPS_DLQ"}, []string{"_INBOX.x"}},
+			"$JS.API.CONSUMER.INFO.TRIPS_EVENTS.esjet-relay", "$JS.API.DIRECT.GET.TRIPS_EVENTS", "esjet.trips.ops.oncall.dlq.retry", "esjet.trips.ops.oncall.dlq.discard", UserInfoSubject}, []string{"_INBOX.x"}},
 		{RoleReceiver, []string{"$KV.billing_keys.k1", "$JS.API.STREAM.CREATE.KV_billing_keys"}, []string{"billing.charge"}},
 	}
 	for _, c := range cases {
@@ -168,7 +174,10 @@ func TestRolesDoTheirJobs(t *testing.T) {
 		}
 	}
 	op := perms(t, RoleOperator)
-	for _, s := range []string{"esjet.trips.trip.t1.book", "$JS.API.STREAM.MSG.DELETE.TRIPS_EVENTS", "trips.dlq.book_flight"} {
+	// The node writes OUTBOX, the receipts and the audit record of a DLQ
+	// action: the operator writes none of them, nor deletes a dead letter.
+	for _, s := range []string{"esjet.trips.trip.t1.book", "$JS.API.STREAM.MSG.DELETE.TRIPS_EVENTS", "trips.dlq.book_flight",
+		"trips.dlq.audit.book_flight", "$JS.API.STREAM.MSG.DELETE.TRIPS_DLQ", "trips.outbox.book_flight", "$KV.trips_receipts.abc"} {
 		if allowed(op.Publish, s, "") {
 			t.Errorf("operator may publish %s", s)
 		}
@@ -195,6 +204,11 @@ func TestRolePermissionsRefusesUnknownRoleAndMissingSubject(t *testing.T) {
 	}
 	if _, err := RolePermissions(RoleReceiver, RoleSpec{Namespace: "trips"}); !errors.Is(err, ErrRole) {
 		t.Errorf("receiver without subject: %v", err)
+	}
+	for _, user := range []string{"", "a.b", "*", "on call"} {
+		if _, err := RolePermissions(RoleOperator, RoleSpec{Namespace: "trips", User: user}); !errors.Is(err, ErrRole) || !strings.Contains(err.Error(), "subject token") {
+			t.Errorf("operator with user %q: %v", user, err)
+		}
 	}
 }
 

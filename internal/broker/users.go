@@ -44,7 +44,11 @@ func UserSpec(cfg config.Config, u config.User) RoleSpec {
 	if u.Role == config.RoleNode {
 		return NodeSpec(cfg)
 	}
-	return RoleSpec{Namespace: cfg.Namespace, Subject: u.Subject, Bucket: u.Bucket}
+	spec := RoleSpec{Namespace: cfg.Namespace, Subject: u.Subject, Bucket: u.Bucket, User: u.Name}
+	if u.NKey != "" {
+		spec.User = u.NKey // what the server authenticates an nkey user as
+	}
+	return spec
 }
 
 // addUsers gives the embedded server the users of nats.embedded.users, each

@@ -112,7 +112,8 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 		return nil, fmt.Errorf("open snapshots bucket: %w", err)
 	}
 	n.repo = aggregate.NewRepository(n.log, snaps, reg, RepositoryConfig(cfg), logger)
-	n.api, err = api.New(n.repo, api.Config{Namespace: cfg.Namespace, MaxBody: int(cfg.Streams.MaxMessageSize)}, logger)
+	n.api, err = api.New(n.repo, api.Config{Namespace: cfg.Namespace, MaxBody: int(cfg.Streams.MaxMessageSize),
+		Ops: opsHandler(ctx, n.broker.Conn(), js, cfg.Namespace, logger)}, logger)
 	if err != nil {
 		return nil, err
 	}

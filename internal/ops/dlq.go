@@ -138,7 +138,7 @@ func (d *DLQ) Show(ctx context.Context, idOrSeq string) (DeadLetterDetail, error
 	return DeadLetterDetail{DeadLetter: dl, History: hist, OtherSeqs: others}, nil
 }
 
-// settled finds the audit trail of a dead letter no longer in the DLQ: by
+// settled finds the audit trail of a settled dead letter: by
 // the DLQ sequence it had when idOrSeq is a number, else by command id.
 func (d *DLQ) settled(ctx context.Context, idOrSeq string) (DeadLetterDetail, bool, error) {
 	match := func(a AuditRecord) bool { return a.CommandID == idOrSeq }

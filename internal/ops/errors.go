@@ -22,6 +22,9 @@ var (
 	// duplicates: their ids were stored (then deleted) less than its
 	// duplicate window ago. Run the repair again once the window has passed.
 	ErrRepairDeduplicated = errors.New("ops: OUTBOX dropped re-published orphans as duplicates")
+	// ErrBadOpsRequest means a DLQ action request the node cannot read: a
+	// user that is not a subject token, an unknown action, a bad body.
+	ErrBadOpsRequest = errors.New("ops: bad operator request")
 	// ErrReportedFailure is wrapped by [*ReportedFailureError].
 	ErrReportedFailure = errors.New("ops: the aggregate was already told the command failed")
 )
