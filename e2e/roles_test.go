@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/natstest"
+	"github.com/esjet/esjet/internal/ops"
 )
 
 // roleConn is a connection as one role's user that records the permission
@@ -244,6 +246,11 @@ func TestRolesEachDoTheirJobAndNothingMore(t *testing.T) {
 		op.refused(t, "operator: publish", subject)
 	}
 
+	// The operator re-drives and discards dead letters through the node, on
+	// its own ops subject: the audit records name the user the server
+	// checked, and the operator writes neither OUTBOX nor the audit record.
+	operatorDLQ(t, dir, url, n, op, forged)
+
 	// A receiver sees only its subject, and may answer what it receives.
 	rcv := connectAs(t, url, "sec-receiver-demo-svc-flights-book")
 	got := make(chan *nats.Msg, 1)
@@ -361,4 +368,67 @@ func TestEmbeddedNodeWithUsersRunsAsNode(t *testing.T) {
 		t.Errorf("the node hit a permission violation:\n%s", n.stderr.String())
 	}
 	n.stop(t, syscall.SIGTERM)
+}
+
+// operatorDLQ: as sec-operator, `esjet dlq retry` and `esjet dlq discard`
+// go through the node (esjet.sec.ops.sec-operator.dlq.*): a retry of a
+// command whose aggregate was told it failed is refused unless
+// --after-failed, the audit records say "nats user sec-operator", and the
+// operator cannot publish to another user's ops subject, to OUTBOX, the
+// audit subjects, or delete a dead letter.
+func operatorDLQ(t *testing.T, dir, url string, n *node, op *roleConn, forged *nats.Msg) {
+	t.Helper()
+	for _, id := range []string{"atl1", "atl2"} {
+		sendTrip(t, n, id, strings.Replace(tripRequest, "Lisbon", "Atlantis", 1))
+	}
+	for _, id := range []string{"atl1", "atl2"} {
+		waitTrip(t, n, id, sagaTimeout, "cancelled", func(s tripState) bool { return s.Status == "cancelled" })
+	}
+	env := []string{"ESJET_NAMESPACE=sec", "ESJET_NATS_EXTERNAL_AUTH_USER=sec-operator", "ESJET_NATS_EXTERNAL_AUTH_PASSWORD=pw-sec-operator"}
+	cli := func(args ...string) (string, int) {
+		t.Helper()
+		out, stderr, code := runCLIFailEnv(t, dir, env, append(args, "--url", url)...)
+		return out + stderr, code
+	}
+	out, code := cli("dlq", "retry", "trip:atl1:2:0")
+	if code == 0 || !strings.Contains(out, "409") || !strings.Contains(out, "--after-failed") {
+		t.Fatalf("operator: dlq retry of a command its aggregate was told failed: exit %d\n%s", code, out)
+	}
+	out, code = cli("dlq", "retry", "trip:atl1:2:0", "--after-failed")
+	if code != 0 || !strings.Contains(out, "by nats user sec-operator") || !strings.Contains(out, "trip:atl1:2:0:redrive:") {
+		t.Fatalf("operator: dlq retry --after-failed: exit %d\n%s", code, out)
+	}
+	out, code = cli("dlq", "discard", "trip:atl2:2:0", "--reason", "refunded by hand")
+	if code != 0 {
+		t.Fatalf("operator: dlq discard: exit %d\n%s", code, out)
+	}
+	// The history names the operator (the re-driven flight finds no seats
+	// again and dies anew: a new entry, the retried one settled).
+	history := regexp.MustCompile(`(?m)^  \S+\s+(retried|discarded)\s+nats user sec-operator\s+`)
+	for id, action := range map[string]string{"trip:atl1:2:0": "retried", "trip:atl2:2:0": "discarded"} {
+		out, code = cli("dlq", "show", id)
+		if m := history.FindStringSubmatch(out); code != 0 || m == nil || m[1] != action {
+			t.Errorf("operator: dlq show %s: exit %d, want %s by nats user sec-operator in its history\n%s", id, code, action, out)
+		}
+	}
+	if out, code = cli("dlq", "ls"); code != 0 || strings.Contains(out, "trip:atl2") {
+		t.Errorf("operator: dlq ls after the discard: exit %d\n%s", code, out)
+	}
+
+	// Another user's ops subject, OUTBOX, the audit records, a delete.
+	for _, subject := range []string{ops.ActionSubject("sec", "sec-admin", ops.ActionDiscard), "sec.outbox.book_flight", "sec.dlq.audit.book_flight", "$JS.API.STREAM.MSG.DELETE.SEC_DLQ"} {
+		forged.Subject = subject
+		if err := op.nc.PublishMsg(forged); err != nil {
+			t.Fatal(err)
+		}
+		op.refused(t, "operator: publish", subject)
+	}
+	// The node serves no ops request it cannot read, whoever asks: the
+	// client may not even ask.
+	client := connectAs(t, url, "sec-client")
+	forged.Subject = ops.ActionSubject("sec", "sec-operator", ops.ActionDiscard)
+	if err := client.nc.PublishMsg(forged); err != nil {
+		t.Fatal(err)
+	}
+	client.refused(t, "client: ask for a DLQ action", forged.Subject)
 }

@@ -34,7 +34,8 @@ derived from the config (namespace, workers' target subjects, demo services):
   client    calls the command and query API (esjet.<ns>.>)
   receiver  serves one target subject and replies (one per nats worker
             subject, or --subject)
-  operator  reads streams, consumers, state and history; discards dead letters
+  operator  reads streams, consumers, state and history; asks the node to retry
+            or discard dead letters on its own esjet.<ns>.ops.<user>.> only
   admin     everything, including deleting and purging streams
 
 --format server prints a nats-server authorization block: each password is
