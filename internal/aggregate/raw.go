@@ -37,10 +37,11 @@ type RawEvent struct {
 
 // RawCommand is a command in a [RawAppend].
 type RawCommand struct {
-	Kind         string          `json:"kind"`
-	Payload      json.RawMessage `json:"payload,omitempty"`
-	Report       bool            `json:"report,omitempty"`
-	DeliverAfter time.Time       `json:"deliver_after,omitzero"`
+	Kind    string          `json:"kind"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// Report is refused: a raw type has no Decide to hear the outcome.
+	Report       bool      `json:"report,omitempty"`
+	DeliverAfter time.Time `json:"deliver_after,omitzero"`
 }
 
 // AppendRaw appends req's events and commands as one decision, on the same
@@ -49,7 +50,8 @@ type RawCommand struct {
 // the idempotency horizon (a keyed append reads the aggregate's decisions of
 // the horizon first: keep keys for appends that may be retried). Errors: [ErrManagedType], a
 // [*VersionConflictError], [ErrKeyReused], a [*streams.TokenError],
-// [streams.ErrInvalidDecision] (no events, invalid JSON), [ErrTooLarge], a
+// [streams.ErrInvalidDecision] (no events, invalid JSON, a command asking
+// for report), [ErrTooLarge], a
 // [*RawCommandError] for a command kind the type is not configured to issue
 // ([Config].RawCommands).
 func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, error) {
@@ -62,6 +64,10 @@ func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, erro
 	for _, c := range req.Commands {
 		if allowed := r.cfg.RawCommands[req.Type]; !slices.Contains(allowed, c.Kind) {
 			return Result{}, &RawCommandError{Type: req.Type, Kind: c.Kind, Allowed: slices.Clone(allowed)}
+		}
+		if c.Report {
+			return Result{}, fmt.Errorf(`%w: command %s of raw type %s asks for "report", but a raw type has no Decide to hear %s or %s; drop "report" (the command's receipt, shown by esjet outbox <command id>, says how it went); nothing was written`,
+				streams.ErrInvalidDecision, c.Kind, req.Type, DoneKind(c.Kind), FailedKind(c.Kind))
 		}
 	}
 	d := streams.Decision{

@@ -98,3 +98,33 @@ func TestRawAppendIssuesOnlyTheConfiguredCommandKinds(t *testing.T) {
 		t.Fatalf("events only, on a type with no commands configured: %v", err)
 	}
 }
+
+// TestRawAppendRefusesReport: a raw type has no Decide, so nothing can
+// hear a command's <kind>_done or <kind>_failed: a raw command asking for
+// report is refused (nothing written) instead of having every outcome
+// refused at the worker, one ERROR line per command.
+func TestRawAppendRefusesReport(t *testing.T) {
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s)
+	ns := natstest.Namespace(t)
+	if _, err := streams.Provision(t.Context(), js, ns, streams.ProvisionConfig{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	l, err := streams.Open(t.Context(), js, ns, streams.Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, _ := NewRegistry()
+	r := NewRepository(l, nil, reg, Config{Namespace: ns, SnapshotEvery: -1, RawCommands: map[string][]string{"invoice": {"send_invoice"}}}, nil)
+	ev := []RawEvent{{Type: "issued"}}
+	_, err = r.AppendRaw(t.Context(), RawAppend{Type: "invoice", ID: "r1", Events: ev, Commands: []RawCommand{{Kind: "send_invoice", Report: true}}})
+	if !errors.Is(err, streams.ErrInvalidDecision) || !IsPermanent(err) || !strings.Contains(err.Error(), `drop "report"`) {
+		t.Fatalf("raw command with report: %v, want an invalid decision saying to drop report", err)
+	}
+	if recs, _ := l.Load(t.Context(), "invoice", "r1", streams.Position{}); len(recs) != 0 {
+		t.Fatalf("%d decisions stored, want none", len(recs))
+	}
+	if _, err := r.AppendRaw(t.Context(), RawAppend{Type: "invoice", ID: "r1", Events: ev, Commands: []RawCommand{{Kind: "send_invoice"}}}); err != nil {
+		t.Fatalf("the same command without report: %v", err)
+	}
+}
