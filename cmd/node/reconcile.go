@@ -26,105 +26,121 @@ type repairReport struct {
 	After       ops.Report `json:"after"`
 }
 
-func newReconcileCmd(g *globals) *cobra.Command {
-	var (
-		repair, asJSON, noProgress bool
-		stuckAfter                 time.Duration
-	)
-	cmd := &cobra.Command{
-		Use:   "reconcile",
-		Short: "Check that OUTBOX holds exactly the commands the log recorded; --repair re-publishes orphans",
-		Long: `Read every command recorded in the log, every message in OUTBOX (and the
+// reconcileFlags are the flags of esjet reconcile.
+type reconcileFlags struct {
+	repair, asJSON, noProgress bool
+	stuckAfter                 time.Duration
+}
+
+const reconcileLong = `Read every command recorded in the log, every message in OUTBOX (and the
 pending schedules of delayed commands), the receipts and the DLQ, and report
 per command kind: issued, in outbox, scheduled, in flight, done, failed,
 dead, discarded (by esjet dlq discard), not yet relayed, expired (aged out
 of OUTBOX), and the drift:
 
-  orphans     relayed (at or below the relay's ack floor) but neither in
-              OUTBOX nor done nor dead
-  duplicates  one command id stored more than once in OUTBOX (harmless:
-              receipts fold them; reported, never repaired)
-  stuck       in flight, with its newest OUTBOX copy older than --stuck-after
+  orphans       relayed (at or below the relay's ack floor) but neither in
+                OUTBOX nor done nor dead
+  duplicates    one command id stored more than once in OUTBOX (harmless:
+                receipts fold them; reported, never repaired)
+  stuck         in flight, with its newest OUTBOX copy older than --stuck-after
+  late effects  done after its aggregate was told it failed (an effect the
+                saga has already compensated for: look at it by hand)
 
 Exit status: 0 when there is no drift, 1 otherwise (or on error).
 
 --repair re-publishes each orphan to OUTBOX from its decision, with its
 original command id as Nats-Msg-Id, then reconciles again and reports (and
 exits by) the state after the repair. With --json it prints
-{"before", "repaired", "after"} instead of one report.`,
+{"before", "repaired", "after"} instead of one report.`
+
+func newReconcileCmd(g *globals) *cobra.Command {
+	var f reconcileFlags
+	cmd := &cobra.Command{
+		Use:   "reconcile",
+		Short: "Check that OUTBOX holds exactly the commands the log recorded; --repair re-publishes orphans",
+		Long:  reconcileLong,
 		Example: `  esjet reconcile
   esjet reconcile --json --no-progress | jq .totals
   esjet reconcile --repair`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if stuckAfter <= 0 {
-				return fmt.Errorf("--stuck-after %s: must be greater than 0, e.g. 15m", stuckAfter)
-			}
-			cfg, js, closeConn, err := g.outboxConnect(cmd)
-			if err != nil {
-				return err
-			}
-			defer closeConn()
-			ctx := cmd.Context()
-			rc := ops.NewReconciler(js, cfg.Namespace, ops.ReconcileConfig{StuckAfter: stuckAfter}, newLogger(cfg, g.stderr))
-			showBar := !noProgress && !asJSON && isTerminal(g.stderr)
-			run := func(what string) (ops.Report, error) {
-				progress, finish := newProgressBar(g.stderr, what, showBar)
-				rep, err := rc.Run(ctx, progress)
-				finish()
-				return rep, err
-			}
-
-			rep, err := run("reconcile")
-			if err != nil {
-				return err
-			}
-			if !repair {
-				if asJSON {
-					if err := writeIndentedJSON(g.stdout, rep); err != nil {
-						return err
-					}
-				} else {
-					printReconcile(g.stdout, rep)
-				}
-				return driftExit(rep)
-			}
-
-			n, repairErr := rc.Repair(ctx, rep)
-			if repairErr != nil && !errors.Is(repairErr, ops.ErrRepairDeduplicated) {
-				return fmt.Errorf("repaired %d orphan(s), then: %w", n, repairErr)
-			}
-			after, err := run("re-check")
-			if err != nil {
-				return fmt.Errorf("repaired %d orphan(s), then: %w", n, err)
-			}
-			if asJSON {
-				out := repairReport{Before: rep, Repaired: n, After: after}
-				if repairErr != nil {
-					out.RepairError = repairErr.Error()
-				}
-				if err := writeIndentedJSON(g.stdout, out); err != nil {
-					return err
-				}
-				return driftExit(after)
-			}
-			fmt.Fprintf(g.stdout, "before repair: drift %d (%d orphan(s), %d duplicate(s), %d stuck, %d late effect(s))\n",
-				rep.Drift(), rep.Totals.Orphans, rep.Totals.Duplicates, rep.Totals.Stuck, rep.Totals.LateEffects)
-			fmt.Fprintf(g.stdout, "repaired %d orphan(s): re-published to OUTBOX with their original ids\n", n)
-			if repairErr != nil {
-				fmt.Fprintf(g.stdout, "not repaired yet: %v\n", repairErr)
-			}
-			fmt.Fprintln(g.stdout, "\nafter repair:")
-			printReconcile(g.stdout, after)
-			return driftExit(after)
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runReconcile(cmd, g, f) },
 	}
-	f := cmd.Flags()
-	f.BoolVar(&repair, "repair", false, "re-publish orphans to OUTBOX with their original ids, then reconcile again")
-	f.BoolVar(&asJSON, "json", false, "print JSON instead of tables")
-	f.DurationVar(&stuckAfter, "stuck-after", 15*time.Minute, "report a command in flight this long without an outcome as stuck")
-	f.BoolVar(&noProgress, "no-progress", false, "no progress bar (it is also off with --json or when stderr is not a terminal)")
+	fs := cmd.Flags()
+	fs.BoolVar(&f.repair, "repair", false, "re-publish orphans to OUTBOX with their original ids, then reconcile again")
+	fs.BoolVar(&f.asJSON, "json", false, "print JSON instead of tables")
+	fs.DurationVar(&f.stuckAfter, "stuck-after", 15*time.Minute, "report a command in flight this long without an outcome as stuck")
+	fs.BoolVar(&f.noProgress, "no-progress", false, "no progress bar (it is also off with --json or when stderr is not a terminal)")
 	return cmd
+}
+
+// runReconcile reconciles once, and with --repair repairs and reconciles
+// again; the exit status follows the last report's drift.
+func runReconcile(cmd *cobra.Command, g *globals, f reconcileFlags) error {
+	if f.stuckAfter <= 0 {
+		return fmt.Errorf("--stuck-after %s: must be greater than 0, e.g. 15m", f.stuckAfter)
+	}
+	cfg, js, closeConn, err := g.outboxConnect(cmd)
+	if err != nil {
+		return err
+	}
+	defer closeConn()
+	ctx := cmd.Context()
+	rc := ops.NewReconciler(js, cfg.Namespace, ops.ReconcileConfig{StuckAfter: f.stuckAfter}, newLogger(cfg, g.stderr))
+	showBar := !f.noProgress && !f.asJSON && isTerminal(g.stderr)
+	run := func(what string) (ops.Report, error) {
+		progress, finish := newProgressBar(g.stderr, what, showBar)
+		rep, err := rc.Run(ctx, progress)
+		finish()
+		return rep, err
+	}
+
+	rep, err := run("reconcile")
+	if err != nil {
+		return err
+	}
+	if !f.repair {
+		if f.asJSON {
+			if err := writeIndentedJSON(g.stdout, rep); err != nil {
+				return err
+			}
+		} else {
+			printReconcile(g.stdout, rep)
+		}
+		return driftExit(rep)
+	}
+
+	n, repairErr := rc.Repair(ctx, rep)
+	if repairErr != nil && !errors.Is(repairErr, ops.ErrRepairDeduplicated) {
+		return fmt.Errorf("repaired %d orphan(s), then: %w", n, repairErr)
+	}
+	after, err := run("re-check")
+	if err != nil {
+		return fmt.Errorf("repaired %d orphan(s), then: %w", n, err)
+	}
+	if f.asJSON {
+		out := repairReport{Before: rep, Repaired: n, After: after}
+		if repairErr != nil {
+			out.RepairError = repairErr.Error()
+		}
+		if err := writeIndentedJSON(g.stdout, out); err != nil {
+			return err
+		}
+		return driftExit(after)
+	}
+	printRepair(g.stdout, rep, n, repairErr, after)
+	return driftExit(after)
+}
+
+// printRepair is the text output of esjet reconcile --repair.
+func printRepair(w io.Writer, before ops.Report, repaired int, repairErr error, after ops.Report) {
+	fmt.Fprintf(w, "before repair: drift %d (%d orphan(s), %d duplicate(s), %d stuck, %d late effect(s))\n",
+		before.Drift(), before.Totals.Orphans, before.Totals.Duplicates, before.Totals.Stuck, before.Totals.LateEffects)
+	fmt.Fprintf(w, "repaired %d orphan(s): re-published to OUTBOX with their original ids\n", repaired)
+	if repairErr != nil {
+		fmt.Fprintf(w, "not repaired yet: %v\n", repairErr)
+	}
+	fmt.Fprintln(w, "\nafter repair:")
+	printReconcile(w, after)
 }
 
 // driftExit is exit status 1 (the report already said why) when there is

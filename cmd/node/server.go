@@ -105,6 +105,7 @@ func serverOptionsFromFlags(f *serverFlags) (*server.Options, []string, error) {
 	var problems []error
 	var warnings []string
 	bad := func(format string, args ...any) { problems = append(problems, fmt.Errorf(format, args...)) }
+	warn := func(format string, args ...any) { warnings = append(warnings, fmt.Sprintf(format, args...)) }
 
 	opts := &server.Options{
 		JetStream:              true,
@@ -113,10 +114,16 @@ func serverOptionsFromFlags(f *serverFlags) (*server.Options, []string, error) {
 		NoLog:                  true, // logging goes through SetLoggerV2
 		DisableJetStreamBanner: true,
 	}
-	if f.storeDir == "" {
-		bad("--store-dir: must not be empty")
-	}
 	f.readiness = serverSecurity(f, opts, bad)
+	serverListenOptions(f, opts, bad, warn)
+	serverStoreOptions(f, opts, bad)
+	serverClusterOptions(f, opts, bad, warn)
+	return opts, warnings, errors.Join(problems...)
+}
+
+// serverListenOptions sets the client listener and the server's name from
+// it; a listener beyond loopback needs auth and TLS (or --allow-remote).
+func serverListenOptions(f *serverFlags, opts *server.Options, bad, warn func(string, ...any)) {
 	host, port, err := splitHostPort(f.listen)
 	if err != nil {
 		bad("--listen %q: %v", f.listen, err)
@@ -129,7 +136,7 @@ func serverOptionsFromFlags(f *serverFlags) (*server.Options, []string, error) {
 			if !f.allowRemote {
 				bad("--listen %q is not a loopback address and the server has no %s: anyone who reaches it could delete or rewrite every stream; give them (or --allow-remote to expose it anyway on a trusted network)", f.listen, missing)
 			} else {
-				warnings = append(warnings, fmt.Sprintf("client listener %s is reachable beyond this host, without %s", f.listen, missing))
+				warn("client listener %s is reachable beyond this host, without %s", f.listen, missing)
 			}
 		}
 	}
@@ -139,6 +146,14 @@ func serverOptionsFromFlags(f *serverFlags) (*server.Options, []string, error) {
 	}
 	if strings.ContainsAny(opts.ServerName, " \t\n") {
 		bad("--name %q: use a name without spaces", opts.ServerName)
+	}
+}
+
+// serverStoreOptions sets the store: where, how it syncs, how big it and
+// a message may be.
+func serverStoreOptions(f *serverFlags, opts *server.Options, bad func(string, ...any)) {
+	if f.storeDir == "" {
+		bad("--store-dir: must not be empty")
 	}
 	switch f.sync {
 	case config.SyncAlways:
@@ -165,12 +180,16 @@ func serverOptionsFromFlags(f *serverFlags) (*server.Options, []string, error) {
 	} else {
 		opts.MaxPayload = int32(n)
 	}
+}
 
+// serverClusterOptions sets the cluster listener and routes; a cluster
+// listener beyond loopback needs TLS with a CA (or --allow-remote).
+func serverClusterOptions(f *serverFlags, opts *server.Options, bad, warn func(string, ...any)) {
 	if f.clusterListen == "" {
 		if f.clusterName != "" || len(f.routes) > 0 {
 			bad("--cluster-name and --routes need --cluster-listen")
 		}
-		return opts, warnings, errors.Join(problems...)
+		return
 	}
 	if f.clusterName == "" {
 		bad("--cluster-listen needs --cluster-name (the same on every member)")
@@ -191,7 +210,7 @@ func serverOptionsFromFlags(f *serverFlags) (*server.Options, []string, error) {
 			if !f.allowRemote {
 				bad("--cluster-listen %q is not a loopback address and routes are not authenticated: give --tls-cert, --tls-key and --tls-ca (peers must present a certificate it signed), or --allow-remote to expose it anyway", f.clusterListen)
 			} else {
-				warnings = append(warnings, fmt.Sprintf("cluster listener %s is reachable beyond this host, without authentication or TLS", f.clusterListen))
+				warn("cluster listener %s is reachable beyond this host, without authentication or TLS", f.clusterListen)
 			}
 		}
 		opts.Cluster = server.ClusterOpts{Name: f.clusterName, Host: chost, Port: cport}
@@ -205,7 +224,6 @@ func serverOptionsFromFlags(f *serverFlags) (*server.Options, []string, error) {
 		}
 		opts.Routes = append(opts.Routes, u)
 	}
-	return opts, warnings, errors.Join(problems...)
 }
 
 func splitHostPort(hostport string) (string, int, error) {
