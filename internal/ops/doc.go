@@ -9,7 +9,12 @@
 //     kind, and can re-publish orphans with their original ids
 //     ([Reconciler.Repair]). `esjet reconcile`.
 //   - The [DLQ] lists, shows, re-drives and discards dead letters; every
-//     retry or discard leaves an audit record first. `esjet dlq`.
+//     retry or discard leaves an audit record, which settles the entry (the
+//     DLQ denies delete and purge: settled entries stay). `esjet dlq`.
+//   - The [Server] runs retry and discard in the node, asked on
+//     esjet.<ns>.ops.<user>.dlq.<action> ([ActionSubject]): the operator
+//     role writes neither OUTBOX nor the DLQ, and its permissions allow it
+//     only its own user token, which the audit record names.
 //   - The [Inspector] answers where the relay is, what each kind of command
 //     is doing (and whether any worker is pulling it), and where one
 //     command is. `esjet outbox`.
@@ -18,5 +23,6 @@
 // Repair, Retry and Discard write.
 //
 // Data flow: EVENTS, OUTBOX, DLQ, KV <ns>_receipts → ops → cmd/node
-// (esjet reconcile, dlq, outbox).
+// (esjet reconcile, dlq, outbox); the node's API → [Server] → OUTBOX,
+// receipts, DLQ audit records.
 package ops
