@@ -149,6 +149,15 @@ func (d *Definition) Outcomes() []string {
 	return d.kinds(func(c commandDef) bool { return c.outcomeOf != "" })
 }
 
+// hears reports whether the type registers an outcome of command kind
+// (<kind>_done or <kind>_failed): only then can a report of it be
+// admitted, so only then is the command awaited.
+func (d *Definition) hears(kind string) bool {
+	_, done := d.commands[DoneKind(kind)]
+	_, failed := d.commands[FailedKind(kind)]
+	return done || failed
+}
+
 func (d *Definition) kinds(keep func(commandDef) bool) []string {
 	out := []string{}
 	for k, c := range d.commands {

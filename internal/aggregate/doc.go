@@ -22,8 +22,9 @@
 // Outcomes (outcome.go): <kind>_done and <kind>_failed reach an aggregate
 // only through [Repository.HandleOutcome], the worker's path; [Repository.Handle]
 // refuses them ([ErrOutcomeNotSendable]). The repository tracks the
-// commands each aggregate issued with Report and still awaits, and lets an
-// outcome through only for one of those.
+// commands each aggregate issued with Report and still awaits (those whose
+// outcomes the type registers), and lets an outcome through only for one
+// of those.
 //
 // Errors are listed in errors.go; [IsPermanent] says which of them no retry
 // will change, so a caller retrying on someone's behalf (the worker

@@ -80,6 +80,6 @@ func (r *Repository) fold(def *Definition, e *entry, rec streams.Record) (err er
 	e.pos = rec.Position()
 	e.sinceSnapshot += len(rec.Events)
 	e.remember(rec, r.horizon())
-	r.track(e, rec)
+	r.track(def, e, rec)
 	return nil
 }

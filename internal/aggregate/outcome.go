@@ -21,7 +21,8 @@ import (
 //
 // The outstanding commands (command id → kind) are framework state kept
 // beside the domain state: in the cache and in snapshots, and rebuilt on
-// replay from the log: a decision's commands with Report are added, and a
+// replay from the log: a decision's commands with Report are added (those
+// the type registers an outcome of: no other can be answered), and a
 // decision written by HandleOutcome removes the command it answers. Such a
 // decision is recognised by its id, derived from the command id in a UUID
 // namespace of its own, which no client request can produce (a client's
@@ -165,8 +166,9 @@ func issuedBy(commandID, typ, id string) (version uint64, ok bool) {
 
 // track keeps e's outstanding commands up to date with rec: the command an
 // outcome decision answers is removed, the reported commands rec issues are
-// added.
-func (r *Repository) track(e *entry, rec streams.Record) {
+// added — those def can hear an outcome of: a command whose outcomes the
+// type does not register would be awaited for ever.
+func (r *Repository) track(def *Definition, e *entry, rec streams.Record) {
 	if e.outstanding == nil {
 		e.outstanding = map[string]string{}
 	}
@@ -178,7 +180,7 @@ func (r *Repository) track(e *entry, rec streams.Record) {
 		}
 	}
 	for _, c := range rec.Commands {
-		if c.Report {
+		if c.Report && def.hears(c.Kind) {
 			e.outstanding[c.ID] = c.Kind
 		}
 	}

@@ -469,3 +469,26 @@ func TestAColdLoadIsNotReadAgainAtOnce(t *testing.T) {
 		t.Fatalf("a rejection on a cold load read the tail %d times, want 1", n)
 	}
 }
+
+// TestCommandsWithoutAnOutcomeHandlerAreNotAwaited: deposit issues notify
+// with Report, but account registers neither notify_done nor
+// notify_failed, so no outcome of it can ever be admitted. Such commands
+// must not be kept as outstanding: they were never removed, and the set
+// (in the cache and in every snapshot) grew by one with each deposit.
+func TestCommandsWithoutAnOutcomeHandlerAreNotAwaited(t *testing.T) {
+	f := newFixture(t, natstest.RunServer(t))
+	r := f.repo(t, Config{SnapshotEvery: 2})
+	mustSend(t, r, "n1", "open", ``, "")
+	for range 5 {
+		mustSend(t, r, "n1", "deposit", `{"amount":1}`, "")
+	}
+	for name, repo := range map[string]*Repository{"cached": r, "replayed": f.repo(t, Config{SnapshotEvery: -1}), "from a snapshot": f.repo(t, Config{SnapshotEvery: 2})} {
+		e, _, err := repo.get(t.Context(), repo.reg.defs["account"], "account", "n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(e.outstanding) != 0 {
+			t.Fatalf("%s: %d commands awaited that no outcome can answer: %v", name, len(e.outstanding), e.outstanding)
+		}
+	}
+}

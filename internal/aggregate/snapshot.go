@@ -78,6 +78,11 @@ func (r *Repository) readSnapshot(ctx context.Context, def *Definition, typ, id 
 	if s.Outstanding == nil {
 		s.Outstanding = map[string]string{}
 	}
+	for id, kind := range s.Outstanding {
+		if !def.hears(kind) { // written before such commands were left out
+			delete(s.Outstanding, id)
+		}
+	}
 	r.stats.snapshotHits.Add(1)
 	e := &entry{state: state, pos: streams.Position{Seq: s.Seq, Version: s.Version}, recent: s.Recent, recentSince: s.RecentSince,
 		outstanding: s.Outstanding}
