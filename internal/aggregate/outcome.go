@@ -87,6 +87,10 @@ func (r *Repository) newOutcomeRequest(cmd Command) (*request, error) {
 	}
 	cd, ok := def.commands[cmd.Kind]
 	if !ok || cd.outcomeOf == "" {
+		if of, _, isOutcome := outcomeForm(cmd.Kind); isOutcome && !def.hears(of) {
+			return nil, fmt.Errorf("%w: %s has no outcome %q: it registers neither %s nor %s, so it cannot hear how a %s command went; issue %s with Decision.Fire (no report), or register its outcomes with On",
+				ErrUnknownCommand, def.typ, cmd.Kind, DoneKind(of), FailedKind(of), of, of)
+		}
 		return nil, fmt.Errorf("%w: %s has no outcome %q (it has: %v)", ErrUnknownCommand, def.typ, cmd.Kind, def.Outcomes())
 	}
 	var o Outcome

@@ -3,6 +3,7 @@ package aggregate
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -490,5 +491,10 @@ func TestCommandsWithoutAnOutcomeHandlerAreNotAwaited(t *testing.T) {
 		if len(e.outstanding) != 0 {
 			t.Fatalf("%s: %d commands awaited that no outcome can answer: %v", name, len(e.outstanding), e.outstanding)
 		}
+	}
+	// The worker's report is refused saying what to change.
+	_, err := r.HandleOutcome(t.Context(), Command{Type: "account", ID: "n1", Kind: DoneKind("notify"), Payload: json.RawMessage(`{"command_id":"account:n1:2:0"}`)})
+	if !errors.Is(err, ErrUnknownCommand) || !IsPermanent(err) || !strings.Contains(err.Error(), "Decision.Fire") {
+		t.Fatalf("report of notify: %v, want ErrUnknownCommand saying to use Decision.Fire", err)
 	}
 }
