@@ -11,7 +11,8 @@
 // Outcomes:
 //   - success → a receipt in KV <ns>_receipts (once per command id) → the
 //     result back to the issuing aggregate as <kind>_done when the decision
-//     asked for it (idempotency key: the command id) → ack, waiting for the
+//     asked for it (idempotency key <command id>/done, the same bytes on
+//     every report) → ack, waiting for the
 //     server to confirm it;
 //   - retryable error → nak with exponential backoff and jitter (or the
 //     handler's retry-after), up to the kind's max attempts;
