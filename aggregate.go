@@ -17,8 +17,8 @@ type NewEvent = aggregate.NewEvent
 // NewCommand is a command a Decision issues.
 type NewCommand = aggregate.NewCommand
 
-// Outcome is the payload of the <kind>_done / <kind>_failed command a worker
-// sends back to the aggregate that issued <kind> with Report set.
+// Outcome is the payload of the <kind>_done / <kind>_failed a worker reports
+// back to the aggregate that issued <kind> with Report set (Decision.Issue).
 type Outcome = aggregate.Outcome
 
 // Rejection is a domain "no" (HTTP 422, micro error code 422).
@@ -40,6 +40,13 @@ func Define[S any](typ string, stateSchema int, evolve func(S, Event) S) *Def[S]
 
 // On registers a command kind whose JSON payload decodes strictly into C.
 // decide must be pure; an error it returns is a domain rejection.
+//
+// A kind DoneKind(k) or FailedKind(k) is the outcome of the commands k the
+// aggregate issues with Issue (C must be [Outcome]): clients cannot send
+// it, and it reaches decide only from the worker that ran one, for a
+// command the aggregate issued and still awaits. Register both for every
+// kind you Issue (a command can fail); a kind whose outcome you do not need
+// is issued with Fire.
 func On[S, C any](def *Def[S], kind string, decide func(S, C) (Decision, error)) *Def[S] {
 	return aggregate.On(def, kind, decide)
 }
