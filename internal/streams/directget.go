@@ -85,6 +85,15 @@ type batchRequest struct {
 // batch stopped, while the last message's Nats-Num-Pending says more match.
 const batchMaxBytes = 1 << 20
 
+// getTry is how long a batched direct get waits for its first reply before
+// it sends the request again (a read: safe to repeat). Any replica in sync
+// answers direct gets, as a queue group; a replica that is frozen (a
+// stopped process, a VM pause, a partition that keeps TCP up) stays in
+// that group on the other servers until their route to it times out,
+// minutes later, and a request it draws waits for nothing. The next try
+// most likely draws another member.
+const getTry = 2 * time.Second
+
 // errNoMessages is the server's 404: nothing matches.
 var errNoMessages = errors.New("no messages")
 
@@ -102,29 +111,48 @@ func (g *batchGetter) get(ctx context.Context, req batchRequest, fn func(*jetstr
 	if err != nil {
 		return 0, 0, err
 	}
-	token := strconv.FormatUint(g.next.Add(1), 36)
-	ch := make(chan *nats.Msg, req.Batch+2) // the batch, the end-of-batch marker, slack
-	g.mu.Lock()
-	g.waiting[token] = ch
-	g.mu.Unlock()
-	defer func() {
-		g.mu.Lock()
-		delete(g.waiting, token)
-		g.mu.Unlock()
-	}()
-	if err := g.nc.PublishRequest(g.subject, g.inbox+token, body); err != nil {
-		return 0, 0, fmt.Errorf("direct get: %w", err)
-	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
+	var ch chan *nats.Msg
+	stopLast := func() {}
+	send := func() error {
+		token := strconv.FormatUint(g.next.Add(1), 36)
+		ch = make(chan *nats.Msg, req.Batch+2) // the batch, the end-of-batch marker, slack
+		g.mu.Lock()
+		g.waiting[token] = ch
+		g.mu.Unlock()
+		stopLast = func() {
+			g.mu.Lock()
+			delete(g.waiting, token) // a late reply to it is dropped
+			g.mu.Unlock()
+		}
+		if err := g.nc.PublishRequest(g.subject, g.inbox+token, body); err != nil {
+			return fmt.Errorf("direct get: %w", err)
+		}
+		return nil
+	}
+	defer func() { stopLast() }()
+	if err := send(); err != nil {
+		return 0, 0, err
+	}
+	// Until the first reply, the request is sent again every getTry.
+	resend := time.NewTimer(getTry)
+	defer resend.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return got, pending, fmt.Errorf("direct get from %s: %w", g.subject, ctx.Err())
+		case <-resend.C:
+			stopLast()
+			if err := send(); err != nil {
+				return 0, 0, err
+			}
+			resend.Reset(getTry)
 		case m := <-ch:
+			resend.Stop()
 			if len(m.Data) == 0 && m.Header != nil {
 				switch m.Header.Get("Status") {
 				case "204": // end of batch

@@ -1,11 +1,14 @@
 package streams
 
 import (
+	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/natstest"
 )
@@ -89,4 +92,48 @@ func testAppendAfterElection(t *testing.T, h *harness, electAfter time.Duration)
 	if n := msgCount(t, h); n != 1 {
 		t.Fatalf("EVENTS holds %d messages, want 1", n)
 	}
+}
+
+// A direct get is answered by any replica in sync, drawn from a queue
+// group, and a frozen replica stays in that group on the other servers for
+// minutes: a read that drew it must be sent again after a short wait, not
+// wait out its whole timeout. Here the getter's requests pass through a
+// stand-in that swallows the first one (the frozen replica drew it) and
+// forwards the rest to the stream.
+func TestReadNotStuckOnAFrozenReplica(t *testing.T) {
+	t.Parallel()
+	h := provisioned([]*server.Server{natstest.RunServer(t)}, 1)(t, Config{})
+	rec := mustAppend(t, h, decision("trip", "r1", "requested"), Position{})
+	g := newBatchGetter(h.js, h.log.Names().Events)
+	real := g.subject
+	g.subject = h.ns + ".frozen-or-not"
+	var n atomic.Int64
+	sub, err := h.nc.Subscribe(g.subject, func(m *nats.Msg) {
+		if n.Add(1) == 1 {
+			return // drawn by the frozen replica
+		}
+		_ = h.nc.PublishRequest(real, m.Reply, m.Data)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := h.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Second)
+	defer cancel()
+	start := time.Now()
+	var seqs []uint64
+	_, _, err = g.get(ctx, batchRequest{Seq: 1, NextFor: rec.Subject, Batch: 10}, func(m *jetstream.RawStreamMsg) error {
+		seqs = append(seqs, m.Sequence)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read after %s (%d requests): %v", time.Since(start).Round(time.Millisecond), n.Load(), err)
+	}
+	if len(seqs) != 1 || seqs[0] != rec.Seq {
+		t.Fatalf("read seqs %v, want [%d]", seqs, rec.Seq)
+	}
+	t.Logf("read after %s, %d requests", time.Since(start).Round(time.Millisecond), n.Load())
 }
