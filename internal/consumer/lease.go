@@ -16,7 +16,9 @@ var errLeaseLost = errors.New("the lease on the command may have passed to anoth
 
 // lease is a worker's own account of its hold on one delivery, on this
 // process's monotonic clock, which keeps running while the process is
-// stopped (SIGSTOP, a long GC pause, a VM hiccup).
+// stopped (SIGSTOP, a long GC pause). It does not run while the whole host
+// is suspended (Linux CLOCK_MONOTONIC leaves suspend out): a worker woken
+// from that may still call, and the fence is what refuses it.
 //
 // The server cannot vouch for a holder (nats-server 2.15, consumer.go):
 // an in-progress ack ("+WPI") is matched by stream sequence only
