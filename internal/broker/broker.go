@@ -166,7 +166,7 @@ func Connect(ctx context.Context, cfg config.Config, name string, extra ...nats.
 		if e.RequireClientCerts {
 			opts = append(opts, nats.ClientCert(e.TLS.CertFile, e.TLS.KeyFile))
 		}
-		hint = " (is `esjet run` running?)"
+		hint = " (is `esjet run` running? If it runs with --listen, --config or ESJET_* settings of its own, give this command the same ones)"
 	case config.ModeExternal:
 		x := cfg.NATS.External
 		url = strings.Join(x.URLs, ",")
