@@ -45,14 +45,21 @@ func commandCopies(t *testing.T, url, ns string) (recorded []string, copies map[
 	// the caller reads again).
 	read := func(stream string, fn func(*jetstream.RawStreamMsg)) {
 		gapsAllowed := strings.HasSuffix(stream, "_OUTBOX")
-		st, err := js.Stream(ctx, stream)
+		// Each request gets a few seconds, not the whole read's budget: one
+		// drawn by a member that does not answer (a cluster after a fault)
+		// fails this read early, and the caller reads again.
+		rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+		st, err := js.Stream(rctx, stream)
+		rcancel()
 		if err != nil {
 			ok = false
 			return
 		}
 		info := st.CachedInfo().State
 		for seq := info.FirstSeq; info.Msgs > 0 && seq <= info.LastSeq; seq++ {
-			m, err := st.GetMsg(ctx, seq)
+			rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+			m, err := st.GetMsg(rctx, seq)
+			rcancel()
 			switch {
 			case err == nil:
 				fn(m)
