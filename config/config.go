@@ -237,7 +237,7 @@ type Worker struct {
 	// MaxAttempts before the command is dead-lettered. Default 15: with the
 	// default backoff a target may be down for about 8 minutes.
 	MaxAttempts int `yaml:"max_attempts"`
-	// BackoffInitial and BackoffMax shape retry delays (doubling, ±20%
+	// BackoffInitial and BackoffMax shape retry delays (doubling, ±10%
 	// jitter). Defaults 500ms and 1m.
 	BackoffInitial Duration `yaml:"backoff_initial"`
 	BackoffMax     Duration `yaml:"backoff_max"`

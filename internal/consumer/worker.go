@@ -37,7 +37,7 @@ type KindConfig struct {
 	// Zero means 5.
 	MaxAttempts int
 	// BackoffInitial and BackoffMax shape the retry delay: initial × 2^(n-1),
-	// capped, ±20% jitter. Zero means 500ms and 1m.
+	// capped, ±10% jitter. Zero means 500ms and 1m.
 	BackoffInitial time.Duration
 	BackoffMax     time.Duration
 	// Node names this worker in dead letters. Empty means the host name.
