@@ -21,7 +21,9 @@
 // kill sends the process SIGKILL on the spot: no defers run, no buffers
 // flush, no connection is drained — the worst moment an operator's kill -9
 // or a power cut could choose. stop sends the process SIGSTOP: all of it
-// stands still until the test sends SIGCONT (a paused node, not a dead one).
+// stands still until the test sends SIGCONT (a paused node, not a dead one),
+// and the goroutine that hit the point goes on only after that SIGCONT (the
+// stop itself lands a little after the kill, on whichever thread takes it).
 // sleep(d) pauses the calling goroutine. @N acts
 // on the Nth time the point is reached (default: the first). The older
 // ESJET_FAILPOINT=point[:N] form means point=kill@N. Points are compiled in

@@ -3,6 +3,7 @@ package failpoint
 import (
 	"fmt"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -41,6 +42,10 @@ type action struct {
 }
 
 var armed map[string]*action
+
+// stopSelf sends the process SIGSTOP; a test replaces it to see that Hit
+// waits for SIGCONT however late the stop takes effect.
+var stopSelf = func() { _ = syscall.Kill(os.Getpid(), syscall.SIGSTOP) }
 
 func init() {
 	var err error
@@ -131,7 +136,16 @@ func Hit(point string) {
 	if a.stop {
 		// The whole process stops here until someone sends SIGCONT (the
 		// test that armed it): a pause no goroutine of it can notice.
-		_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		// kill(getpid) hands SIGSTOP to the process, not to this thread:
+		// until the thread that takes it is scheduled, this one runs on
+		// (on a loaded machine, long enough to make the very call the
+		// point is before). So wait for SIGCONT, which comes only after
+		// the stop.
+		cont := make(chan os.Signal, 1)
+		signal.Notify(cont, syscall.SIGCONT)
+		defer signal.Stop(cont)
+		stopSelf()
+		<-cont
 		return
 	}
 	_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)

@@ -1,7 +1,9 @@
 package failpoint
 
 import (
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -48,4 +50,40 @@ func TestSleepActsOnTheConfiguredHitOnly(t *testing.T) {
 		t.Fatal("did not sleep on the second hit")
 	}
 	Hit("worker-before-ack") // not armed: nothing
+}
+
+// TestStopReturnsOnlyAfterSIGCONT: kill(getpid, SIGSTOP) goes to the
+// process, and the goroutine that sent it runs on until the thread taking
+// it is scheduled; on a loaded machine it made the very call the point is
+// before (the fencing e2e saw the 'stopped' node's call applied). Here the
+// stop never takes effect at all: Hit must still not return before SIGCONT.
+func TestStopReturnsOnlyAfterSIGCONT(t *testing.T) {
+	a, _ := Parse("worker-before-call=stop@1")
+	armed = a
+	stopped := make(chan struct{})
+	stopSelf = func() { close(stopped) } // the stop lags: not taken yet
+	defer func() { armed = nil; stopSelf = func() { _ = syscall.Kill(os.Getpid(), syscall.SIGSTOP) } }()
+	returned := make(chan struct{})
+	go func() {
+		Hit(WorkerBeforeCall)
+		close(returned)
+	}()
+	<-stopped
+	select {
+	case <-returned:
+		t.Fatal("Hit returned before the process was continued: the caller went on to its call")
+	case <-time.After(200 * time.Millisecond):
+	}
+	for {
+		// SIGCONT to a running process only notifies; send until Hit sees it
+		// (its signal.Notify may not be in place the first time).
+		if err := syscall.Kill(os.Getpid(), syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-returned:
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
