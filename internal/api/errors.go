@@ -89,7 +89,8 @@ func classify(err error) *Error {
 	case errors.Is(err, aggregate.ErrUnknownType):
 		return &Error{Status: 404, Code: "unknown_type", Message: err.Error()}
 	case errors.Is(err, aggregate.ErrNotFound):
-		return &Error{Status: 404, Code: CodeNotFound, Message: err.Error()}
+		// The code already says "not found": the message says what was not.
+		return &Error{Status: 404, Code: CodeNotFound, Message: strings.TrimPrefix(err.Error(), aggregate.ErrNotFound.Error()+": ")}
 	case errors.Is(err, aggregate.ErrRawCommandNotAllowed):
 		return &Error{Status: http.StatusForbidden, Code: "raw_command_not_allowed", Message: err.Error()}
 	case errors.Is(err, aggregate.ErrOutcomeNotSendable):
