@@ -31,8 +31,11 @@ type Lag struct {
 	// RelayConsumer says whether the relay's consumer exists; without it
 	// no decision was ever relayed.
 	RelayConsumer bool `json:"relay_consumer"`
-	// Unrelayed: decisions not yet relayed (not delivered to the relay,
-	// plus delivered and not acked).
+	// Unrelayed: decisions after the relay's ack floor, the line reconcile
+	// also draws (not delivered to the relay, delivered and not acked, or
+	// acked past a gap). Derived from the stream's last sequence rather
+	// than the consumer's NumPending, which catches up with new messages
+	// asynchronously and read low right after an append.
 	Unrelayed  uint64 `json:"unrelayed"`
 	Pending    uint64 `json:"pending"`     // not yet delivered to the relay
 	AckPending uint64 `json:"ack_pending"` // delivered, not acked
@@ -64,8 +67,10 @@ func (in *Inspector) Lag(ctx context.Context) (Lag, error) {
 		ci := cons.CachedInfo()
 		lag.RelayConsumer = true
 		lag.Pending, lag.AckPending = ci.NumPending, uint64(ci.NumAckPending)
-		lag.Unrelayed = lag.Pending + lag.AckPending
 		lag.AckFloor = ci.AckFloor.Stream
+		if st.LastSeq > lag.AckFloor {
+			lag.Unrelayed = st.LastSeq - max(lag.AckFloor, st.FirstSeq-1)
+		}
 	}
 	if lag.Unrelayed == 0 || lag.AckFloor >= st.LastSeq {
 		return lag, nil
