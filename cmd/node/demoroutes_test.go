@@ -23,19 +23,7 @@ import (
 // requested trip is confirmed; without the routes it waits for ever.
 func TestTripCompletesWithDemoServicesOutsideTheNode(t *testing.T) {
 	flags := startTestNode(t, "demoroutes")
-	svcCtx, stopSvc := context.WithCancel(t.Context())
-	var svcOut, svcErr natstest.Buffer
-	svcDone := make(chan error, 1)
-	go func() { svcDone <- run(svcCtx, append([]string{"demo-services"}, flags...), nil, &svcOut, &svcErr) }()
-	t.Cleanup(func() {
-		stopSvc()
-		select {
-		case <-svcDone:
-		case <-time.After(30 * time.Second):
-			t.Error("demo-services did not stop")
-		}
-	})
-	waitFor(t, &svcOut, &svcErr, svcDone, "demo services ready")
+	startDemoServices(t, flags)
 
 	requestTripConfirmed(t, flagValue(flags, "--listen"), "demoroutes", "r1")
 }
@@ -104,19 +92,7 @@ func TestDemoServicesRideOutANodeRestart(t *testing.T) {
 	flags := []string{"--data-dir", filepath.Join(t.TempDir(), "data"), "--listen", addr, "--http", "none", "--namespace", "svcrestart"}
 	stop := runNodeUntil(t, flags)
 
-	svcCtx, stopSvc := context.WithCancel(t.Context())
-	var svcOut, svcErr natstest.Buffer
-	svcDone := make(chan error, 1)
-	go func() { svcDone <- run(svcCtx, append([]string{"demo-services"}, flags...), nil, &svcOut, &svcErr) }()
-	t.Cleanup(func() {
-		stopSvc()
-		select {
-		case <-svcDone:
-		case <-time.After(30 * time.Second):
-			t.Error("demo-services did not stop")
-		}
-	})
-	waitFor(t, &svcOut, &svcErr, svcDone, "demo services ready")
+	svcDone, svcErr := startDemoServices(t, flags)
 	requestTripConfirmed(t, addr, "svcrestart", "before")
 
 	stop()
@@ -168,4 +144,25 @@ func TestTripRoutesDefaultOnlyWhatTheConfigLeavesToThem(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startDemoServices runs `esjet demo-services` with flags beside a node,
+// waits until it is ready, and stops it (checking that it stops) when the
+// test ends. It returns the channel its run returns on and its log.
+func startDemoServices(t *testing.T, flags []string) (<-chan error, *natstest.Buffer) {
+	t.Helper()
+	svcCtx, stopSvc := context.WithCancel(t.Context())
+	var svcOut, svcErr natstest.Buffer
+	svcDone := make(chan error, 1)
+	go func() { svcDone <- run(svcCtx, append([]string{"demo-services"}, flags...), nil, &svcOut, &svcErr) }()
+	t.Cleanup(func() {
+		stopSvc()
+		select {
+		case <-svcDone:
+		case <-time.After(30 * time.Second):
+			t.Error("demo-services did not stop")
+		}
+	})
+	waitFor(t, &svcOut, &svcErr, svcDone, "demo services ready")
+	return svcDone, &svcErr
 }
