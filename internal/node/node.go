@@ -198,7 +198,20 @@ func LogConfig(cfg config.Config) streams.Config {
 		MaxMessageSize: int(cfg.Streams.MaxMessageSize),
 		// A schedule must still be in OUTBOX when it fires; keep an hour of margin.
 		MaxDelay: max(cfg.Streams.OutboxMaxAge.Std()-time.Hour, cfg.Streams.OutboxMaxAge.Std()/2),
+		// One server fsyncing every write: concurrent decisions share one
+		// atomic batch. On R3 raft batches by itself; under sync interval a
+		// batch's staging costs more than it saves.
+		GroupCommit: streams.GroupCommit{MinBatch: groupCommitMin(cfg)},
 	}
+}
+
+// groupCommitMin is 8 (below that a batch is slower than plain publishes,
+// NATS.md) on an embedded single server under sync always, else 0 (off).
+func groupCommitMin(cfg config.Config) int {
+	if cfg.NATS.Mode == config.ModeEmbedded && cfg.NATS.Embedded.Sync == config.SyncAlways && cfg.Streams.Replicas <= 1 {
+		return 8
+	}
+	return 0
 }
 
 // Log is the node's event log.

@@ -66,7 +66,7 @@ func (l *Log) Append(ctx context.Context, d Decision, after Position) (Record, e
 	attempt := 1
 	for ; attempt <= l.cfg.AppendAttempts || (timedOut && time.Now().Before(patience)); attempt++ {
 		actx, cancel := context.WithTimeout(ctx, try)
-		ack, err := l.js.PublishMsg(actx, msg, jetstream.WithExpectLastSequencePerSubject(after.Seq))
+		ack, err := l.publish(actx, msg, after.Seq, attempt)
 		cancel()
 		switch {
 		case err == nil && !ack.Duplicate:
@@ -140,6 +140,15 @@ func (l *Log) Append(ctx context.Context, d Decision, after Position) (Record, e
 	}
 	return Record{}, fmt.Errorf("append %s (decision %s): %w after %d attempts: %w",
 		subject, d.ID, ErrUnknownOutcome, attempt-1, lastErr)
+}
+
+// publish sends one try of an append: the first through the group commit
+// when it is on, the retries (same Msg-Id, same expectation) on their own.
+func (l *Log) publish(ctx context.Context, msg *nats.Msg, after uint64, attempt int) (*jetstream.PubAck, error) {
+	if l.commit != nil && attempt == 1 {
+		return l.commit.publish(ctx, msg)
+	}
+	return l.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(after))
 }
 
 // retryTimeout bounds the tries after one timed out; inProcessPause is the

@@ -42,6 +42,9 @@ type Config struct {
 	Upcast Upcaster
 	// Now is the clock for event times. Nil means time.Now.
 	Now func() time.Time
+	// GroupCommit coalesces concurrent appends into atomic batches; the
+	// zero value (off) publishes each append on its own.
+	GroupCommit GroupCommit
 }
 
 func (c *Config) setDefaults() {
@@ -60,6 +63,7 @@ func (c *Config) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	c.GroupCommit.setDefaults()
 }
 
 // Log appends decisions to and reads them from one namespace's event stream.
@@ -77,6 +81,8 @@ type Log struct {
 	leader nats.JetStreamContext
 	// foreign: the foreign messages met and logged (foreign.go).
 	foreign foreignSeen
+	// commit is the group commit (groupcommit.go); nil when off.
+	commit *committer
 }
 
 // Open returns the Log of namespace ns. The streams must exist (see
@@ -104,7 +110,7 @@ func Open(ctx context.Context, js jetstream.JetStream, ns string, cfg Config, lo
 	if err != nil {
 		return nil, fmt.Errorf("open event log %s: %w", names.Events, err)
 	}
-	return &Log{
+	l := &Log{
 		leader: leader,
 		js:     js,
 		names:  names,
@@ -112,7 +118,18 @@ func Open(ctx context.Context, js jetstream.JetStream, ns string, cfg Config, lo
 		logger: logger.With("component", "streams", "stream", names.Events),
 		events: st,
 		getter: newBatchGetter(js, names.Events),
-	}, nil
+	}
+	if cfg.GroupCommit.MinBatch > 0 {
+		l.commit = &committer{js: js, cfg: cfg.GroupCommit, timeout: cfg.AppendTimeout, logger: l.logger,
+			subjectAt: func(ctx context.Context, seq uint64) (string, error) {
+				m, err := l.leaderGet(ctx, seq, "")
+				if err != nil {
+					return "", err
+				}
+				return m.Subject, nil
+			}}
+	}
+	return l, nil
 }
 
 // Names returns the JetStream names of the log's namespace.

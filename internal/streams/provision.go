@@ -93,6 +93,9 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		AllowRollup:       false,
 		AllowDirect:       true,
 		Duplicates:        c.DuplicateWindow,
+		// Group commit (groupcommit.go) stores concurrent decisions as
+		// atomic batches; an older stream is updated in place.
+		AllowAtomicPublish: true,
 	}, {
 		Name:        names.Outbox,
 		Description: "esjet outbox: one message per command on " + names.Namespace + ".outbox.<kind>; delayed ones as schedules on " + names.Namespace + ".schedule.>",
@@ -246,6 +249,7 @@ func provisionStream(ctx context.Context, js jetstream.JetStream, want jetstream
 	upd.AllowDirect = want.AllowDirect
 	upd.Duplicates = want.Duplicates
 	upd.AllowMsgSchedules = want.AllowMsgSchedules
+	upd.AllowAtomicPublish = want.AllowAtomicPublish
 	if _, err := js.UpdateStream(ctx, upd); err != nil {
 		return Change{}, fmt.Errorf("update stream %s (%s): %w", want.Name, strings.Join(diffs, "; "), err)
 	}
@@ -297,6 +301,7 @@ func diffStream(have, want jetstream.StreamConfig) (diffs, immutable []string) {
 	check("allow_direct", have.AllowDirect != want.AllowDirect, have.AllowDirect, want.AllowDirect)
 	check("duplicate_window", have.Duplicates != want.Duplicates, have.Duplicates, want.Duplicates)
 	check("allow_msg_schedules", have.AllowMsgSchedules != want.AllowMsgSchedules, have.AllowMsgSchedules, want.AllowMsgSchedules)
+	check("allow_atomic", have.AllowAtomicPublish != want.AllowAtomicPublish, have.AllowAtomicPublish, want.AllowAtomicPublish)
 	if have.AllowMsgSchedules && !want.AllowMsgSchedules {
 		immutable = append(immutable, d("allow_msg_schedules", have.AllowMsgSchedules, want.AllowMsgSchedules))
 	}
