@@ -270,20 +270,20 @@ func printJSON(w io.Writer, data []byte) error {
 // printSkipped is the row of a message on the subject that esjet did not
 // write: the aggregate steps over it.
 func printSkipped(w io.Writer, f streams.Foreign) {
-	fmt.Fprintf(w, "-\t(skipped: not an esjet decision, %d bytes)\t%s\t%d\t-\t-\n", f.Size, f.Stored.Format(time.RFC3339Nano), f.Seq)
+	fmt.Fprintf(w, "-\t(skipped: not an esjet decision, %d bytes)\t%s\t%d\t-\t-\t-\n", f.Size, f.Stored.Format(time.RFC3339Nano), f.Seq)
 }
 
 func printHistory(w io.Writer, h api.History) {
 	fmt.Fprintf(w, "%s/%s at version %d (stream seq %d)\n\n", h.AggregateType, h.AggregateID, h.Version, h.Seq)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "VERSION\tEVENT\tTIME\tSEQ\tEVENT ID\tDECISION ID")
+	fmt.Fprintln(tw, "VERSION\tEVENT\tTIME\tSEQ\tPOSITION\tEVENT ID\tDECISION ID")
 	skipped := h.Skipped
 	for _, e := range h.Events {
 		for len(skipped) > 0 && skipped[0].Seq < e.Seq {
 			printSkipped(tw, skipped[0])
 			skipped = skipped[1:]
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%s\t%s\n", e.Version, e.Type, e.Time.Format(time.RFC3339Nano), e.Seq, e.ID, e.DecisionID)
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\n", e.Version, e.Type, e.Time.Format(time.RFC3339Nano), e.Seq, e.Position, e.ID, e.DecisionID)
 	}
 	for _, f := range skipped {
 		printSkipped(tw, f)

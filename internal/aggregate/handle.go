@@ -145,7 +145,7 @@ func (r *Repository) nothingToAppend(q *request, e *entry, dec Decision) (Result
 		return Result{}, fmt.Errorf("%w: %s.%s issued %d command(s) without recording an event", ErrInvalidDecision, q.cmd.Type, q.cmd.Kind, len(dec.Commands))
 	}
 	r.stats.commands.Add(1)
-	return Result{AggregateType: q.cmd.Type, AggregateID: q.cmd.ID, Version: e.pos.Version, Seq: e.pos.Seq, Events: []EventRef{}, Commands: []CommandRef{}}, nil
+	return Result{AggregateType: q.cmd.Type, AggregateID: q.cmd.ID, Version: e.pos.Version, Seq: e.pos.Seq, Position: streams.EndOfSeq(e.pos.Seq), Events: []EventRef{}, Commands: []CommandRef{}}, nil
 }
 
 // commit appends dec at e's position and settles the result. again is true
@@ -257,10 +257,10 @@ func toStreams(cmd Command, decisionID, dig string, dec Decision) (streams.Decis
 func resultOf(rec streams.Record) Result {
 	res := Result{
 		AggregateType: rec.AggregateType, AggregateID: rec.AggregateID, Version: rec.LastVersion(),
-		DecisionID: rec.ID, Seq: rec.Seq, Events: make([]EventRef, 0, len(rec.Events)), Commands: make([]CommandRef, 0, len(rec.Commands)),
+		DecisionID: rec.ID, Seq: rec.Seq, Position: rec.LastPosition(), Events: make([]EventRef, 0, len(rec.Events)), Commands: make([]CommandRef, 0, len(rec.Commands)),
 	}
-	for _, e := range rec.Events {
-		res.Events = append(res.Events, EventRef{ID: e.ID, Type: e.Type, Version: e.Version, Seq: rec.Seq})
+	for i, e := range rec.Events {
+		res.Events = append(res.Events, EventRef{ID: e.ID, Type: e.Type, Version: e.Version, Seq: rec.Seq, Position: rec.EventPosition(i)})
 	}
 	for _, c := range rec.Commands {
 		ref := CommandRef{ID: c.ID, Kind: c.Kind, Report: c.Report}

@@ -75,13 +75,17 @@ type Command struct {
 
 // Result is what handling a command did.
 type Result struct {
-	AggregateType string       `json:"aggregate_type"`
-	AggregateID   string       `json:"aggregate_id"`
-	Version       uint64       `json:"version"` // aggregate version after the decision
-	DecisionID    string       `json:"decision_id,omitempty"`
-	Seq           uint64       `json:"seq,omitempty"` // stream sequence of the decision
-	Events        []EventRef   `json:"events"`
-	Commands      []CommandRef `json:"commands"`
+	AggregateType string `json:"aggregate_type"`
+	AggregateID   string `json:"aggregate_id"`
+	Version       uint64 `json:"version"` // aggregate version after the decision
+	DecisionID    string `json:"decision_id,omitempty"`
+	Seq           uint64 `json:"seq,omitempty"` // stream sequence of the decision
+	// Position is the global position of the decision's last event (or,
+	// when the command recorded nothing, of the aggregate's last decision):
+	// pass it as a view query's after to read your own write.
+	Position uint64       `json:"position,omitempty"`
+	Events   []EventRef   `json:"events"`
+	Commands []CommandRef `json:"commands"`
 	// Replayed is true when an idempotent retry returned the first result.
 	Replayed bool `json:"replayed,omitempty"`
 }
@@ -92,6 +96,8 @@ type EventRef struct {
 	Type    string `json:"type"`
 	Version uint64 `json:"version"`
 	Seq     uint64 `json:"seq"`
+	// Position is the event's global position in the namespace's log.
+	Position uint64 `json:"position"`
 }
 
 // CommandRef names a recorded command.

@@ -37,6 +37,7 @@ type HistoryEvent struct {
 	Version    uint64    `json:"version"`
 	Time       time.Time `json:"time"`
 	Seq        uint64    `json:"seq"`
+	Position   uint64    `json:"position"` // global: seq×10000 + index in the decision
 	DecisionID string    `json:"decision_id"`
 	Data       any       `json:"data,omitempty"`
 }
@@ -130,7 +131,7 @@ func (s *Service) history(ctx context.Context, typ, id string, after uint64, lim
 		if r.LastVersion() <= after {
 			continue
 		}
-		for _, e := range r.Events {
+		for i, e := range r.Events {
 			if e.Version <= after {
 				continue
 			}
@@ -140,7 +141,7 @@ func (s *Service) history(ctx context.Context, typ, id string, after uint64, lim
 				return h, nil
 			}
 			h.Events = append(h.Events, HistoryEvent{ID: e.ID, Type: e.Type, Schema: e.Schema, Version: e.Version,
-				Time: e.Time, Seq: r.Seq, DecisionID: r.ID, Data: rawJSON(e.Data)})
+				Time: e.Time, Seq: r.Seq, Position: r.EventPosition(i), DecisionID: r.ID, Data: rawJSON(e.Data)})
 		}
 		for _, c := range r.Commands {
 			hc := HistoryCommand{ID: c.ID, Kind: c.Kind, Seq: r.Seq, Report: c.Report, Payload: rawJSON(c.Payload)}

@@ -23,12 +23,14 @@ func (s *Service) Handler() http.Handler {
 var HTTPRoutes = []string{
 	"POST /v1/<type>/<id>/<command>", "GET /v1/<type>/<id>", "GET /v1/<type>/<id>/events",
 	"POST /v1/raw/<type>/<id>/events", "GET /v1/raw/<type>/<id>/events", "GET /v1/types",
+	"GET /v1/log",
 }
 
 func (s *Service) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/types", func(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusOK, s.Types())
 	})
+	s.logRoutes(mux)
 	mux.HandleFunc("POST /v1/{type}/{id}/{command}", func(w http.ResponseWriter, r *http.Request) {
 		body, ok := s.readBody(w, r)
 		if !ok {

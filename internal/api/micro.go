@@ -98,6 +98,8 @@ func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, erro
 	errs = append(errs, add(raw, endpointRawAppend, "append.*.*"))
 	errs = append(errs, add(raw, endpointRawEvents, "events.*.*"))
 	errs = append(errs, add(root.AddGroup("ops"), endpointOps, "*.dlq.*"))
+	errs = append(errs, add(root, endpointLog, "log"))
+	errs = append(errs, add(root.AddGroup("views"), endpointViews, ">"))
 	errs = append(errs, add(root, endpointUnrouted, ">"))
 	for _, err := range errs {
 		if err != nil {
@@ -141,6 +143,17 @@ func (s *Service) serve(ctx context.Context, r route, req micro.Request) (any, e
 		return s.EventsPage(ctx, r.typ, r.id, page, r.op == opEvents)
 	case opRawAppend:
 		return s.AppendRaw(ctx, r.typ, r.id, req.Data(), microMeta(req))
+	case opLog:
+		p, err := parseLogPage(req.Headers().Get(HeaderAfterPosition), req.Headers().Get(HeaderLimit), HeaderAfterPosition, HeaderLimit)
+		if err == nil {
+			p, err = pageBody(req.Data(), p)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return s.ReadLog(ctx, p)
+	case opViewGet, opViewList, opViewsLs:
+		return s.serveView(ctx, r, req.Data())
 	case opOps:
 		if s.ops == nil {
 			return nil, &Error{Status: 404, Code: "no_route", Message: fmt.Sprintf("%s: this API serves no operator actions", req.Subject())}

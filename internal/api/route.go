@@ -14,6 +14,10 @@ const (
 	opRawEvents = "raw_events"
 	opTypes     = "types"
 	opOps       = "ops"
+	opLog       = "log"
+	opViewGet   = "view_get"
+	opViewList  = "view_list"
+	opViewsLs   = "views"
 )
 
 // Micro endpoint names (besides one per aggregate type, named after it).
@@ -23,6 +27,8 @@ const (
 	endpointRawEvents = "raw_events"
 	endpointUnrouted  = "unrouted"
 	endpointOps       = "ops"
+	endpointLog       = "log"
+	endpointViews     = "views"
 )
 
 // NATSRoutes lists the micro service's subjects, for the message of a
@@ -30,7 +36,7 @@ const (
 var NATSRoutes = []string{
 	"<type>.<id>.<command>", "<type>.<id>.state", "<type>.<id>.events",
 	"raw.append.<type>.<id>", "raw.events.<type>.<id>", "types",
-	"ops.<user>.dlq.<retry|discard>",
+	"ops.<user>.dlq.<retry|discard>", "log",
 }
 
 // route is what a subject asks for.
@@ -40,6 +46,7 @@ type route struct {
 	kind     string // opSend only
 	user     string // opOps only: the user token
 	action   string // opOps only: dlq.<action>
+	view     string // opViewGet, opViewList: the view's name
 	endpoint string // the endpoint its stats are counted under
 }
 
@@ -56,6 +63,12 @@ func routeSubject(prefix, subject string) (route, error) {
 	case !ok:
 	case len(toks) == 1 && toks[0] == "types":
 		return route{op: opTypes, endpoint: endpointTypes}, nil
+	case len(toks) == 1 && toks[0] == "log":
+		return route{op: opLog, endpoint: endpointLog}, nil
+	case toks[0] == "views":
+		if r, ok := viewRoute(toks); ok {
+			return r, nil
+		}
 	case len(toks) == 4 && toks[0] == "ops" && toks[2] == "dlq":
 		return route{op: opOps, user: toks[1], action: toks[3], endpoint: endpointOps}, nil
 	case toks[0] == "ops":

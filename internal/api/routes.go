@@ -10,12 +10,12 @@ import (
 )
 
 // RouteWords are the words the API routes on, on both surfaces: "raw",
-// "types" and "ops" where a type would go (esjet.<ns>.raw.…, /v1/types,
-// esjet.<ns>.ops.<user>.dlq.<action>), "state" and "events" where a command
+// "types", "ops", "log" and "views" where a type would go (esjet.<ns>.raw.…,
+// /v1/types, esjet.<ns>.ops.<user>.dlq.<action>, /v1/log, /v1/views/…), "state" and "events" where a command
 // kind would go (esjet.<ns>.<type>.<id>.state).
 // An aggregate type or command kind may not be one of them: [New] refuses
 // a registry that uses one, so the node does not start.
-var RouteWords = []string{"raw", "types", "ops", "state", "events"}
+var RouteWords = []string{"raw", "types", "ops", "state", "events", "log", "views"}
 
 // ErrRouteWord is wrapped by the error [New] returns for an aggregate type
 // or command kind that is one of [RouteWords].

@@ -132,6 +132,10 @@ func prepare(d Decision, after Position, now time.Time) (Decision, error) {
 	if len(d.Events) == 0 {
 		return d, invalid("a decision must record at least one event")
 	}
+	if len(d.Events) > MaxEventsPerDecision {
+		return d, invalid("a decision records %d events, more than %d (each event's global position is seq×%d+index): split it into several decisions",
+			len(d.Events), MaxEventsPerDecision, PositionsPerDecision)
+	}
 	if after.Seq == 0 && after.Version != 0 {
 		return d, invalid("expected position has version %d but no sequence", after.Version)
 	}

@@ -1,0 +1,88 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+)
+
+// LogPage is one page of the whole log (every aggregate of the namespace)
+// in global order: the events after the position asked for.
+type LogPage struct {
+	Events []LogEvent `json:"events"`
+	// Next is the position to resume after (pass it as after): the last
+	// event's, or further when the page stepped over messages that are not
+	// esjet decisions. Equal to the after asked for when nothing follows yet.
+	Next uint64 `json:"next"`
+}
+
+// LogEvent is one event of the log with its global position.
+type LogEvent struct {
+	Position      uint64    `json:"position"`
+	Seq           uint64    `json:"seq"`
+	AggregateType string    `json:"aggregate_type"`
+	AggregateID   string    `json:"aggregate_id"`
+	ID            string    `json:"id"`
+	Type          string    `json:"type"`
+	Schema        int       `json:"schema"`
+	Version       uint64    `json:"version"`
+	Time          time.Time `json:"time"`
+	DecisionID    string    `json:"decision_id"`
+	Data          any       `json:"data,omitempty"`
+}
+
+// Header of a NATS log read (HTTP: ?after=P&limit=N); a JSON body
+// {"after": P, "limit": N} says the same.
+const HeaderAfterPosition = "Esjet-After-Position"
+
+// ReadLog returns at most p.Limit events of the whole log after global
+// position p.After (0: from the first event).
+func (s *Service) ReadLog(ctx context.Context, p Page) (LogPage, error) {
+	if p.Limit == 0 {
+		p.Limit = DefaultPageLimit
+	}
+	if p.Limit < 1 || p.Limit > MaxPageLimit {
+		return LogPage{}, &Error{Status: 400, Code: "bad_request",
+			Message: fmt.Sprintf("limit must be 1 to %d events, got %d", MaxPageLimit, p.Limit)}
+	}
+	evs, next, err := s.repo.Log().ReadAfter(ctx, p.After, p.Limit)
+	if err != nil {
+		return LogPage{}, err
+	}
+	page := LogPage{Events: make([]LogEvent, len(evs)), Next: next}
+	for i, e := range evs {
+		page.Events[i] = LogEvent{Position: e.Position, Seq: e.Seq, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
+			ID: e.ID, Type: e.Type, Schema: e.Schema, Version: e.Version, Time: e.Time, DecisionID: e.DecisionID, Data: rawJSON(e.Data)}
+	}
+	return page, nil
+}
+
+// logRoutes adds GET /v1/log?after=P&limit=N.
+func (s *Service) logRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("GET /v1/log", func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		p, err := parseLogPage(q.Get("after"), q.Get("limit"), "after", "limit")
+		if err != nil {
+			s.reply(w, 0, nil, err)
+			return
+		}
+		page, err := s.ReadLog(r.Context(), p)
+		s.reply(w, http.StatusOK, page, err)
+	})
+}
+
+// parseLogPage is parsePage with after read as a global position.
+func parseLogPage(after, limit, afterName, limitName string) (Page, error) {
+	p, err := parsePage("", limit, afterName, limitName)
+	if err != nil || after == "" {
+		return p, err
+	}
+	v, err := strconv.ParseUint(after, 10, 64)
+	if err != nil {
+		return p, &Error{Status: 400, Code: "bad_request", Message: afterName + " must be a global position (a number: the position of the last event read, 0 for the start), got " + strconv.Quote(after)}
+	}
+	p.After = v
+	return p, nil
+}
