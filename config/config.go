@@ -22,6 +22,7 @@ type Config struct {
 	Workers map[string]Worker `yaml:"workers"`
 	Demo    Demo              `yaml:"demo"`
 	HTTP    HTTP              `yaml:"http"`
+	Console Console           `yaml:"console"`
 	Log     Log               `yaml:"log"`
 }
 
@@ -262,6 +263,16 @@ type HTTP struct {
 	// AllowRemote permits a non-loopback Listen. The HTTP API has no
 	// authentication of its own: only behind a proxy that has. Default false.
 	AllowRemote bool `yaml:"allow_remote"`
+}
+
+// Console configures the web console the node serves at /console on the
+// HTTP listener (http.listen), with the HTTP API's loopback-only default.
+type Console struct {
+	// AllowActions lets the console retry and discard dead letters (with
+	// the checks and audit records of `esjet dlq`). Whoever reaches the
+	// HTTP listener could then act: it has no authentication of its own.
+	// Default false: the console only reads.
+	AllowActions bool `yaml:"allow_actions"`
 }
 
 // Log configures the node's slog output.

@@ -175,14 +175,15 @@ func TestEveryFieldHasAnEnvVariable(t *testing.T) {
 		"ESJET_NATS_EMBEDDED_AUTH_PASSWORD", "ESJET_NATS_EXTERNAL_TLS_CA_FILE",
 		"ESJET_NATS_EXTERNAL_URLS", "ESJET_STREAMS_DUPLICATE_WINDOW", "ESJET_LOG_FORMAT",
 		"ESJET_AGGREGATES_SNAPSHOT_EVERY", "ESJET_AGGREGATES_IDEMPOTENCY_HORIZON",
+		"ESJET_CONSOLE_ALLOW_ACTIONS",
 	} {
 		if _, ok := fields[name]; !ok {
 			t.Errorf("no field for %s", name)
 		}
 	}
 	// Every leaf can be set from text; an unsupported type would fail here.
-	if len(fields) != 44 {
-		t.Errorf("got %d env fields, want 44 (update this count when the schema changes)", len(fields))
+	if len(fields) != 45 {
+		t.Errorf("got %d env fields, want 45 (update this count when the schema changes)", len(fields))
 	}
 	for name, f := range fields {
 		var c Config

@@ -15,7 +15,7 @@ import (
 	"github.com/esjet/esjet/internal/streams"
 )
 
-// startHTTP serves /healthz, /readyz and the API on http.listen.
+// startHTTP serves /healthz, /readyz, the API and the console on http.listen.
 func (n *Node) startHTTP() error {
 	ln, err := net.Listen("tcp", n.cfg.HTTP.Listen)
 	if err != nil {
@@ -28,6 +28,7 @@ func (n *Node) startHTTP() error {
 	})
 	mux.HandleFunc("GET /readyz", n.handleReady)
 	mux.Handle("/v1/", n.api.Handler())
+	n.mountConsole(mux)
 	counted := api.JSONErrors(mux)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.httpInFlight.Add(1)

@@ -1,0 +1,135 @@
+package console
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/aggregate"
+	"github.com/esjet/esjet/internal/api"
+	"github.com/esjet/esjet/internal/ops"
+	"github.com/esjet/esjet/internal/streams"
+)
+
+//go:embed assets
+var assets embed.FS
+
+// Path is where the node serves the console.
+const Path = "/console"
+
+// Config says what the console may do.
+type Config struct {
+	// Namespace is the namespace it shows.
+	Namespace string
+	// AllowActions turns on the write actions (DLQ retry and discard).
+	// False (the default) answers them 403 and the page hides them.
+	AllowActions bool
+	// Projections reports each read model's lag behind the log; nil when
+	// the node runs none (the overview says so).
+	Projections func(context.Context) ([]ProjectionLag, error)
+}
+
+// Console serves the web console of one namespace. It is safe for
+// concurrent use.
+type Console struct {
+	cfg    Config
+	js     jetstream.JetStream
+	repo   *aggregate.Repository
+	names  streams.Names
+	insp   *ops.Inspector
+	dlq    *ops.DLQ
+	logger *slog.Logger
+}
+
+// New returns the console of cfg.Namespace, reading through js and repo
+// (the node's repository: the aggregate types, their logs and states).
+// logger receives the audit lines of write actions; nil discards them. It
+// does no I/O.
+func New(js jetstream.JetStream, repo *aggregate.Repository, cfg Config, logger *slog.Logger) *Console {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Console{cfg: cfg, js: js, repo: repo, names: streams.NamesFor(cfg.Namespace),
+		insp: ops.Inspect(js, cfg.Namespace), dlq: ops.OpenDLQ(js, cfg.Namespace),
+		logger: logger.With("component", "console")}
+}
+
+// Handler serves the page at /console/ (and its assets under
+// /console/assets/) and its JSON under /console/api/. Mount it on "/console/"
+// and "/console".
+func (c *Console) Handler() http.Handler {
+	mux := http.NewServeMux()
+	static, _ := fs.Sub(assets, "assets") // a compile-time embed: cannot fail
+	mux.Handle("GET "+Path+"/assets/", http.StripPrefix(Path+"/assets/", http.FileServerFS(static)))
+	mux.HandleFunc("GET "+Path, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, Path+"/", http.StatusMovedPermanently)
+	})
+	mux.HandleFunc("GET "+Path+"/{$}", func(w http.ResponseWriter, r *http.Request) {
+		f, err := static.Open("index.html")
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer f.Close()
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Cache-Control", "no-cache")
+		_, _ = io.Copy(w, f.(io.Reader))
+	})
+	base := Path + "/api"
+	mux.HandleFunc("GET "+base+"/overview", c.handleOverview)
+	mux.HandleFunc("GET "+base+"/aggregates", c.handleTypes)
+	mux.HandleFunc("GET "+base+"/aggregates/{type}", c.handleIDs)
+	mux.HandleFunc("GET "+base+"/aggregates/{type}/{id}", c.handleTimeline)
+	mux.HandleFunc("GET "+base+"/commands/{id}", c.handleCommand)
+	mux.HandleFunc("GET "+base+"/dlq", c.handleDLQList)
+	mux.HandleFunc("GET "+base+"/dlq/{seq}", c.handleDLQShow)
+	mux.HandleFunc("POST "+base+"/dlq/{seq}/{action}", c.handleDLQAction)
+	mux.HandleFunc(base+"/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &api.Error{Status: http.StatusNotFound, Code: "no_route",
+			Message: "no console route for " + r.Method + " " + r.URL.Path})
+	})
+	return mux
+}
+
+func writeError(w http.ResponseWriter, e *api.Error) {
+	api.WriteJSON(w, e.Status, map[string]any{"error": e})
+}
+
+// reply answers v, or err with its status.
+func (c *Console) reply(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		e := apiError(err)
+		if e.Status >= 500 {
+			c.logger.Error("console request failed", "error", err)
+		}
+		writeError(w, e)
+		return
+	}
+	api.WriteJSON(w, http.StatusOK, v)
+}
+
+// decode reads a small JSON body, refusing unknown fields.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && err != io.EOF {
+		return err
+	}
+	return nil
+}
+
+// remoteHost is the client's address without its port.
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
