@@ -46,6 +46,7 @@ type Console struct {
 	insp   *ops.Inspector
 	dlq    *ops.DLQ
 	logger *slog.Logger
+	done   doneCache
 }
 
 // New returns the console of cfg.Namespace, reading through js and repo

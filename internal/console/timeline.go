@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -158,6 +159,16 @@ func (c *Console) timeline(ctx context.Context, typ, id string) (Timeline, error
 // fate looks command cc up and says what became of it. consumers caches
 // the worker consumers' info per kind for one timeline.
 func (c *Console) fate(ctx context.Context, cc *Command, consumers map[string]*jetstream.ConsumerInfo) error {
+	if done, ok := c.done.get(cc.ID); ok {
+		cc.Fate, cc.Detail, cc.Info = done.Fate, done.Detail, done.Info
+		return nil
+	}
+	defer func() {
+		// Done with its outcome reported (when asked): final, so kept.
+		if cc.Fate == FateDone && cc.Info != nil && (!cc.Report || len(cc.Info.Reported) > 0) && !cc.Info.LateEffect {
+			c.done.put(cc.ID, *cc)
+		}
+	}()
 	info, err := c.insp.Command(ctx, cc.ID)
 	if err != nil && !errors.Is(err, ops.ErrUnknownCommand) {
 		return err
@@ -226,4 +237,32 @@ func (c *Console) consumer(ctx context.Context, kind string, cache map[string]*j
 	}
 	cache[kind] = ci
 	return ci, nil
+}
+
+// doneCache keeps the fates of finished commands (done, outcome reported):
+// they cannot change, and looking one up scans OUTBOX from its decision on,
+// which a page polling an old aggregate would repeat every few seconds.
+type doneCache struct {
+	mu sync.Mutex
+	m  map[string]Command
+}
+
+// maxDone bounds the cache; when full it starts again empty.
+const maxDone = 20_000
+
+func (d *doneCache) get(id string) (Command, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	c, ok := d.m[id]
+	return c, ok
+}
+
+func (d *doneCache) put(id string, c Command) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.m == nil || len(d.m) >= maxDone {
+		d.m = make(map[string]Command)
+	}
+	c.Payload, c.History = nil, nil // the timeline has the payload; a done command has no letters to show
+	d.m[id] = c
 }

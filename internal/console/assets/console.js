@@ -132,7 +132,7 @@ function overviewView() {
     document.getElementById("namespace").textContent = "namespace " + ov.namespace;
     body.replaceChildren(...renderOverview(ov, prevOverview));
     prevOverview = ov;
-  }, 2000);
+  }, 3000);
 }
 
 function renderOverview(ov, prev) {
@@ -246,7 +246,7 @@ function timelineView(type, id) {
       for (const d of body.querySelectorAll("details[id]")) if (open.has(d.id)) d.open = true;
       if (focused && focused !== "view-title") { const f = document.getElementById(focused); if (f) f.focus(); }
     }
-    return tl.open > 0 ? 1000 : 3000;
+    return tl.open > 0 ? 1000 : 5000;
   }, 1000);
 }
 
@@ -258,7 +258,7 @@ function renderTimeline(tl) {
     el("div", {class: "card"}, el("div", {class: "k"}, "Status"), el("div", {class: "v", id: "state-status"}, status ? badge(status, statusCls) : "—")),
     card("Version", tl.version, "last event's aggregate version"),
     card("Decisions", tl.decisions.length, "log seq " + tl.seq),
-    card("Open commands", tl.open, tl.open ? "updating every second" : "all settled"));
+    card("Open commands", tl.open, tl.open ? "updating every second" : "all settled; updating every 5 s"));
   const stateBox = el("details", {id: "state-json"}, el("summary", {}, "Current state (JSON)"), el("pre", {}, JSON.stringify(state, null, 2)));
   const list = el("ol", {class: "timeline", id: "timeline"}, tl.decisions.map((d, i) => renderDecision(d, i)));
   const out = [summary, stateBox, el("h2", {}, "Timeline")];
@@ -313,7 +313,7 @@ function dlqView() {
     kindsBox.replaceChildren(kindsTable(ov.kinds));
     lettersBox.replaceChildren(dl.letters.length ? lettersTable(dl.letters) : el("p", {id: "no-letters"}, "No dead letters."),
       dl.allow_actions ? "" : el("p", {class: "muted"}, "Retry and discard are off on this node (console.allow_actions: false); esjet dlq does them from a shell."));
-  }, 2000);
+  }, 3000);
 }
 
 function lettersTable(letters) {
