@@ -23,7 +23,9 @@ type Config struct {
 	Demo    Demo              `yaml:"demo"`
 	HTTP    HTTP              `yaml:"http"`
 	Console Console           `yaml:"console"`
-	Log     Log               `yaml:"log"`
+	// Edge makes the node an edge site or the hub of a fleet of them.
+	Edge Edge `yaml:"edge"`
+	Log  Log  `yaml:"log"`
 }
 
 // Values of [NATS.Mode].
@@ -325,6 +327,7 @@ func Default() Config {
 		Workers: map[string]Worker{},
 		Demo:    Demo{Services: true},
 		HTTP:    HTTP{Listen: "127.0.0.1:8080"},
+		Edge:    DefaultEdge(),
 		Log:     Log{Level: "info", Format: "text"},
 	}
 }

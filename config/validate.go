@@ -118,6 +118,7 @@ func (c *Config) Validate() error {
 		v.add("http.listen", c.HTTP.Listen, "the HTTP API has no authentication: listening beyond loopback would let anyone on the network send commands and append events; "+
 			"put it behind an authenticating proxy and set http.allow_remote: true, or listen on 127.0.0.1")
 	}
+	c.validateEdge(v)
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	v.oneOf("log.format", c.Log.Format, "text", "json")
 	return errors.Join(v.errs...)

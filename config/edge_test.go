@@ -1,0 +1,65 @@
+package config
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestEdgeSiteAndHubAreValidatedWithEveryProblemNamed(t *testing.T) {
+	c := Default()
+	c.Edge.Role = EdgeSite
+	c.Edge.Site = "Shop 1"
+	c.NATS.Embedded.ServerName = "other"
+	c.Edge.HubURLs = []string{"http://hub:7422"}
+	c.Edge.HubKinds = []string{"charge"}
+	c.Workers = map[string]Worker{"charge": {Target: TargetNATS, Subject: "billing.charge"}}
+	err := c.Validate()
+	for _, want := range []string{
+		`edge.site: "Shop 1" is not valid`,
+		`nats.embedded.server_name: "other" is not valid`,
+		`edge.hub_urls[0]: "http://hub:7422" is not valid: use the scheme nats-leaf`,
+		`workers.charge: "charge" is not valid: is a hub kind`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("site config error %v\ndoes not say %q", err, want)
+		}
+	}
+
+	h := Default()
+	h.Edge.Role = EdgeHub
+	h.Edge.LeafListen = "0.0.0.0:7422"
+	h.Edge.Owners = []Owner{{Site: "shop9"}}
+	err = h.Validate()
+	for _, want := range []string{
+		"edge.sites: the hub needs the ids of the sites",
+		`edge.owners[0].site: "shop9" is not valid: is not in edge.sites`,
+		`edge.leaf_listen: "0.0.0.0:7422" is not valid: a leaf listener beyond loopback needs edge.auth`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("hub config error %v\ndoes not say %q", err, want)
+		}
+	}
+
+	ok := Default()
+	ok.Edge.Role, ok.Edge.Site, ok.Edge.HubURLs = EdgeSite, "shop1", []string{"nats-leaf://127.0.0.1:7422"}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("a minimal site config: %v", err)
+	}
+}
+
+func TestEdgeOwnerIsTheFirstMatchingRuleElseTheSitePrefix(t *testing.T) {
+	e := DefaultEdge()
+	e.Sites = []string{"shop1", "shop2"}
+	e.Owners = []Owner{{Site: "shop2", Types: []string{"till"}}, {Site: "shop1", IDPrefix: "S1"}}
+	for _, c := range []struct{ typ, id, want string }{
+		{"till", "shop1-1", "shop2"}, // the type rule comes first
+		{"order", "S1x", "shop1"},
+		{"order", "shop2-7", "shop2"}, // no rule: the site prefix
+		{"order", "shop3-7", ""},      // not a site
+		{"order", "plain", ""},
+	} {
+		if got := e.OwnerOf(c.typ, c.id); got != c.want {
+			t.Errorf("OwnerOf(%s, %s) = %q, want %q", c.typ, c.id, got, c.want)
+		}
+	}
+}
