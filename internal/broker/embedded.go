@@ -156,6 +156,9 @@ func serverOptions(cfg config.Config) (*server.Options, error) {
 		}
 		opts.Host, opts.Port = host, port
 	}
+	if err := leafOptions(cfg, opts); err != nil {
+		return nil, err
+	}
 	if e.TLS.CertFile != "" {
 		tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
 			CertFile: e.TLS.CertFile,

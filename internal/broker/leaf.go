@@ -1,0 +1,134 @@
+package broker
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/esjet/esjet/config"
+)
+
+// leafReconnect is how soon a site dials the hub again after the link
+// dropped (nats-server's default is 1s too; set so the resume budget does
+// not depend on it).
+const leafReconnect = time.Second
+
+// LeafDenies are the subjects that must not cross the leaf link between a
+// site and its hub, in either direction: every subject the namespace's
+// streams and buckets capture (the site and the hub each have streams on
+// them, and without the deny every event would be stored on both sides and
+// some publishes acknowledged by the wrong one: nats-server #4148, #6468,
+// #7530), the node's API and micro discovery (a site's requests are served
+// at the site, never by the hub or another site). JetStream's own API
+// crosses the link only through the domains ($JS.<domain>.API.>), which is
+// how the hub sources a site's streams and a site reads its outcomes.
+func LeafDenies(ns string) []string {
+	return []string{
+		ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>", ns + ".outcome.>",
+		"$KV.>", apiPrefix(ns) + ".>", "$SRV.>",
+	}
+}
+
+// leafOptions makes the embedded server an edge site (a leaf node of the
+// hub, with the site id as its name and JetStream domain) or the hub (a
+// leaf node listener, with the hub domain). Without an edge role it does
+// nothing.
+func leafOptions(cfg config.Config, opts *server.Options) error {
+	e := cfg.Edge
+	switch e.Role {
+	case config.EdgeSite:
+		opts.ServerName, opts.JetStreamDomain = e.Site, e.Site
+		remote := &server.RemoteLeafOpts{
+			Credentials: e.CredentialsFile,
+			DenyImports: LeafDenies(cfg.Namespace),
+			DenyExports: LeafDenies(cfg.Namespace),
+		}
+		for _, raw := range e.HubURLs {
+			u, err := url.Parse(raw)
+			if err != nil {
+				return fmt.Errorf("edge.hub_urls %q: %w", config.RedactURL(raw), err)
+			}
+			if u.Scheme == "nats-leaf" {
+				u.Scheme = "nats"
+			}
+			if e.Auth.User != "" && u.User == nil {
+				u.User = url.UserPassword(e.Auth.User, e.Auth.Password)
+			}
+			remote.URLs = append(remote.URLs, u)
+		}
+		if e.TLS.CAFile != "" || e.TLS.CertFile != "" {
+			tc, err := server.GenTLSConfig(&server.TLSConfigOpts{CertFile: e.TLS.CertFile, KeyFile: e.TLS.KeyFile, CaFile: e.TLS.CAFile})
+			if err != nil {
+				return fmt.Errorf("edge.tls: %w", err)
+			}
+			remote.TLS, remote.TLSConfig = true, tc
+		}
+		opts.LeafNode.Remotes = []*server.RemoteLeafOpts{remote}
+		opts.LeafNode.ReconnectInterval = leafReconnect
+	case config.EdgeHub:
+		opts.ServerName, opts.JetStreamDomain = e.HubDomain, e.HubDomain
+		host, portStr, err := net.SplitHostPort(e.LeafListen)
+		if err != nil {
+			return fmt.Errorf("edge.leaf_listen %q: %w", e.LeafListen, err)
+		}
+		port, err := strconv.Atoi(portStr)
+		if err != nil {
+			return fmt.Errorf("edge.leaf_listen %q: port: %w", e.LeafListen, err)
+		}
+		if port == 0 {
+			port = server.RANDOM_PORT
+		}
+		opts.LeafNode.Host, opts.LeafNode.Port = host, port
+		opts.LeafNode.Username, opts.LeafNode.Password = e.Auth.User, e.Auth.Password
+		if e.TLS.CertFile != "" {
+			tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
+				CertFile: e.TLS.CertFile, KeyFile: e.TLS.KeyFile, CaFile: e.TLS.CAFile, Verify: e.TLS.CAFile != "",
+			})
+			if err != nil {
+				return fmt.Errorf("edge.tls: %w", err)
+			}
+			opts.LeafNode.TLSConfig = tc
+		}
+	}
+	return nil
+}
+
+// LeafURL is the hub's leaf node listener URL with its actual port, "" when
+// the broker is not an embedded hub.
+func (b *Broker) LeafURL() string {
+	if b.srv == nil {
+		return ""
+	}
+	vz, err := b.srv.Varz(nil)
+	if err != nil || vz.LeafNode.Port <= 0 {
+		return ""
+	}
+	return "nats-leaf://" + net.JoinHostPort(dialHost(vz.LeafNode.Host), strconv.Itoa(vz.LeafNode.Port))
+}
+
+// LeafConnected reports whether an embedded site's link to its hub is up
+// (for a hub: whether any site is connected).
+func (b *Broker) LeafConnected() bool {
+	return b.srv != nil && b.srv.NumLeafNodes() > 0
+}
+
+// LeafSites are the server names of the leaf nodes connected to an
+// embedded hub (the sites' ids).
+func (b *Broker) LeafSites() []string {
+	if b.srv == nil {
+		return nil
+	}
+	lz, err := b.srv.Leafz(nil)
+	if err != nil || lz == nil {
+		return nil
+	}
+	var names []string
+	for _, l := range lz.Leafs {
+		names = append(names, l.Name)
+	}
+	return names
+}

@@ -1,0 +1,247 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// HubConfig is what the hub of a fleet of edge sites aggregates (README
+// "At the edge").
+type HubConfig struct {
+	// Sites are the sites' ids: each is the JetStream domain its streams
+	// are reached in, across the leaf link.
+	Sites []string
+	// HubKinds are the command kinds that run at the hub: the hub's OUTBOX
+	// sources them from every site's OUTBOX.
+	HubKinds []string
+}
+
+// Outcomes is the hub's stream of outcomes of hub kinds on their way back
+// to the site that issued the command: subject <ns>.outcome.<site>.
+func (n Names) Outcomes() string { return strings.ToUpper(n.Namespace) + "_OUTCOMES" }
+
+// OutcomeSubject is where the hub records an outcome for site.
+func (n Names) OutcomeSubject(site string) string { return n.Namespace + ".outcome." + site }
+
+// SiteAPIPrefix is the JetStream API of a site (or the hub) reached across
+// the leaf link by its domain.
+func SiteAPIPrefix(domain string) string { return "$JS." + domain + ".API" }
+
+// HubStreamConfigs are the hub's streams. The hub records no decision of
+// its own (every aggregate is owned by a site), so:
+//   - EVENTS has no subjects: it sources each site's EVENTS by the site's
+//     domain, from sequence 1 (a site added late delivers its whole
+//     backlog, nats-server #8387), with an explicit duplicate window (a
+//     stream with sources has none by default). Sourcing keeps subjects and
+//     Nats-Msg-Id, so the hub reads <ns>.evt.<type>.<id> as the site wrote
+//     it; owners keep two sites from writing one subject.
+//   - OUTBOX sources the hub kinds from each site's OUTBOX (limits
+//     retention there, kept for streams.outbox_max_age: the longest outage
+//     the hub can catch up on) and keeps <ns>.outbox.> for the hub's own
+//     re-drives from the DLQ. No schedules: they cannot be combined with
+//     sources.
+//   - DLQ as on any node, and OUTCOMES (<ns>.outcome.<site>), from which
+//     each site pulls its hub kinds' outcomes.
+func HubStreamConfigs(names Names, c ProvisionConfig, h HubConfig) []jetstream.StreamConfig {
+	base := StreamConfigs(names, c)
+	events, outbox, dlq := base[0], base[1], base[2]
+	events.Description = "esjet hub event log: every site's " + names.Events + ", sourced by domain"
+	events.Subjects = nil
+	outbox.Description = "esjet hub outbox: the hub kinds of every site's " + names.Outbox
+	outbox.Subjects = []string{names.OutboxFilter()}
+	outbox.AllowMsgSchedules, outbox.AllowRollup = false, false
+	for _, site := range h.Sites {
+		events.Sources = append(events.Sources, &jetstream.StreamSource{
+			Name: names.Events, OptStartSeq: 1, FilterSubject: names.EventsFilter(),
+			External: &jetstream.ExternalStream{APIPrefix: SiteAPIPrefix(site)},
+		})
+		if len(h.HubKinds) == 0 {
+			continue
+		}
+		src := &jetstream.StreamSource{Name: names.Outbox, OptStartSeq: 1, External: &jetstream.ExternalStream{APIPrefix: SiteAPIPrefix(site)}}
+		for _, kind := range h.HubKinds {
+			subj := names.Namespace + ".outbox." + kind
+			src.SubjectTransforms = append(src.SubjectTransforms, jetstream.SubjectTransformConfig{Source: subj, Destination: subj})
+		}
+		outbox.Sources = append(outbox.Sources, src)
+	}
+	outcomes := jetstream.StreamConfig{
+		Name:              names.Outcomes(),
+		Description:       "esjet hub outcomes of hub kinds, on " + names.Namespace + ".outcome.<site>, pulled by each site",
+		Subjects:          []string{names.Namespace + ".outcome.>"},
+		Retention:         jetstream.LimitsPolicy,
+		Storage:           jetstream.FileStorage,
+		Replicas:          outbox.Replicas,
+		MaxAge:            outbox.MaxAge,
+		MaxMsgs:           -1,
+		MaxBytes:          -1,
+		MaxMsgsPerSubject: -1,
+		MaxMsgSize:        outbox.MaxMsgSize,
+		Discard:           jetstream.DiscardOld,
+		DenyDelete:        true,
+		DenyPurge:         true,
+		AllowDirect:       true,
+		Duplicates:        outbox.Duplicates,
+	}
+	return []jetstream.StreamConfig{events, outbox, dlq, outcomes}
+}
+
+// ProvisionHub creates or updates the hub's streams ([HubStreamConfigs])
+// and the namespace's buckets. Adding a site to h.Sites adds its sources;
+// the ones already there keep their position. logger may be nil.
+func ProvisionHub(ctx context.Context, js jetstream.JetStream, ns string, c ProvisionConfig, h HubConfig, logger *slog.Logger) ([]Change, error) {
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	logger = logger.With("component", "streams")
+	names := NamesFor(ns)
+	var changes []Change
+	var errs []error
+	for _, want := range HubStreamConfigs(names, c, h) {
+		ch, err := provisionHubStream(ctx, js, want)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		changes = append(changes, ch)
+	}
+	for _, want := range BucketConfigs(names, c) {
+		ch, err := provisionBucket(ctx, js, want)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		changes = append(changes, ch)
+	}
+	for _, ch := range changes {
+		if ch.Action != "unchanged" {
+			logger.Info("provisioned", "stream", ch.Name, "action", ch.Action, "fields", ch.Fields)
+		}
+	}
+	return changes, errors.Join(errs...)
+}
+
+func provisionHubStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (Change, error) {
+	st, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if _, err := js.CreateStream(ctx, want); err != nil {
+			return Change{}, fmt.Errorf("create hub stream %s: %w", want.Name, err)
+		}
+		return Change{Name: want.Name, Action: "created"}, nil
+	}
+	if err != nil {
+		return Change{}, fmt.Errorf("look up hub stream %s: %w", want.Name, err)
+	}
+	have := st.CachedInfo().Config
+	if have.AllowMsgSchedules && !want.AllowMsgSchedules {
+		return Change{}, &ImmutableError{Stream: want.Name, Fields: []string{"allow_msg_schedules: true → false (a hub's outbox sources the sites' and cannot hold schedules)"}}
+	}
+	var diffs []string
+	if !slices.Equal(have.Subjects, want.Subjects) {
+		diffs = append(diffs, fmt.Sprintf("subjects: %v → %v", have.Subjects, want.Subjects))
+	}
+	if hs, ws := sourceKeys(have.Sources), sourceKeys(want.Sources); !slices.Equal(hs, ws) {
+		diffs = append(diffs, fmt.Sprintf("sources: %v → %v", hs, ws))
+	}
+	if have.Duplicates != want.Duplicates {
+		diffs = append(diffs, fmt.Sprintf("duplicate_window: %v → %v", have.Duplicates, want.Duplicates))
+	}
+	if have.MaxAge != want.MaxAge {
+		diffs = append(diffs, fmt.Sprintf("max_age: %v → %v", have.MaxAge, want.MaxAge))
+	}
+	if have.Description != want.Description {
+		diffs = append(diffs, "description")
+	}
+	if len(diffs) == 0 {
+		return Change{Name: want.Name, Action: "unchanged"}, nil
+	}
+	upd := have
+	upd.Description, upd.Subjects, upd.Sources = want.Description, want.Subjects, want.Sources
+	upd.Duplicates, upd.MaxAge = want.Duplicates, want.MaxAge
+	upd.AllowRollup = want.AllowRollup
+	if _, err := js.UpdateStream(ctx, upd); err != nil {
+		return Change{}, fmt.Errorf("update hub stream %s (%s): %w", want.Name, strings.Join(diffs, "; "), err)
+	}
+	return Change{Name: want.Name, Action: "updated", Fields: diffs}, nil
+}
+
+// sourceKeys names each source by stream, domain and filter, sorted.
+func sourceKeys(srcs []*jetstream.StreamSource) []string {
+	var keys []string
+	for _, s := range srcs {
+		k := s.Name + "@" + sourceDomain(s) + ":" + s.FilterSubject
+		for _, t := range s.SubjectTransforms {
+			k += "," + t.Source
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// sourceDomain is the domain a source reaches its stream in, "" for a
+// local one.
+func sourceDomain(s *jetstream.StreamSource) string {
+	if s.External == nil {
+		return s.Domain
+	}
+	d, _ := strings.CutPrefix(s.External.APIPrefix, "$JS.")
+	d, _ = strings.CutSuffix(d, ".API")
+	return d
+}
+
+// SiteOfSource is the site (domain) a hub stream's source info reads from.
+func SiteOfSource(si *jetstream.StreamSourceInfo) string {
+	if si == nil || si.External == nil {
+		return ""
+	}
+	return sourceDomain(&jetstream.StreamSource{External: si.External})
+}
+
+// RestartSources drops the sources of stream that read from site and adds
+// them again. JetStream then starts each one after the last message it
+// stored from it (it finds it in the stream), so nothing is skipped or
+// repeated; what it gains is a fresh source consumer at the site. It is
+// the remedy for a source that stopped making progress (a source consumer
+// left waiting on a create request that went nowhere while the link was
+// down backs off for up to 2 minutes; a frozen one, like nats-server
+// #8630, never resumes on its own).
+func RestartSources(ctx context.Context, js jetstream.JetStream, stream, site string) error {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("restart %s's sources from %s: %w", stream, site, err)
+	}
+	cfg := st.CachedInfo().Config
+	var keep, again []*jetstream.StreamSource
+	for _, s := range cfg.Sources {
+		if sourceDomain(s) == site {
+			again = append(again, s)
+		} else {
+			keep = append(keep, s)
+		}
+	}
+	if len(again) == 0 {
+		return fmt.Errorf("restart %s's sources from %s: the stream has no source in that domain", stream, site)
+	}
+	without := cfg
+	without.Sources = keep
+	if len(keep) == 0 && len(cfg.Subjects) == 0 {
+		// A stream needs a subject or a source: hold one nobody writes to
+		// for the moment between the two updates.
+		without.Subjects = []string{"esjet-restart." + strings.ToLower(stream)}
+	}
+	if _, err := js.UpdateStream(ctx, without); err != nil {
+		return fmt.Errorf("restart %s's sources from %s: remove: %w", stream, site, err)
+	}
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		return fmt.Errorf("restart %s's sources from %s: add again: %w", stream, site, err)
+	}
+	return nil
+}
