@@ -154,7 +154,7 @@ func IsPermanent(err error) bool {
 		errors.Is(err, ErrTooLarge), errors.Is(err, streams.ErrTooLarge),
 		errors.Is(err, ErrManagedType),
 		errors.Is(err, ErrOutcomeNotSendable), errors.Is(err, ErrOutcomeRefused),
-		errors.Is(err, ErrRawCommandNotAllowed),
+		errors.Is(err, ErrRawCommandNotAllowed), errors.Is(err, ErrWrongSite),
 		errors.Is(err, streams.ErrInvalidDecision),
 		errors.Is(err, streams.ErrInvalidToken):
 		return true

@@ -71,6 +71,9 @@ func (r *Repository) newRequest(cmd Command) (*request, error) {
 // from the log, decide, append, and on a conflict reload the tail and
 // decide again.
 func (r *Repository) handle(ctx context.Context, q *request) (Result, error) {
+	if err := r.cfg.Sites.check(q.cmd.Type, q.cmd.ID); err != nil {
+		return Result{}, err
+	}
 	mu := r.locks.lock(q.key)
 	mu.Lock()
 	defer mu.Unlock()

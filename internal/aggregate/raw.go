@@ -61,6 +61,9 @@ func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, erro
 	if _, err := r.log.Names().AggregateSubject(req.Type, req.ID); err != nil {
 		return Result{}, err
 	}
+	if err := r.cfg.Sites.check(req.Type, req.ID); err != nil {
+		return Result{}, err
+	}
 	for _, c := range req.Commands {
 		if allowed := r.cfg.RawCommands[req.Type]; !slices.Contains(allowed, c.Kind) {
 			return Result{}, &RawCommandError{Type: req.Type, Kind: c.Kind, Allowed: slices.Clone(allowed)}

@@ -36,6 +36,10 @@ type Config struct {
 	// append may issue ([Repository.AppendRaw]); any other kind is refused
 	// with a [*RawCommandError]. Nil or a type without an entry: none.
 	RawCommands map[string][]string
+	// Sites says which aggregates this node may write in an edge fleet;
+	// the zero value: all of them. A write elsewhere is refused with a
+	// [*WrongSiteError].
+	Sites Sites
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 }

@@ -93,6 +93,8 @@ func classify(err error) *Error {
 		return &Error{Status: 404, Code: CodeNotFound, Message: strings.TrimPrefix(err.Error(), aggregate.ErrNotFound.Error()+": ")}
 	case errors.Is(err, aggregate.ErrRawCommandNotAllowed):
 		return &Error{Status: http.StatusForbidden, Code: "raw_command_not_allowed", Message: err.Error()}
+	case errors.Is(err, aggregate.ErrWrongSite):
+		return &Error{Status: http.StatusConflict, Code: "wrong_site", Message: err.Error()}
 	case errors.Is(err, aggregate.ErrOutcomeNotSendable):
 		return &Error{Status: http.StatusForbidden, Code: "outcome_not_sendable", Message: err.Error()}
 	case errors.Is(err, aggregate.ErrUnknownCommand):
