@@ -60,7 +60,8 @@ type Node struct {
 	httpDone     chan error
 	httpInFlight atomic.Int64
 
-	health health // components that stopped on their own (health.go)
+	health health       // components that stopped on their own (health.go)
+	sites  *siteMonitor // the hub's view of its sites (edge.go); nil elsewhere
 
 	closeOnce sync.Once
 	closeErr  error
@@ -94,7 +95,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	if err != nil {
 		return nil, err
 	}
-	n.changes, err = streams.Provision(ctx, n.broker.JetStream(), cfg.Namespace, ProvisionConfig(cfg), logger)
+	n.changes, err = provision(ctx, n.broker.JetStream(), cfg, logger)
 	if err != nil {
 		return nil, fmt.Errorf("provision namespace %s: %w", cfg.Namespace, err)
 	}
@@ -125,16 +126,19 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	if err != nil {
 		return nil, err
 	}
-	n.relay, err = outbox.NewRelay(ctx, js, cfg.Namespace, RelayConfig(cfg), logger)
-	if err != nil {
-		return nil, err
+	if runsRelay(cfg) {
+		n.relay, err = outbox.NewRelay(ctx, js, cfg.Namespace, RelayConfig(cfg), logger)
+		if err != nil {
+			return nil, err
+		}
+		rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		n.relayStop, n.relayDone = stop, make(chan error, 1)
+		go func() { n.relayDone <- n.watch(rctx, "relay", n.relay.Run(rctx)) }()
 	}
-	rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	n.relayStop, n.relayDone = stop, make(chan error, 1)
-	go func() { n.relayDone <- n.watch(rctx, "relay", n.relay.Run(rctx)) }()
 	if err := n.startWorkers(ctx, opts, logger); err != nil {
 		return nil, err
 	}
+	n.startEdge(ctx)
 	if cfg.HTTP.Listen != config.ListenNone {
 		if err := n.startHTTP(); err != nil {
 			return nil, err
@@ -175,6 +179,7 @@ func RepositoryConfig(cfg config.Config) aggregate.Config {
 		ConflictRetries:    a.ConflictRetries,
 		IdempotencyHorizon: a.IdempotencyHorizon.Std(),
 		RawCommands:        map[string][]string{},
+		Sites:              sitesRule(cfg),
 	}
 	for typ, raw := range a.Raw {
 		rc.RawCommands[typ] = raw.Commands
@@ -268,7 +273,7 @@ func (n *Node) startWorkers(ctx context.Context, opts Options, logger *slog.Logg
 	}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	n.workersStop = stop
-	fb := feedback{repo: n.repo}
+	fb := n.feedbackFor()
 	for _, kc := range kinds {
 		w, err := consumer.NewWorker(ctx, n.broker.JetStream(), n.cfg.Namespace, kc, fb, logger)
 		if err != nil {

@@ -1,0 +1,196 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/aggregate"
+	"github.com/esjet/esjet/internal/consumer"
+	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
+)
+
+// provision sets up the node's streams: a hub's aggregate the sites'
+// (streams.ProvisionHub), every other node's are its own.
+func provision(ctx context.Context, js jetstream.JetStream, cfg config.Config, logger *slog.Logger) ([]streams.Change, error) {
+	if cfg.Edge.Role == config.EdgeHub {
+		return streams.ProvisionHub(ctx, js, cfg.Namespace, ProvisionConfig(cfg), HubConfig(cfg), logger)
+	}
+	return streams.Provision(ctx, js, cfg.Namespace, ProvisionConfig(cfg), logger)
+}
+
+// HubConfig maps the node config to the hub's aggregation.
+func HubConfig(cfg config.Config) streams.HubConfig {
+	return streams.HubConfig{Sites: cfg.Edge.Sites, HubKinds: cfg.Edge.HubKinds}
+}
+
+// sitesRule maps the edge config to the repository's ownership rule.
+func sitesRule(cfg config.Config) aggregate.Sites {
+	switch cfg.Edge.Role {
+	case config.EdgeSite:
+		return aggregate.Sites{Here: cfg.Edge.Site, OwnerOf: cfg.Edge.OwnerOf}
+	case config.EdgeHub:
+		return aggregate.Sites{Hub: true, OwnerOf: cfg.Edge.OwnerOf}
+	}
+	return aggregate.Sites{}
+}
+
+// runsRelay reports whether the node relays its log to OUTBOX: the hub
+// does not, as its log holds the sites' decisions, whose commands their
+// own relays carry (the hub kinds reach the hub's OUTBOX by sourcing).
+func runsRelay(cfg config.Config) bool { return cfg.Edge.Role != config.EdgeHub }
+
+// feedbackFor is how the node's workers report outcomes: to the local
+// repository, or at the hub onto OUTCOMES for the owning site to pull.
+func (n *Node) feedbackFor() consumer.Feedback {
+	if n.cfg.Edge.Role == config.EdgeHub {
+		return hubFeedback{js: n.broker.JetStream(), names: streams.NamesFor(n.cfg.Namespace), ownerOf: n.cfg.Edge.OwnerOf}
+	}
+	return feedback{repo: n.repo}
+}
+
+// hubFeedback records a hub kind's outcome on <ns>.outcome.<site>, with
+// the report's idempotency key as Nats-Msg-Id: the site that owns the
+// aggregate pulls it when its link is up and applies it there.
+type hubFeedback struct {
+	js      jetstream.JetStream
+	names   streams.Names
+	ownerOf func(typ, id string) string
+}
+
+func (f hubFeedback) Report(ctx context.Context, r consumer.Report) error {
+	site := f.ownerOf(r.AggregateType, r.AggregateID)
+	if site == "" {
+		return fmt.Errorf("%w: %s/%s is owned by no site (edge.owners), so its outcome %s has nowhere to go", consumer.ErrFeedbackRefused, r.AggregateType, r.AggregateID, r.Kind)
+	}
+	body, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := f.js.Publish(ctx, f.names.OutcomeSubject(site), body, jetstream.WithMsgID(r.IdempotencyKey)); err != nil {
+		return fmt.Errorf("record outcome %s of %s/%s for site %s: %w", r.Kind, r.AggregateType, r.AggregateID, site, err)
+	}
+	return nil
+}
+
+// startEdge starts what the node's edge role runs beside the rest: at a
+// site the pull of hub kinds' outcomes, at the hub the sites' monitor.
+func (n *Node) startEdge(ctx context.Context) {
+	var run func(context.Context) error
+	switch n.cfg.Edge.Role {
+	case config.EdgeSite:
+		run = n.pullOutcomes
+	case config.EdgeHub:
+		n.sites = newSiteMonitor(n)
+		run = n.sites.Run
+	default:
+		return
+	}
+	ectx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = n.watch(ectx, "edge", run(ectx))
+	}()
+	n.OnClose(func() { stop(); <-done })
+}
+
+// outcomeConsumer names a site's durable consumer on the hub's OUTCOMES.
+func outcomeConsumer(site string) string { return "esjet_site_" + site }
+
+// pullOutcomes applies at this site the outcomes the hub recorded for it,
+// in order, each once (a repeat is refused by the aggregate as answered
+// and acked). While the link is down it tries again every second; the
+// outcomes wait at the hub.
+func (n *Node) pullOutcomes(ctx context.Context) error {
+	e := n.cfg.Edge
+	names := streams.NamesFor(n.cfg.Namespace)
+	logger := n.logger.With("component", "edge", "site", e.Site)
+	hub, err := jetstream.NewWithDomain(n.broker.Conn(), e.HubDomain)
+	if err != nil {
+		return err
+	}
+	receipts, err := n.broker.JetStream().KeyValue(ctx, names.Receipts)
+	if err != nil {
+		return fmt.Errorf("edge: receipts bucket: %w", err)
+	}
+	var cons jetstream.Consumer
+	for ctx.Err() == nil {
+		if cons == nil {
+			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			cons, err = hub.CreateOrUpdateConsumer(cctx, names.Outcomes(), jetstream.ConsumerConfig{
+				Durable: outcomeConsumer(e.Site), FilterSubject: names.OutcomeSubject(e.Site),
+				AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: 256,
+			})
+			cancel()
+			if err != nil {
+				cons = nil
+				logger.Debug("hub outcomes not reachable", "error", err)
+				sleep(ctx, time.Second)
+				continue
+			}
+		}
+		batch, err := cons.Fetch(64, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			cons = nil
+			sleep(ctx, time.Second)
+			continue
+		}
+		for msg := range batch.Messages() {
+			n.applyOutcome(ctx, logger, receipts, msg)
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
+			logger.Debug("pull of hub outcomes ended", "error", err)
+			cons = nil
+			sleep(ctx, time.Second)
+		}
+	}
+	return nil
+}
+
+// applyOutcome hands one hub outcome to its aggregate, as a local worker's
+// report would, and records its receipt here so this site's reconcile sees
+// the command settled.
+func (n *Node) applyOutcome(ctx context.Context, logger *slog.Logger, receipts jetstream.KeyValue, msg jetstream.Msg) {
+	var r consumer.Report
+	if err := json.Unmarshal(msg.Data(), &r); err != nil {
+		logger.Error("undecodable hub outcome: skipped", "subject", msg.Subject(), "error", err)
+		_ = msg.Term()
+		return
+	}
+	if err := (feedback{repo: n.repo}).Report(ctx, r); err != nil && !errors.Is(err, consumer.ErrFeedbackRefused) {
+		logger.Warn("hub outcome not applied yet", "kind", r.Kind, "aggregate_type", r.AggregateType, "aggregate_id", r.AggregateID, "error", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	var o wire.Outcome
+	if json.Unmarshal(r.Payload, &o) == nil && o.CommandID != "" {
+		rc := wire.Receipt{CommandID: o.CommandID, Outcome: wire.OutcomeDone, Attempts: o.Attempts, LastError: o.Error, Result: o.Result, At: time.Now().UTC()}
+		rc.Kind, _ = strings.CutSuffix(r.Kind, "_done")
+		if k, failed := strings.CutSuffix(r.Kind, "_failed"); failed {
+			rc.Kind, rc.Outcome = k, wire.OutcomeFailed
+		}
+		if _, err := receipts.Put(ctx, wire.ReceiptKey(o.CommandID), rc.Encode()); err != nil {
+			logger.Warn("receipt of a hub outcome not written", "command_id", o.CommandID, "error", err)
+		}
+	}
+	_ = msg.Ack()
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
