@@ -98,8 +98,11 @@ func (c *lru) len() int {
 // to a hot aggregate queue here instead of conflicting in JetStream.
 type stripes [1024]sync.Mutex
 
-func (s *stripes) lock(key string) *sync.Mutex {
+func (s *stripes) lock(key string) *sync.Mutex { return &s[s.index(key)] }
+
+// index is the stripe of key (HandleAll locks several in index order).
+func (s *stripes) index(key string) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
-	return &s[h.Sum32()%uint32(len(s))]
+	return int(h.Sum32() % uint32(len(s)))
 }

@@ -23,7 +23,7 @@ func (s *Service) Handler() http.Handler {
 var HTTPRoutes = []string{
 	"POST /v1/<type>/<id>/<command>", "GET /v1/<type>/<id>", "GET /v1/<type>/<id>/events",
 	"POST /v1/raw/<type>/<id>/events", "GET /v1/raw/<type>/<id>/events", "GET /v1/types",
-	"GET /v1/log",
+	"GET /v1/log", "POST /v1/multi",
 }
 
 func (s *Service) routes(mux *http.ServeMux) {
@@ -57,6 +57,7 @@ func (s *Service) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/raw/{type}/{id}/events", func(w http.ResponseWriter, r *http.Request) {
 		s.events(w, r, false)
 	})
+	s.multiRoutes(mux)
 }
 
 // JSONErrors answers what mux itself would answer — 404 for a path no

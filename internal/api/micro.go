@@ -91,6 +91,7 @@ func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, erro
 	var errs []error
 	root := svc.AddGroup(SubjectPrefix(s.ns), micro.WithGroupQueueGroup("esjet-"+s.ns))
 	errs = append(errs, add(root, endpointTypes, "types"))
+	errs = append(errs, add(root, endpointMulti, "multi"))
 	for _, typ := range s.repo.Registry().Types() {
 		errs = append(errs, add(root.AddGroup(typ), typ, "*.*"))
 	}
@@ -154,6 +155,8 @@ func (s *Service) serve(ctx context.Context, r route, req micro.Request) (any, e
 		return s.ReadLog(ctx, p)
 	case opViewGet, opViewList, opViewsLs:
 		return s.serveView(ctx, r, req.Data())
+	case opMulti:
+		return s.Multi(ctx, req.Data(), microMeta(req))
 	case opOps:
 		if s.ops == nil {
 			return nil, &Error{Status: 404, Code: "no_route", Message: fmt.Sprintf("%s: this API serves no operator actions", req.Subject())}

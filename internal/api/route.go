@@ -36,7 +36,7 @@ const (
 var NATSRoutes = []string{
 	"<type>.<id>.<command>", "<type>.<id>.state", "<type>.<id>.events",
 	"raw.append.<type>.<id>", "raw.events.<type>.<id>", "types",
-	"ops.<user>.dlq.<retry|discard>", "log",
+	"ops.<user>.dlq.<retry|discard>", "log", "multi",
 }
 
 // route is what a subject asks for.
@@ -63,6 +63,8 @@ func routeSubject(prefix, subject string) (route, error) {
 	case !ok:
 	case len(toks) == 1 && toks[0] == "types":
 		return route{op: opTypes, endpoint: endpointTypes}, nil
+	case len(toks) == 1 && toks[0] == "multi":
+		return route{op: opMulti, endpoint: endpointMulti}, nil
 	case len(toks) == 1 && toks[0] == "log":
 		return route{op: opLog, endpoint: endpointLog}, nil
 	case toks[0] == "views":

@@ -29,32 +29,9 @@ import (
 // single server (where the retry gets 10071) and on a cluster (a duplicate
 // ack), and stores nothing twice.
 func (l *Log) Append(ctx context.Context, d Decision, after Position) (Record, error) {
-	subject, err := l.names.AggregateSubject(d.AggregateType, d.AggregateID)
+	d, subject, msg, err := l.build(d, after)
 	if err != nil {
 		return Record{}, err
-	}
-	now := l.cfg.Now()
-	d, err = prepare(d, after, now)
-	if err != nil {
-		return Record{}, err
-	}
-	if l.cfg.MaxDelay > 0 {
-		for _, c := range d.Commands {
-			if c.DeliverAfter.After(now.Add(l.cfg.MaxDelay)) {
-				return Record{}, invalid("command %s (%s) is due %s, more than %s ahead: OUTBOX keeps a delayed command only for streams.outbox_max_age",
-					c.ID, c.Kind, c.DeliverAfter.Format(time.RFC3339), l.cfg.MaxDelay)
-			}
-		}
-	}
-	msg, err := encode(subject, d)
-	if err != nil {
-		return Record{}, err
-	}
-	// The expectation travels as a header and the server counts it against
-	// max_msg_size: set it before measuring (PublishMsg sets the same value).
-	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(after.Seq, 10))
-	if size := msgSize(msg); size > l.cfg.MaxMessageSize {
-		return Record{}, &SizeError{Size: size, Limit: l.cfg.MaxMessageSize}
 	}
 
 	var lastErr error
@@ -149,6 +126,39 @@ func (l *Log) publish(ctx context.Context, msg *nats.Msg, after uint64, attempt 
 		return l.commit.publish(ctx, msg)
 	}
 	return l.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(after))
+}
+
+// build checks and prepares d for its aggregate's subject at after and
+// encodes it with its expectation: the message Append publishes.
+func (l *Log) build(d Decision, after Position) (Decision, string, *nats.Msg, error) {
+	subject, err := l.names.AggregateSubject(d.AggregateType, d.AggregateID)
+	if err != nil {
+		return d, "", nil, err
+	}
+	now := l.cfg.Now()
+	d, err = prepare(d, after, now)
+	if err != nil {
+		return d, "", nil, err
+	}
+	if l.cfg.MaxDelay > 0 {
+		for _, c := range d.Commands {
+			if c.DeliverAfter.After(now.Add(l.cfg.MaxDelay)) {
+				return d, "", nil, invalid("command %s (%s) is due %s, more than %s ahead: OUTBOX keeps a delayed command only for streams.outbox_max_age",
+					c.ID, c.Kind, c.DeliverAfter.Format(time.RFC3339), l.cfg.MaxDelay)
+			}
+		}
+	}
+	msg, err := encode(subject, d)
+	if err != nil {
+		return d, "", nil, err
+	}
+	// The expectation travels as a header and the server counts it against
+	// max_msg_size: set it before measuring (PublishMsg sets the same value).
+	msg.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(after.Seq, 10))
+	if size := msgSize(msg); size > l.cfg.MaxMessageSize {
+		return d, "", nil, &SizeError{Size: size, Limit: l.cfg.MaxMessageSize}
+	}
+	return d, subject, msg, nil
 }
 
 // retryTimeout bounds the tries after one timed out; inProcessPause is the

@@ -140,23 +140,33 @@ func wrongLastSeq(err error) (uint64, bool) {
 	return n, perr == nil
 }
 
-// commitBatch sends members as one atomic batch and waits for the commit's
-// reply. Only the commit message is answered: the others go out as plain
-// publishes on the same connection, in order.
+// commitBatch sends members as one atomic batch and waits for the
+// commit's reply.
 func (c *committer) commitBatch(ctx context.Context, members []*pending) (batchAck, error) {
-	nc := c.js.Conn()
+	msgs := make([]*nats.Msg, len(members))
+	for i, p := range members {
+		msgs[i] = p.msg
+	}
+	return sendBatch(ctx, c.js.Conn(), msgs)
+}
+
+// sendBatch publishes msgs (copies of them, with the batch headers) as one
+// atomic batch and waits for the commit's reply. Only the commit message
+// is answered: the others go out as plain publishes on the same
+// connection, in order.
+func sendBatch(ctx context.Context, nc *nats.Conn, msgs []*nats.Msg) (batchAck, error) {
 	id := nuid.Next()
 	var resp *nats.Msg
-	for i, p := range members {
-		m := &nats.Msg{Subject: p.msg.Subject, Data: p.msg.Data, Header: make(nats.Header, len(p.msg.Header)+3)}
-		for k, v := range p.msg.Header {
+	for i, src := range msgs {
+		m := &nats.Msg{Subject: src.Subject, Data: src.Data, Header: make(nats.Header, len(src.Header)+3)}
+		for k, v := range src.Header {
 			m.Header[k] = v
 		}
 		m.Header.Set(headerBatchID, id)
 		m.Header.Set(headerBatchSeq, strconv.Itoa(i+1))
-		if i < len(members)-1 {
+		if i < len(msgs)-1 {
 			if err := nc.PublishMsg(m); err != nil {
-				return batchAck{}, fmt.Errorf("atomic batch message %d of %d: %w", i+1, len(members), err)
+				return batchAck{}, fmt.Errorf("atomic batch message %d of %d: %w", i+1, len(msgs), err)
 			}
 			continue
 		}
@@ -173,8 +183,8 @@ func (c *committer) commitBatch(ctx context.Context, members []*pending) (batchA
 	if ack.Error != nil {
 		return batchAck{}, ack.Error
 	}
-	if ack.BatchID != id || ack.Count != len(members) || ack.Sequence < uint64(len(members)) {
-		return batchAck{}, fmt.Errorf("atomic batch commit reply %q: not the ack of batch %s of %d messages", resp.Data, id, len(members))
+	if ack.BatchID != id || ack.Count != len(msgs) || ack.Sequence < uint64(len(msgs)) {
+		return batchAck{}, fmt.Errorf("atomic batch commit reply %q: not the ack of batch %s of %d messages", resp.Data, id, len(msgs))
 	}
 	return ack, nil
 }
