@@ -31,6 +31,9 @@ esjet/raw per phase:
   load     cold load of a 1,000-event aggregate, snapshots off and on, vs
            raw batched direct get
   replay   Log.ReadFrom of the whole log vs a raw ordered consumer
+  scale    only when named: fill --decisions decisions, then print bytes
+           per decision, reconcile time and memory, the oldest command's
+           lookup, cold loads and memory (see the README's scale table)
 
 By default a node starts in-process on a temporary data directory (removed
 afterwards), NATS on 127.0.0.1:<random>, HTTP off; --sync picks its fsync
@@ -76,7 +79,8 @@ func (b *benchFlags) register(f *pflag.FlagSet) {
 	f.IntVar(&b.opts.Aggregates, "aggregates", bench.DefaultAggregates, "aggregates the append and micro phases spread commands over")
 	f.StringVar(&b.opts.Skew, "skew", bench.SkewUniform, "how commands pick aggregates: uniform or zipf (hot aggregates)")
 	f.IntVar(&b.opts.Workers, "workers", bench.DefaultWorkers, "concurrent clients (and worker pool size)")
-	f.StringSliceVar(&b.phases, "phases", bench.AllPhases, "phases to run, comma-separated")
+	f.StringSliceVar(&b.phases, "phases", bench.AllPhases, "phases to run, comma-separated (also on demand: scale)")
+	f.IntVar(&b.opts.Decisions, "decisions", 0, "decisions the scale phase fills the store with (0: 100000)")
 	f.BoolVar(&b.asJSON, "json", false, "print the report as JSON")
 	f.BoolVar(&b.noProgress, "no-progress", false, "no progress bars (they are also off with --json or when stderr is not a terminal)")
 	f.StringVar(&b.svgPath, "svg", "", "also write a chart of the latency percentiles per phase to this SVG file")

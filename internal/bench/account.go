@@ -13,7 +13,8 @@ type accountState struct {
 }
 
 type amount struct {
-	Amount int `json:"amount"`
+	Amount int    `json:"amount"`
+	Note   string `json:"note,omitempty"` // the scale phase's padding
 }
 
 // Account is the bench aggregate type.

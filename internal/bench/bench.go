@@ -26,10 +26,16 @@ const (
 	PhaseE2E     = "e2e"
 	PhaseLoad    = "load"
 	PhaseReplay  = "replay"
+	// PhaseScale runs only when asked for (--phases scale): it fills a
+	// store of --decisions decisions.
+	PhaseScale = "scale"
 )
 
 // AllPhases are the phases a run does by default, in order.
 var AllPhases = []string{PhaseAppend, PhaseMicro, PhaseRelay, PhaseEffects, PhaseE2E, PhaseLoad, PhaseReplay}
+
+// OnDemandPhases run only when --phases names them, after the others.
+var OnDemandPhases = []string{PhaseScale}
 
 // Defaults.
 const (
@@ -64,7 +70,9 @@ type Options struct {
 	Skew       string
 	Workers    int
 	Phases     []string
-	Version    string
+	// Decisions is the scale phase's fill; 0 means DefaultScaleDecisions.
+	Decisions int
+	Version   string
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger
 	// Progress, when set, is called at the start of each phase; it returns
@@ -101,14 +109,18 @@ func (o *Options) setDefaults() error {
 	if _, err := NewPicker(o.Skew, o.Aggregates, 1); err != nil {
 		return fmt.Errorf("--skew: %w", err)
 	}
+	known := slices.Concat(AllPhases, OnDemandPhases)
 	for _, p := range o.Phases {
-		if !slices.Contains(AllPhases, p) {
-			return fmt.Errorf("--phases: unknown phase %q (phases: %s)", p, strings.Join(AllPhases, ","))
+		if !slices.Contains(known, p) {
+			return fmt.Errorf("--phases: unknown phase %q (phases: %s)", p, strings.Join(known, ","))
 		}
+	}
+	if o.Decisions < 0 {
+		return fmt.Errorf("--decisions %d: must not be negative", o.Decisions)
 	}
 	// Run in the canonical order whatever order they were given in.
 	var ordered []string
-	for _, p := range AllPhases {
+	for _, p := range known {
 		if slices.Contains(o.Phases, p) {
 			ordered = append(ordered, p)
 		}
@@ -208,6 +220,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		rep.Phases = append(rep.Phases, phases...)
 	}
+	rep.Scale = e.scale
 	rep.Notes = notes(rep, opts)
 	rep.Seconds = time.Since(started).Seconds()
 	return rep, nil
@@ -221,6 +234,7 @@ var describe = map[string]string{
 	PhaseE2E:     "command → relay → worker → outcome recorded on the aggregate (no raw pair)",
 	PhaseLoad:    "cold load of a 1,000-event aggregate (cache off) vs raw batched direct get of its messages",
 	PhaseReplay:  "Log.ReadFrom of the whole log vs a raw ordered consumer reading it",
+	PhaseScale:   "a store of --decisions decisions: bytes, reconcile, outbox lookup, cold loads and memory",
 }
 
 // phaseRuns are the phases' bodies, one file each.
@@ -232,6 +246,7 @@ var phaseRuns = map[string]func(e *env, ctx context.Context, progress func(float
 	PhaseE2E:     (*env).e2ePhase,
 	PhaseLoad:    (*env).loadPhase,
 	PhaseReplay:  (*env).replayPhase,
+	PhaseScale:   (*env).scalePhase,
 }
 
 func (e *env) runPhase(ctx context.Context, name string, progress func(float64)) ([]Phase, error) {

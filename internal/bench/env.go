@@ -33,6 +33,7 @@ type env struct {
 	// namespaces this run provisioned besides the node's (deleted at the
 	// end in external mode; the embedded store is removed whole).
 	extra []string
+	scale *Scale // the scale phase's figures
 }
 
 // refuseExisting fails if any of the namespaces already has an event

@@ -40,3 +40,33 @@ func TestDrainPhasesPairBothSides(t *testing.T) {
 		}
 	}
 }
+
+// TestScalePhaseFillsAndMeasures runs the on-demand scale phase on a small
+// store: every figure is filled in, the fill is what was asked for, and a
+// healthy store reconciles without drift.
+func TestScalePhaseFillsAndMeasures(t *testing.T) {
+	cfg := config.Default()
+	cfg.Namespace = "scaletest"
+	cfg.NATS.Embedded.Sync = config.SyncInterval
+	const decisions = 400
+	rep, err := Run(t.Context(), Options{Config: cfg, Workers: 8, Decisions: decisions, Phases: []string{PhaseScale}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := rep.Scale
+	if sc == nil {
+		t.Fatalf("no scale figures: %+v", rep.Phases)
+	}
+	commands := decisions / scaleCommandEvery
+	// The fill, its outcomes and the repeat run's decisions.
+	if sc.Decisions != decisions || sc.Aggregates != decisions/scaleEventsPerAggregate || sc.EventsMsgs < uint64(decisions+commands) || sc.OutboxMsgs != uint64(commands) {
+		t.Errorf("filled %+v, want %d decisions (+%d outcomes) and %d commands", sc, decisions, commands, commands)
+	}
+	if sc.ReconcileDrift != 0 {
+		t.Errorf("reconcile found %d drift on a healthy store", sc.ReconcileDrift)
+	}
+	if sc.BytesPerDecision < 200 || sc.BytesPerCommand <= 0 || sc.StoreBytes <= 0 || sc.ReconcileSecs <= 0 ||
+		sc.OutboxOldestSecs <= 0 || sc.ColdP99MS <= 0 || sc.RSSAfter <= 0 || sc.ReconcileRSS <= 0 {
+		t.Errorf("a figure is missing: %+v", sc)
+	}
+}

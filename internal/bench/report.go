@@ -20,6 +20,7 @@ type Report struct {
 	Server    Server   `json:"server"`
 	Params    Params   `json:"params"`
 	Phases    []Phase  `json:"phases"`
+	Scale     *Scale   `json:"scale,omitempty"` // the scale phase, when it ran
 	Notes     []string `json:"notes"`
 }
 
@@ -154,6 +155,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	var b strings.Builder
+	if len(r.Phases) == 0 {
+		rows = nil // the scale phase alone: no phase table
+	}
 	for _, row := range rows {
 		for i, c := range row {
 			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
@@ -172,6 +176,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(&b, "%s%s failed: %s\n", sep, p.Name, oneLine(p.Error))
 			sep = ""
 		}
+	}
+	if r.Scale != nil {
+		b.WriteByte('\n')
+		r.Scale.write(&b)
 	}
 	sep = "\n"
 	for _, n := range r.Notes {

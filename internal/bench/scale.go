@@ -1,0 +1,368 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/aggregate"
+	"github.com/esjet/esjet/internal/api"
+	"github.com/esjet/esjet/internal/ops"
+	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
+)
+
+// The scale phase (on demand: `esjet bench --phases scale --decisions N`):
+// fill the store with N decisions through the Go API — one ~200-byte event
+// each, 10 per aggregate spread over the whole log, every 4th one issuing
+// a charge (the no-op worker runs it and reports charge_done, one more
+// decision) — then measure what must not grow with the log: the store's
+// bytes per decision and per command, a full and a repeat reconcile, the
+// lookup of the oldest command, cold loads of random aggregates with the
+// cache off, and the process's memory through all of it (client and
+// server share the process: RSS is both).
+
+// DefaultScaleDecisions is the scale phase's fill when --decisions is 0.
+const DefaultScaleDecisions = 100_000
+
+const (
+	scaleEventsPerAggregate = 10
+	scaleCommandEvery       = 4
+	scaleColdLoads          = 1000
+	scaleRepeatDecisions    = 10_000
+)
+
+// scaleNote pads the event payload to ~200 bytes.
+var scaleNote = strings.Repeat("n", 180)
+
+// Scale is the scale phase's figures.
+type Scale struct {
+	Decisions  int     `json:"decisions"`  // filled through the API (outcomes not counted)
+	Aggregates int     `json:"aggregates"` // they were spread over
+	Commands   int     `json:"commands"`   // issued (one per 4th decision)
+	FillSecs   float64 `json:"fill_seconds"`
+	// Messages and bytes as the streams report them after the fill (and
+	// the relay and workers caught up).
+	EventsMsgs  uint64 `json:"events_msgs"`
+	EventsBytes uint64 `json:"events_bytes"`
+	OutboxMsgs  uint64 `json:"outbox_msgs"`
+	OutboxBytes uint64 `json:"outbox_bytes"`
+	StoreBytes  int64  `json:"store_bytes"` // the data directory on disk (embedded only)
+	// BytesPerDecision = EventsBytes / EventsMsgs; BytesPerCommand =
+	// OutboxBytes / OutboxMsgs.
+	BytesPerDecision float64 `json:"bytes_per_decision"`
+	BytesPerCommand  float64 `json:"bytes_per_command"`
+	// Reconcile: a full run, then a run after scaleRepeatDecisions more
+	// decisions; RSS is the process's peak during each.
+	ReconcileSecs       float64 `json:"reconcile_seconds"`
+	ReconcileMsgsPerSec float64 `json:"reconcile_msgs_per_sec"`
+	ReconcileRSS        int64   `json:"reconcile_peak_rss_bytes"`
+	RepeatSecs          float64 `json:"reconcile_repeat_seconds"`
+	RepeatRSS           int64   `json:"reconcile_repeat_peak_rss_bytes"`
+	ReconcileDrift      uint64  `json:"reconcile_drift"` // orphans + duplicates + stuck + late effects: 0 expected
+	// OutboxOldestSecs is `esjet outbox <oldest command id>`.
+	OutboxOldestSecs float64 `json:"outbox_oldest_seconds"`
+	// Cold loads of random aggregates, the cache off.
+	ColdP50MS float64 `json:"cold_load_p50_ms"`
+	ColdP99MS float64 `json:"cold_load_p99_ms"`
+	// RSS before the cold loads and after them.
+	RSSBefore int64 `json:"rss_before_cold_loads_bytes"`
+	RSSAfter  int64 `json:"rss_after_cold_loads_bytes"`
+}
+
+func (e *env) scalePhase(ctx context.Context, progress func(float64)) ([]Phase, error) {
+	n := e.opts.Decisions
+	if n <= 0 {
+		n = DefaultScaleDecisions
+	}
+	aggs := max(n/scaleEventsPerAggregate, 1)
+	sc := &Scale{Decisions: n, Aggregates: aggs}
+	names := streams.NamesFor(e.ns)
+	body := func(i int) []byte {
+		return []byte(`{"amount":` + strconv.Itoa(i%1000) + `,"note":"` + scaleNote + `"}`)
+	}
+	// Decision i goes to aggregate i mod aggs: an aggregate's 10 events lie
+	// far apart in the log, as a long-lived service's do.
+	send := func(ctx context.Context, i int) error {
+		kind := "deposit"
+		if i%scaleCommandEvery == scaleCommandEvery-1 {
+			kind = "pay"
+		}
+		_, err := e.node.API().Send(ctx, "acct", "s"+strconv.Itoa(i%aggs), kind, body(i), api.Meta{})
+		return err
+	}
+	var done atomic.Int64
+	stop := ticker(progress, func() float64 { return 0.8 * float64(done.Load()) / float64(n) })
+	start := time.Now()
+	res := RunOps(ctx, Spec{Workers: e.opts.Workers, Ops: n, Done: &done}, sweep(send))
+	stop()
+	if res.Errors > 0 {
+		return nil, fmt.Errorf("fill: %d errors, the first: %w", res.Errors, res.FirstErr)
+	}
+	sc.Commands = n / scaleCommandEvery
+	if err := e.settle(ctx, names, uint64(n+sc.Commands), uint64(sc.Commands)); err != nil {
+		return nil, err
+	}
+	sc.FillSecs = time.Since(start).Seconds()
+	if err := e.scaleBytes(ctx, names, sc); err != nil {
+		return nil, err
+	}
+	progress(0.85)
+
+	rc := ops.NewReconciler(e.nodeJS, e.ns, ops.ReconcileConfig{}, nil)
+	var rep ops.Report
+	secs, rss, err := peakDuring(func() error {
+		var err error
+		rep, err = rc.Run(ctx, nil)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	sc.ReconcileSecs, sc.ReconcileRSS = secs, rss
+	if secs > 0 {
+		sn := rep.Scanned
+		sc.ReconcileMsgsPerSec = float64(sn.Events+sn.Outbox+sn.DLQ+sn.Receipts) / secs
+	}
+	t := rep.Totals
+	sc.ReconcileDrift = t.Orphans + t.Duplicates + t.Stuck + t.LateEffects
+	// A repeat run after scaleRepeatDecisions more decisions (deposits on
+	// aggregates of their own).
+	more := RunOps(ctx, Spec{Workers: e.opts.Workers, Ops: scaleRepeatDecisions}, sweep(func(ctx context.Context, i int) error {
+		_, err := e.node.API().Send(ctx, "acct", "r"+strconv.Itoa(i%1000), "deposit", body(i), api.Meta{})
+		return err
+	}))
+	if more.Errors > 0 {
+		return nil, fmt.Errorf("repeat fill: %w", more.FirstErr)
+	}
+	if sc.RepeatSecs, sc.RepeatRSS, err = peakDuring(func() error {
+		_, err := rc.Run(ctx, nil)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("reconcile again: %w", err)
+	}
+	progress(0.9)
+
+	oldest, err := oldestCommand(ctx, e.nodeJS, names)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	if _, err := ops.Inspect(e.nodeJS, e.ns).Command(ctx, oldest); err != nil {
+		return nil, fmt.Errorf("outbox %s: %w", oldest, err)
+	}
+	sc.OutboxOldestSecs = time.Since(t0).Seconds()
+
+	if err := e.coldLoads(ctx, names, sc); err != nil {
+		return nil, err
+	}
+	progress(1)
+	e.scale = sc
+	return nil, nil
+}
+
+// settle waits until the log holds want decisions (the fill's and the
+// outcomes'), OUTBOX has commands messages, and the relay acked them all.
+func (e *env) settle(ctx context.Context, names streams.Names, want, commands uint64) error {
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		ev, err := e.nodeJS.Stream(ctx, names.Events)
+		if err != nil {
+			return err
+		}
+		ob, err := e.nodeJS.Stream(ctx, names.Outbox)
+		if err != nil {
+			return err
+		}
+		cons, err := e.nodeJS.Consumer(ctx, names.Events, wire.RelayConsumerName)
+		if err != nil {
+			return err
+		}
+		es, obs := ev.CachedInfo().State, ob.CachedInfo().State
+		if es.Msgs >= want && obs.Msgs >= commands && cons.CachedInfo().AckFloor.Stream >= es.LastSeq {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not settled after 10m: %d of %d decisions, %d of %d commands in OUTBOX, relay ack floor %d of %d",
+				es.Msgs, want, obs.Msgs, commands, cons.CachedInfo().AckFloor.Stream, es.LastSeq)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+func (e *env) scaleBytes(ctx context.Context, names streams.Names, sc *Scale) error {
+	for _, s := range []struct {
+		name        string
+		msgs, bytes *uint64
+	}{{names.Events, &sc.EventsMsgs, &sc.EventsBytes}, {names.Outbox, &sc.OutboxMsgs, &sc.OutboxBytes}} {
+		st, err := e.nodeJS.Stream(ctx, s.name)
+		if err != nil {
+			return err
+		}
+		*s.msgs, *s.bytes = st.CachedInfo().State.Msgs, st.CachedInfo().State.Bytes
+	}
+	if sc.EventsMsgs > 0 {
+		sc.BytesPerDecision = float64(sc.EventsBytes) / float64(sc.EventsMsgs)
+	}
+	if sc.OutboxMsgs > 0 {
+		sc.BytesPerCommand = float64(sc.OutboxBytes) / float64(sc.OutboxMsgs)
+	}
+	if dir := e.cfg.NATS.Embedded.DataDir; e.cfg.NATS.Mode == "embedded" && dir != "" {
+		sc.StoreBytes = dirSize(dir)
+	}
+	return nil
+}
+
+// coldLoads loads scaleColdLoads random aggregates of the fill with a
+// repository whose cache is off (snapshots as configured).
+func (e *env) coldLoads(ctx context.Context, names streams.Names, sc *Scale) error {
+	snaps, err := e.nodeJS.KeyValue(ctx, names.Snapshots)
+	if err != nil {
+		return err
+	}
+	reg, err := aggregate.NewRegistry(Account())
+	if err != nil {
+		return err
+	}
+	repo := aggregate.NewRepository(e.node.Log(), snaps, reg, aggregate.Config{
+		Namespace: e.ns, CacheSize: -1, SnapshotEvery: e.cfg.Aggregates.SnapshotEvery}, nil)
+	sc.RSSBefore = settledRSS()
+	var lat Recorder
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range scaleColdLoads {
+		id := "s" + strconv.Itoa(rng.IntN(sc.Aggregates))
+		t0 := time.Now()
+		if _, err := repo.Get(ctx, "acct", id); err != nil {
+			return fmt.Errorf("cold load acct/%s: %w", id, err)
+		}
+		lat.Add(time.Since(t0))
+	}
+	sc.ColdP50MS, sc.ColdP99MS = ms(lat.Percentile(50)), ms(lat.Percentile(99))
+	sc.RSSAfter = settledRSS()
+	return nil
+}
+
+// oldestCommand is the id of the first command in OUTBOX.
+func oldestCommand(ctx context.Context, js jetstream.JetStream, names streams.Names) (string, error) {
+	s := streams.NewScanner(js, names.Outbox, 1)
+	defer s.Close()
+	var id string
+	_, err := s.Scan(ctx, streams.ScanRange{Filter: names.OutboxFilter()}, func(m *jetstream.RawStreamMsg) error {
+		id = m.Header.Get(wire.HeaderCommandID)
+		return streams.ErrStopScan
+	})
+	if err == nil && id == "" {
+		err = fmt.Errorf("no command in %s", names.Outbox)
+	}
+	return id, err
+}
+
+// peakDuring runs fn and returns its time and the process's peak RSS
+// meanwhile (sampled every 20ms, and the kernel's high-water mark, reset
+// first, where it can be).
+func peakDuring(fn func() error) (secs float64, peak int64, err error) {
+	runtime.GC()
+	debug.FreeOSMemory()
+	resetPeakRSS()
+	var mu sync.Mutex
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				if r := procStatus("VmRSS"); r > 0 {
+					mu.Lock()
+					peak = max(peak, r)
+					mu.Unlock()
+				}
+			}
+		}
+	}()
+	t0 := time.Now()
+	err = fn()
+	secs = time.Since(t0).Seconds()
+	close(stop)
+	wg.Wait()
+	return secs, max(peak, procStatus("VmHWM")), err
+}
+
+// settledRSS is the process's RSS after a GC has returned what it can.
+func settledRSS() int64 {
+	runtime.GC()
+	debug.FreeOSMemory()
+	return procStatus("VmRSS")
+}
+
+// resetPeakRSS resets the kernel's high-water mark of the process's RSS
+// (Linux: clear_refs 5); elsewhere it does nothing.
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// procStatus reads a "kB" field of /proc/self/status in bytes; 0 where
+// there is none.
+func procStatus(field string) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+func dirSize(dir string) int64 {
+	var total int64
+	_ = filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {
+		if err == nil && !fi.IsDir() {
+			total += fi.Size()
+		}
+		return nil
+	})
+	return total
+}
+
+// write prints the figures as the README's scale table shows them.
+func (s *Scale) write(b *strings.Builder) {
+	mb := func(v int64) string { return strconv.FormatFloat(float64(v)/1e6, 'f', 0, 64) + " MB" }
+	rows := [][2]string{
+		{"decisions / aggregates", fmt.Sprintf("%s / %s (+%s outcomes)", rate(float64(s.Decisions)), rate(float64(s.Aggregates)), rate(float64(s.Commands)))},
+		{"fill (API, relay, workers)", dur(s.FillSecs * 1000)},
+		{"store on disk", mb(s.StoreBytes)},
+		{"EVENTS bytes per decision", strconv.FormatFloat(s.BytesPerDecision, 'f', 0, 64)},
+		{"OUTBOX bytes per command", strconv.FormatFloat(s.BytesPerCommand, 'f', 0, 64)},
+		{"reconcile (full)", fmt.Sprintf("%s, %s msgs/s, peak RSS %s, drift %d", dur(s.ReconcileSecs*1000), rate(s.ReconcileMsgsPerSec), mb(s.ReconcileRSS), s.ReconcileDrift)},
+		{"reconcile after 10k more", fmt.Sprintf("%s, peak RSS %s", dur(s.RepeatSecs*1000), mb(s.RepeatRSS))},
+		{"esjet outbox <oldest id>", dur(s.OutboxOldestSecs * 1000)},
+		{"cold load p50 / p99 (cache off)", dur(s.ColdP50MS) + " / " + dur(s.ColdP99MS)},
+		{"RSS before / after 1,000 cold loads", mb(s.RSSBefore) + " / " + mb(s.RSSAfter)},
+	}
+	b.WriteString("SCALE\n")
+	for _, r := range rows {
+		fmt.Fprintf(b, "  %-36s %s\n", r[0], r[1])
+	}
+}
