@@ -28,8 +28,8 @@ type repairReport struct {
 
 // reconcileFlags are the flags of esjet reconcile.
 type reconcileFlags struct {
-	repair, asJSON, noProgress bool
-	stuckAfter                 time.Duration
+	repair, asJSON, noProgress, full bool
+	stuckAfter                       time.Duration
 }
 
 const reconcileLong = `Read every command recorded in the log, every message in OUTBOX (and the
@@ -47,6 +47,13 @@ of OUTBOX), and the drift:
                 saga has already compensated for: look at it by hand)
 
 Exit status: 0 when there is no drift, 1 otherwise (or on error).
+
+Each run ends by saving a checkpoint (object store <ns>_reconcile): how far
+it read, the counts of the commands settled for good, and the commands
+still open. The next run reads only what was stored since, plus the open
+commands, and reports the same figures; anything that touches a settled
+command (a second copy, a late outcome) makes it start over as a full run.
+--full reads everything and saves a new checkpoint.
 
 --repair re-publishes each orphan to OUTBOX from its decision, with its
 original command id as Nats-Msg-Id, then reconciles again and reports (and
@@ -68,6 +75,7 @@ func newReconcileCmd(g *globals) *cobra.Command {
 	fs := cmd.Flags()
 	fs.BoolVar(&f.repair, "repair", false, "re-publish orphans to OUTBOX with their original ids, then reconcile again")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON instead of tables")
+	fs.BoolVar(&f.full, "full", false, "read the whole log, OUTBOX, receipts and DLQ instead of starting from the last run's checkpoint")
 	fs.DurationVar(&f.stuckAfter, "stuck-after", 15*time.Minute, "report a command in flight this long without an outcome as stuck")
 	fs.BoolVar(&f.noProgress, "no-progress", false, "no progress bar (it is also off with --json or when stderr is not a terminal)")
 	return cmd
@@ -85,7 +93,11 @@ func runReconcile(cmd *cobra.Command, g *globals, f reconcileFlags) error {
 	}
 	defer closeConn()
 	ctx := cmd.Context()
-	rc := ops.NewReconciler(js, cfg.Namespace, ops.ReconcileConfig{StuckAfter: f.stuckAfter}, newLogger(cfg, g.stderr))
+	rcfg := ops.ReconcileConfig{StuckAfter: f.stuckAfter}
+	if f.full {
+		rcfg.Checkpoint = ops.CheckpointFull
+	}
+	rc := ops.NewReconciler(js, cfg.Namespace, rcfg, newLogger(cfg, g.stderr))
 	showBar := !f.noProgress && !f.asJSON && isTerminal(g.stderr)
 	run := func(what string) (ops.Report, error) {
 		progress, finish := newProgressBar(g.stderr, what, showBar)
@@ -187,7 +199,14 @@ func printReconcile(w io.Writer, r ops.Report) {
 	if !r.RelayConsumer {
 		relay = "the relay never ran"
 	}
-	fmt.Fprintf(w, "namespace %s: %d command(s) issued in %d decision message(s), %s\n", r.Namespace, r.Totals.Issued, r.Scanned.Events, relay)
+	fmt.Fprintf(w, "namespace %s: %d command(s) issued, log read to seq %d, %s\n", r.Namespace, r.Totals.Issued, r.EventsLastSeq, relay)
+	if c := r.Checkpoint; c.Incremental {
+		fmt.Fprintf(w, "from the checkpoint at log seq %d: read %d new message(s), %d command(s) still open\n",
+			c.From.Events, r.Scanned.Events+r.Scanned.Outbox+r.Scanned.DLQ+r.Scanned.Receipts, c.Open)
+	} else {
+		fmt.Fprintf(w, "full run (%s): read %d message(s), %d command(s) still open\n",
+			c.FullBecause, r.Scanned.Events+r.Scanned.Outbox+r.Scanned.DLQ+r.Scanned.Receipts, c.Open)
+	}
 	if r.Undecodable > 0 {
 		fmt.Fprintf(w, "%d message(s) in the log are not esjet decisions (skipped, as the relay skips them)\n", r.Undecodable)
 	}

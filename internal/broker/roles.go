@@ -91,6 +91,10 @@ func Protected(ns string) []string {
 	}
 }
 
+// reconcileBucket is the object store of esjet reconcile's checkpoint
+// (ops.CheckpointBucket).
+func reconcileBucket(ns string) string { return ns + "_reconcile" }
+
 // destructive are the JetStream API requests only admin may make.
 var destructive = []string{"$JS.API.STREAM.DELETE.*", "$JS.API.STREAM.PURGE.*", "$JS.API.STREAM.MSG.DELETE.*", "$JS.API.ACCOUNT.PURGE.*"}
 
@@ -178,6 +182,10 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 		// this user's ops subject only, so the node's audit record can name
 		// the user (the subject token) and no operator can name another.
 		pub = append(pub, OpsPrefix(ns, spec.User)+".>")
+		// esjet reconcile keeps its checkpoint in an object store of its
+		// own (ops.CheckpointBucket; the broker does not import ops).
+		pub = append(pub, "$O."+reconcileBucket(ns)+".>")
+		pub = append(pub, streamOwner("OBJ_"+reconcileBucket(ns))...)
 		deny := []string{ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>",
 			"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>"}
 		deny = append(deny, destructive...)

@@ -157,7 +157,8 @@ func TestRolesDoTheirJobs(t *testing.T) {
 			[]string{NodeInboxPrefix("trips") + ".abc", "$SRV.PING.esjet", "billing.charge"}},
 		{RoleClient, []string{"esjet.trips.trip.t1.book", "esjet.trips.trip.t1.state", "esjet.trips.raw.append.x.y", "$SRV.INFO.esjet"}, []string{"_INBOX.abc.def"}},
 		{RoleOperator, []string{"esjet.trips.trip.t1.state", "esjet.trips.trip.t1.events", "$JS.API.STREAM.INFO.TRIPS_DLQ", "$JS.API.STREAM.MSG.GET.TRIPS_EVENTS",
-			"$JS.API.CONSUMER.INFO.TRIPS_EVENTS.esjet-relay", "$JS.API.DIRECT.GET.TRIPS_EVENTS", "esjet.trips.ops.oncall.dlq.retry", "esjet.trips.ops.oncall.dlq.discard", UserInfoSubject}, []string{"_INBOX.x"}},
+			"$JS.API.CONSUMER.INFO.TRIPS_EVENTS.esjet-relay", "$JS.API.DIRECT.GET.TRIPS_EVENTS", "esjet.trips.ops.oncall.dlq.retry", "esjet.trips.ops.oncall.dlq.discard", UserInfoSubject,
+			"$JS.API.STREAM.CREATE.OBJ_trips_reconcile", "$O.trips_reconcile.M.Y2hlY2twb2ludA"}, []string{"_INBOX.x"}},
 		{RoleReceiver, []string{"$KV.billing_keys.k1", "$JS.API.STREAM.CREATE.KV_billing_keys"}, []string{"billing.charge"}},
 	}
 	for _, c := range cases {

@@ -38,6 +38,12 @@ type receiptEntry struct {
 // scanReceipts calls fn with every message of the receipts bucket, oldest
 // first. A namespace without the bucket has none: fn is never called.
 func scanReceipts(ctx context.Context, js jetstream.JetStream, names streams.Names, batch int, fn func(receiptEntry)) error {
+	return scanReceiptRange(ctx, js, names, batch, 0, 0, func(e receiptEntry) bool { fn(e); return true })
+}
+
+// scanReceiptRange is scanReceipts over the stream sequences (after, to]
+// (to 0: to the end); fn returns false to stop.
+func scanReceiptRange(ctx context.Context, js jetstream.JetStream, names streams.Names, batch int, after, to uint64, fn func(receiptEntry) bool) error {
 	st, err := optionalStream(ctx, js, kvStream(names.Receipts))
 	if err != nil || st == nil {
 		return err
@@ -45,7 +51,11 @@ func scanReceipts(ctx context.Context, js jetstream.JetStream, names streams.Nam
 	prefix := "$KV." + names.Receipts + "."
 	sc := streams.NewScanner(js, kvStream(names.Receipts), batch)
 	defer sc.Close()
-	_, err = sc.Scan(ctx, streams.ScanRange{Filter: prefix + ">"}, func(m *jetstream.RawStreamMsg) error {
+	// The bucket's stream has no other subject: read it unfiltered.
+	_, err = sc.Scan(ctx, streams.ScanRange{From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
+		if !strings.HasPrefix(m.Subject, prefix) {
+			return nil
+		}
 		key := strings.TrimPrefix(m.Subject, prefix)
 		e := receiptEntry{ID: wire.CommandIDFromKey(key), Key: key}
 		if op := m.Header.Get(kvOperationHeader); op == "DEL" || op == "PURGE" {
@@ -58,7 +68,9 @@ func scanReceipts(ctx context.Context, js jetstream.JetStream, names streams.Nam
 				e.ID = rc.CommandID
 			}
 		}
-		fn(e)
+		if !fn(e) {
+			return streams.ErrStopScan
+		}
 		return nil
 	})
 	if err != nil {

@@ -23,6 +23,10 @@ type ReconcileConfig struct {
 	Batch int
 	// Now is the clock that ages OUTBOX messages. Nil means time.Now.
 	Now func() time.Time
+	// Checkpoint says whether a run starts from the last run's checkpoint
+	// (the zero value), re-checks everything and writes a new one, or
+	// neither reads nor writes one.
+	Checkpoint CheckpointMode
 }
 
 func (c *ReconcileConfig) setDefaults() {
@@ -64,24 +68,35 @@ type entry struct {
 	decisionSeq uint64 // EVENTS sequence of the issuing decision; 0: not issued in the log
 	dueAt       int64  // when it could first be in OUTBOX: max(decision time, deliver-after), unix ns
 	copies      int    // messages on <ns>.outbox.<kind>, re-drives from the DLQ not counted
+	seqs        []uint64
 	lastSeq     uint64 // OUTBOX sequence of the newest copy
 	lastAt      int64  // its server time, unix ns
 	scheduled   bool   // a pending schedule on <ns>.schedule.>
+	schedSeq    uint64 // its OUTBOX sequence
 	dead        bool   // in the DLQ, not settled by an audit record
 	discarded   bool   // its last DLQ audit record says discarded
 	outcome     string // receipt outcome, "" without one
 	toldFailed  bool   // its aggregate recorded <kind>_failed
+	report      bool   // its decision asked for the outcome to be reported
+	reported    bool   // its aggregate recorded an outcome for it
 }
 
-// Run scans the log, OUTBOX, the DLQ and the receipts, and reports per kind
-// and in total. progress, when not nil, is called as the scan advances with
-// the messages read so far and an estimate of the total (which may grow
-// while the scan runs: OUTBOX is read to its end).
+// Run reconciles the namespace and reports per kind and in total.
+// progress, when not nil, is called as the scans advance with the messages
+// read so far and an estimate of the total.
 //
-// The relay's ack floor is read first: every decision at or below it had its
-// commands acknowledged by OUTBOX before it was acked, so a command of such
-// a decision that the later OUTBOX scan does not find is an orphan (unless
-// it has an outcome, or its decision is older than OUTBOX's retention).
+// What each stream holds is bounded first, in an order that makes the
+// bounds consistent: the relay's ack floor, then the last sequences of the
+// receipts, the DLQ and OUTBOX, then the log's. Every decision at or below
+// the ack floor had its commands acknowledged by OUTBOX before it was
+// acked, so a command of such a decision that OUTBOX (up to its bound)
+// does not hold is an orphan (unless it has an outcome, or its decision is
+// older than OUTBOX's retention); and every command, receipt or dead letter
+// read was issued by a decision the log scan reads.
+//
+// With a checkpoint (the default mode, after a first run), only what was
+// stored after it is read, plus what it left open (see
+// reconcile_checkpoint.go).
 func (r *Reconciler) Run(ctx context.Context, progress func(done, total uint64)) (Report, error) {
 	now := r.cfg.Now()
 	rep := Report{Namespace: r.names.Namespace, At: now.UTC(), StuckAfter: r.cfg.StuckAfter, Kinds: map[string]Counts{}}
@@ -95,34 +110,96 @@ func (r *Reconciler) Run(ctx context.Context, progress func(done, total uint64))
 		rep.RelayConsumer = true
 		rep.RelayAckFloor = cons.CachedInfo().AckFloor.Stream
 	}
-	events, err := r.js.Stream(ctx, r.names.Events)
+	receipts, err := optionalStream(ctx, r.js, kvStream(r.names.Receipts))
 	if err != nil {
-		return rep, fmt.Errorf("reconcile: event log %s: %w (start the node once to provision it)", r.names.Events, err)
-	}
-	outbox, err := r.js.Stream(ctx, r.names.Outbox)
-	if err != nil {
-		return rep, fmt.Errorf("reconcile: outbox %s: %w (start the node once to provision it)", r.names.Outbox, err)
+		return rep, err
 	}
 	dlq, err := optionalStream(ctx, r.js, r.names.DLQ)
 	if err != nil {
 		return rep, err
 	}
-	receipts, err := optionalStream(ctx, r.js, kvStream(r.names.Receipts))
+	outbox, err := r.js.Stream(ctx, r.names.Outbox)
 	if err != nil {
-		return rep, err
+		return rep, fmt.Errorf("reconcile: outbox %s: %w (start the node once to provision it)", r.names.Outbox, err)
 	}
-	rep.EventsLastSeq = events.CachedInfo().State.LastSeq
+	events, err := r.js.Stream(ctx, r.names.Events)
+	if err != nil {
+		return rep, fmt.Errorf("reconcile: event log %s: %w (start the node once to provision it)", r.names.Events, err)
+	}
+	b := bounds{events: markOf(events), outbox: markOf(outbox), dlq: markOf(dlq), receipts: markOf(receipts)}
+	rep.EventsLastSeq = b.events.Last
 	if age := outbox.CachedInfo().Config.MaxAge; age > 0 {
 		rep.ExpiredBefore = now.Add(-age).UTC()
 	}
-	total := events.CachedInfo().State.Msgs + outbox.CachedInfo().State.Msgs
-	if dlq != nil {
-		total += dlq.CachedInfo().State.Msgs
-	}
-	if receipts != nil {
-		total += receipts.CachedInfo().State.Msgs
-	}
 
+	var cp *checkpoint
+	switch r.cfg.Checkpoint {
+	case CheckpointFull:
+		rep.Checkpoint.FullBecause = "asked for (--full)"
+	case CheckpointOff:
+		rep.Checkpoint.FullBecause = "checkpoints off"
+	default:
+		cp, rep.Checkpoint.FullBecause, err = r.loadCheckpoint(ctx, b)
+		if err != nil {
+			// A run without its checkpoint is slower, not wrong.
+			r.logger.Warn("reconcile: checkpoint unreadable; reading everything", "error", err)
+			rep.Checkpoint.FullBecause = err.Error()
+		}
+	}
+	s, err := r.scanAll(ctx, cp, b, progress, &rep)
+	if errors.Is(err, errTouchedClosed) {
+		// Something changed a command the checkpoint had settled: a
+		// duplicate, a late outcome. Only a full run can say what.
+		rep.Checkpoint.FullBecause = err.Error()
+		cp = nil
+		rep.Undecodable = 0
+		s, err = r.scanAll(ctx, nil, b, progress, &rep)
+	}
+	if err != nil {
+		return rep, err
+	}
+	if cp != nil {
+		rep.Checkpoint.Incremental = true
+		rep.Checkpoint.From = cp.bounds().marks()
+		rep.Undecodable += cp.Undecodable
+		if err := r.verifyOpen(ctx, s, outbox, b); err != nil {
+			return rep, err
+		}
+	}
+	rep.Scanned = s.scanned
+	closed := r.classify(s, &rep, now, cp)
+	rep.Checkpoint.Open = len(s.entries)
+	r.logger.Debug("reconciled", "issued", rep.Totals.Issued, "orphans", rep.Totals.Orphans,
+		"duplicates", rep.Totals.Duplicates, "stuck", rep.Totals.Stuck, "relay_ack_floor", rep.RelayAckFloor,
+		"incremental", rep.Checkpoint.Incremental)
+	if r.cfg.Checkpoint != CheckpointOff {
+		if err := r.saveCheckpoint(ctx, newCheckpoint(b, s, closed, rep.Undecodable)); err != nil {
+			// The report stands; the next run reads everything again.
+			r.logger.Warn("reconcile: checkpoint not saved", "error", err)
+			rep.Checkpoint.SaveError = err.Error()
+		} else {
+			rep.Checkpoint.Saved = true
+		}
+	}
+	return rep, nil
+}
+
+// scanAll reads each stream from the checkpoint (nil: from the beginning)
+// to its bound.
+func (r *Reconciler) scanAll(ctx context.Context, cp *checkpoint, b bounds, progress func(done, total uint64), rep *Report) (*scan, error) {
+	s := &scan{entries: map[string]*entry{}, kinds: map[string]string{}, unsettled: map[uint64]*entry{}}
+	var from bounds
+	if cp != nil {
+		s.restore(cp)
+		from = cp.bounds()
+		log, err := streams.Open(ctx, r.js, r.names.Namespace, streams.Config{}, nil)
+		if err != nil {
+			return nil, err
+		}
+		s.log = log
+	}
+	total := b.events.Last - from.events.Last + b.outbox.Last - from.outbox.Last +
+		b.dlq.Last - from.dlq.Last + b.receipts.Last - from.receipts.Last
 	var done uint64
 	tick := func() {
 		done++
@@ -133,38 +210,46 @@ func (r *Reconciler) Run(ctx context.Context, progress func(done, total uint64))
 	if progress != nil {
 		progress(0, total)
 	}
-
-	s := &scan{entries: map[string]*entry{}, kinds: map[string]string{}}
-	if err := r.scanEvents(ctx, s, rep.EventsLastSeq, tick, &rep); err != nil {
-		return rep, err
+	if err := r.scanEvents(ctx, s, from.events.Last, b.events.Last, tick, rep); err != nil {
+		return nil, err
 	}
-	if err := r.scanOutbox(ctx, s, tick); err != nil {
-		return rep, err
+	if err := r.scanOutbox(ctx, s, from.outbox.Last, b.outbox.Last, tick); err != nil {
+		return nil, err
 	}
-	if dlq != nil {
-		if err := r.scanDLQ(ctx, s, tick); err != nil {
-			return rep, err
+	if b.dlq.Last > from.dlq.Last {
+		if err := r.scanDLQ(ctx, s, from.dlq.Last, b.dlq.Last, tick); err != nil {
+			return nil, err
 		}
 	}
-	if receipts != nil {
-		if err := r.scanReceipts(ctx, s, tick); err != nil {
-			return rep, err
+	for _, e := range s.unsettled {
+		e.dead = true
+	}
+	if b.receipts.Last > from.receipts.Last {
+		if err := r.scanReceipts(ctx, s, from.receipts.Last, b.receipts.Last, tick); err != nil {
+			return nil, err
 		}
 	}
-	rep.Scanned = s.scanned
 	if progress != nil {
 		progress(done, max(total, done))
 	}
-	r.classify(s, &rep, now)
-	r.logger.Debug("reconciled", "issued", rep.Totals.Issued, "orphans", rep.Totals.Orphans,
-		"duplicates", rep.Totals.Duplicates, "stuck", rep.Totals.Stuck, "relay_ack_floor", rep.RelayAckFloor)
-	return rep, nil
+	return s, nil
 }
 
 // scan is one Run's working set.
 type scan struct {
 	entries map[string]*entry
 	kinds   map[string]string // interned kind names: millions of entries share a few
+	// unsettled are the dead letters no audit record settled yet, by DLQ
+	// sequence.
+	unsettled map[uint64]*entry
+	// incremental: entries not in the map were settled by the checkpoint;
+	// a message about one of them is errTouchedClosed.
+	incremental bool
+	// settledThrough is the checkpoint's last EVENTS sequence.
+	settledThrough uint64
+	// checked are ids touched found not to be settled ones.
+	checked map[string]bool
+	log     *streams.Log // to look ids up in (incremental runs)
 	scanned Scanned
 }
 

@@ -12,16 +12,24 @@ import (
 	"github.com/esjet/esjet/internal/wire"
 )
 
-// classify turns the entries into the report's counts and lists.
-func (r *Reconciler) classify(s *scan, rep *Report, now time.Time) {
+// classify turns the entries into the report's counts and lists, adding
+// the counts of the commands cp (when not nil) had settled. It removes
+// from s the entries settled for good and returns the settled counts, old
+// and new, for the next checkpoint.
+func (r *Reconciler) classify(s *scan, rep *Report, now time.Time, cp *checkpoint) map[string]Counts {
 	stuckBefore := now.Add(-r.cfg.StuckAfter).UnixNano()
 	var expiredBefore int64
 	if !rep.ExpiredBefore.IsZero() {
 		expiredBefore = rep.ExpiredBefore.UnixNano()
 	}
+	closed := map[string]Counts{}
+	if cp != nil {
+		addClosed(rep, cp.Closed)
+		maps.Copy(closed, cp.Closed)
+	}
 	rep.Orphans, rep.Duplicates, rep.Stuck, rep.LateEffects = []Orphan{}, []Duplicate{}, []Stuck{}, []LateEffect{}
 	for id, e := range s.entries {
-		c := rep.Kinds[e.kind]
+		var c Counts
 		issued := e.decisionSeq > 0
 		inOutbox := e.copies > 0 || e.scheduled
 		if issued {
@@ -74,7 +82,20 @@ func (r *Reconciler) classify(s *scan, rep *Report, now time.Time) {
 				rep.Orphans = append(rep.Orphans, Orphan{ID: id, Kind: e.kind, DecisionSeq: e.decisionSeq})
 			}
 		}
-		rep.Kinds[e.kind] = c
+		k := rep.Kinds[e.kind]
+		k.add(c)
+		rep.Kinds[e.kind] = k
+		if closable(e, c, rep.RelayAckFloor) {
+			k := closed[e.kind]
+			k.add(c)
+			closed[e.kind] = k
+			delete(s.entries, id)
+		}
+	}
+	for seq, e := range s.unsettled {
+		if !e.dead {
+			delete(s.unsettled, seq)
+		}
 	}
 	for _, c := range rep.Kinds {
 		rep.Totals.add(c)
@@ -87,6 +108,7 @@ func (r *Reconciler) classify(s *scan, rep *Report, now time.Time) {
 	slices.SortFunc(rep.Stuck, func(a, b Stuck) int {
 		return cmp.Or(a.Since.Compare(b.Since), strings.Compare(a.ID, b.ID))
 	})
+	return closed
 }
 
 // KindNames returns the report's kinds, sorted.
@@ -214,10 +236,13 @@ type Report struct {
 	// time may have aged out of OUTBOX (now − OUTBOX max age).
 	ExpiredBefore time.Time `json:"expired_before,omitzero"`
 	// Undecodable counts messages in the log that are not esjet decisions.
-	Undecodable uint64            `json:"undecodable"`
-	Scanned     Scanned           `json:"scanned"`
-	Kinds       map[string]Counts `json:"kinds"`
-	Totals      Counts            `json:"totals"`
+	Undecodable uint64 `json:"undecodable"`
+	// Checkpoint says whether the run started from the last one's
+	// checkpoint (and what it read), or why it read everything.
+	Checkpoint CheckpointInfo    `json:"checkpoint"`
+	Scanned    Scanned           `json:"scanned"`
+	Kinds      map[string]Counts `json:"kinds"`
+	Totals     Counts            `json:"totals"`
 	// The lists behind the drift counts, every one of them.
 	Orphans    []Orphan    `json:"orphans"`
 	Duplicates []Duplicate `json:"duplicates"`

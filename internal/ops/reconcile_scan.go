@@ -3,6 +3,7 @@ package ops
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/esjet/esjet/internal/streams"
@@ -10,14 +11,19 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-func (r *Reconciler) scanEvents(ctx context.Context, s *scan, to uint64, tick func(), rep *Report) error {
-	if to == 0 {
+// Each scan reads its stream over (after, to]. A stream whose subjects are
+// only the filter is read unfiltered: the server then answers each batch
+// without counting what the filter leaves pending (with a wildcard filter
+// that count walks the rest of the stream, every batch).
+
+func (r *Reconciler) scanEvents(ctx context.Context, s *scan, after, to uint64, tick func(), rep *Report) error {
+	if to <= after {
 		return nil
 	}
 	sc := streams.NewScanner(r.js, r.names.Events, r.cfg.Batch)
 	space := wire.OutcomeSpace(r.names.Namespace)
 	defer sc.Close()
-	_, err := sc.Scan(ctx, streams.ScanRange{Filter: r.names.EventsFilter(), To: to}, func(m *jetstream.RawStreamMsg) error {
+	_, err := sc.Scan(ctx, streams.ScanRange{Filter: r.onlyFilter(ctx, r.names.Events, r.names.EventsFilter()), From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
 		tick()
 		s.scanned.Events++
 		rec, err := streams.DecodeRecord(m)
@@ -27,15 +33,26 @@ func (r *Reconciler) scanEvents(ctx context.Context, s *scan, to uint64, tick fu
 			r.logger.Warn("reconcile: not an esjet decision; skipped", "stream", r.names.Events, "seq", m.Sequence, "error", err)
 			return nil
 		}
-		if id, o, ok := reportedOutcome(space, rec); ok && o.Outcome == wire.OutcomeFailed {
-			if e := s.entries[id]; e != nil { // issued earlier in the log
-				e.toldFailed = true
+		if id, o, ok := reportedOutcome(space, rec); ok {
+			e := s.entries[id]
+			switch {
+			case e != nil: // issued earlier in the log (or still open)
+				e.reported = true
+				if o.Outcome == wire.OutcomeFailed {
+					e.toldFailed = true
+				}
+			case s.incremental:
+				// Settled by the checkpoint: a second outcome. (A command
+				// with Report stays open until its outcome is recorded.)
+				if err := s.touched(ctx, id, "an outcome recorded at seq %d", m.Sequence); err != nil {
+					return err
+				}
 			}
 		}
 		for _, c := range rec.Commands {
 			e := s.get(c.ID, c.Kind)
 			if e.decisionSeq == 0 {
-				e.decisionSeq, e.dueAt = rec.Seq, rec.Stored.UnixNano()
+				e.decisionSeq, e.dueAt, e.report = rec.Seq, rec.Stored.UnixNano(), c.Report
 				if c.DeliverAfter.After(rec.Stored) {
 					// A fired schedule is stored at its time and ages out
 					// from then; a schedule that aged out before firing is
@@ -49,16 +66,24 @@ func (r *Reconciler) scanEvents(ctx context.Context, s *scan, to uint64, tick fu
 	return err
 }
 
-func (r *Reconciler) scanOutbox(ctx context.Context, s *scan, tick func()) error {
+func (r *Reconciler) scanOutbox(ctx context.Context, s *scan, after, to uint64, tick func()) error {
+	if to <= after {
+		return nil
+	}
 	sc := streams.NewScanner(r.js, r.names.Outbox, r.cfg.Batch)
 	defer sc.Close()
 	outboxPrefix, schedulePrefix := r.names.Namespace+".outbox.", r.names.Namespace+".schedule."
-	_, err := sc.Scan(ctx, streams.ScanRange{}, func(m *jetstream.RawStreamMsg) error {
+	_, err := sc.Scan(ctx, streams.ScanRange{From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
 		tick()
 		s.scanned.Outbox++
 		id := m.Header.Get(wire.HeaderCommandID)
 		if id == "" {
 			id = m.Header.Get(jetstream.MsgIDHeader) // a producer outside esjet
+		}
+		if id != "" {
+			if err := s.touched(ctx, id, "OUTBOX seq %d", m.Sequence); err != nil {
+				return err
+			}
 		}
 		switch {
 		case id == "":
@@ -69,6 +94,7 @@ func (r *Reconciler) scanOutbox(ctx context.Context, s *scan, tick func()) error
 			// duplicate: it only counts when the relay's copy is gone.
 			if !wire.IsRedrive(id, m.Header.Get(jetstream.MsgIDHeader)) || e.copies == 0 {
 				e.copies++
+				e.seqs = append(e.seqs, m.Sequence)
 			}
 			e.lastSeq, e.lastAt = m.Sequence, m.Time.UnixNano()
 		case strings.HasPrefix(m.Subject, schedulePrefix):
@@ -76,21 +102,21 @@ func (r *Reconciler) scanOutbox(ctx context.Context, s *scan, tick func()) error
 			if kind == "" {
 				kind = wire.KindOfSchedule(r.names.Namespace, m.Subject)
 			}
-			s.get(id, kind).scheduled = true
+			e := s.get(id, kind)
+			e.scheduled, e.schedSeq = true, m.Sequence
 		}
 		return nil
 	})
 	return err
 }
 
-func (r *Reconciler) scanDLQ(ctx context.Context, s *scan, tick func()) error {
+func (r *Reconciler) scanDLQ(ctx context.Context, s *scan, after, to uint64, tick func()) error {
 	sc := streams.NewScanner(r.js, r.names.DLQ, r.cfg.Batch)
 	defer sc.Close()
 	prefix, auditPrefix := r.names.Namespace+".dlq.", r.names.Namespace+".dlq.audit."
 	// The DLQ denies deletes: a retried or discarded dead letter stays, and
 	// the audit record naming its sequence (written after it) settles it.
-	unsettled := map[uint64]*entry{}
-	_, err := sc.Scan(ctx, streams.ScanRange{Filter: r.names.DLQFilter()}, func(m *jetstream.RawStreamMsg) error {
+	_, err := sc.Scan(ctx, streams.ScanRange{Filter: r.onlyFilter(ctx, r.names.DLQ, r.names.DLQFilter()), From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
 		tick()
 		s.scanned.DLQ++
 		id := m.Header.Get(wire.HeaderCommandID)
@@ -98,28 +124,35 @@ func (r *Reconciler) scanDLQ(ctx context.Context, s *scan, tick func()) error {
 			s.scanned.Unidentified++
 			return nil
 		}
+		if err := s.touched(ctx, id, "DLQ seq %d", m.Sequence); err != nil {
+			return err
+		}
 		if kind, ok := strings.CutPrefix(m.Subject, auditPrefix); ok {
 			// Stream order: the last action on the command wins.
 			s.get(id, kind).discarded = m.Header.Get(HeaderDLQAction) == AuditDiscarded
 			var a AuditRecord
 			if json.Unmarshal(m.Data, &a) == nil {
-				delete(unsettled, a.DLQSeq)
+				if e := s.unsettled[a.DLQSeq]; e != nil {
+					e.dead = false
+				}
+				delete(s.unsettled, a.DLQSeq)
 			}
 			return nil
 		}
-		unsettled[m.Sequence] = s.get(id, strings.TrimPrefix(m.Subject, prefix))
+		s.unsettled[m.Sequence] = s.get(id, strings.TrimPrefix(m.Subject, prefix))
 		return nil
 	})
-	for _, e := range unsettled {
-		e.dead = true
-	}
 	return err
 }
 
-func (r *Reconciler) scanReceipts(ctx context.Context, s *scan, tick func()) error {
-	return scanReceipts(ctx, r.js, r.names, r.cfg.Batch, func(re receiptEntry) {
+func (r *Reconciler) scanReceipts(ctx context.Context, s *scan, after, to uint64, tick func()) error {
+	var touchErr error
+	err := scanReceiptRange(ctx, r.js, r.names, r.cfg.Batch, after, to, func(re receiptEntry) bool {
 		tick()
 		s.scanned.Receipts++
+		if touchErr = s.touched(ctx, re.ID, "receipt %s", re.Key); touchErr != nil {
+			return false
+		}
 		switch {
 		case re.Deleted:
 			if e := s.entries[re.ID]; e != nil {
@@ -134,5 +167,20 @@ func (r *Reconciler) scanReceipts(ctx context.Context, s *scan, tick func()) err
 				e.outcome = "unknown"
 			}
 		}
+		return true
 	})
+	if touchErr != nil {
+		return touchErr
+	}
+	return err
+}
+
+// onlyFilter is "" (every subject) when filter is the stream's only
+// subject, else filter.
+func (r *Reconciler) onlyFilter(ctx context.Context, stream, filter string) string {
+	st, err := r.js.Stream(ctx, stream)
+	if err == nil && slices.Equal(st.CachedInfo().Config.Subjects, []string{filter}) {
+		return ""
+	}
+	return filter
 }
