@@ -64,7 +64,7 @@ config/esjet.yaml) < ESJET_* environment variables < flags.`,
 	f.StringVar(&g.logLevel, "log-level", "", "debug, info, warn or error")
 	f.StringVar(&g.logFormat, "log-format", "", "text or json")
 
-	root.AddCommand(newRunCmd(g), newVersionCmd(g), newStreamsCmd(g), newSendCmd(g), newStateCmd(g), newEventsCmd(g), newOutboxCmd(g), newReconcileCmd(g), newDLQCmd(g))
+	root.AddCommand(newRunCmd(g), newVersionCmd(g), newStreamsCmd(g), newSendCmd(g), newStateCmd(g), newEventsCmd(g), newOutboxCmd(g), newReconcileCmd(g), newDLQCmd(g), newSitesCmd(g))
 	root.AddCommand(newDemoServicesCmd(g))
 	root.AddCommand(newBenchCmd(g))
 	root.AddCommand(newServerCmd(g), newPermissionsCmd(g))

@@ -48,6 +48,30 @@ func sitesRule(cfg config.Config) aggregate.Sites {
 // own relays carry (the hub kinds reach the hub's OUTBOX by sourcing).
 func runsRelay(cfg config.Config) bool { return cfg.Edge.Role != config.EdgeHub }
 
+// runsHere reports whether this node's workers may carry out kind: at the
+// hub only the hub kinds, at a site every other kind (a hub kind waits in
+// the site's OUTBOX for the hub to source it).
+func runsHere(cfg config.Config, kind string) bool {
+	switch cfg.Edge.Role {
+	case config.EdgeHub:
+		return cfg.Edge.IsHubKind(kind)
+	case config.EdgeSite:
+		return !cfg.Edge.IsHubKind(kind)
+	}
+	return true
+}
+
+// servedElsewhere adds to served the kinds the aggregates issue that run
+// at another node of the fleet, so the node does not warn about them.
+func servedElsewhere(cfg config.Config, defs []*aggregate.Definition, served map[string]bool) map[string]bool {
+	for _, ik := range issuedKinds(defs) {
+		if !runsHere(cfg, ik.Kind) {
+			served[ik.Kind] = true
+		}
+	}
+	return served
+}
+
 // feedbackFor is how the node's workers report outcomes: to the local
 // repository, or at the hub onto OUTCOMES for the owning site to pull.
 func (n *Node) feedbackFor() consumer.Feedback {

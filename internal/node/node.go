@@ -249,6 +249,9 @@ func (n *Node) startWorkers(ctx context.Context, opts Options, logger *slog.Logg
 	handlers := opts.Handlers
 	kinds := map[string]consumer.KindConfig{}
 	for kind, w := range n.cfg.Workers {
+		if !runsHere(n.cfg, kind) {
+			continue
+		}
 		kc := n.kindConfig(kind, w)
 		switch w.Target {
 		case config.TargetNATS:
@@ -265,7 +268,7 @@ func (n *Node) startWorkers(ctx context.Context, opts Options, logger *slog.Logg
 		kinds[kind] = kc
 	}
 	for kind, h := range handlers {
-		if _, ok := kinds[kind]; !ok {
+		if _, ok := kinds[kind]; !ok && runsHere(n.cfg, kind) {
 			kc := n.kindConfig(kind, config.Worker{})
 			kc.Handler = h
 			kinds[kind] = kc
@@ -291,7 +294,7 @@ func (n *Node) startWorkers(ctx context.Context, opts Options, logger *slog.Logg
 	for kind := range kinds {
 		served[kind] = true
 	}
-	n.warnUnserved(opts.Aggregates, served)
+	n.warnUnserved(opts.Aggregates, servedElsewhere(n.cfg, opts.Aggregates, served))
 	return nil
 }
 

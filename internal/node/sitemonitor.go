@@ -43,8 +43,9 @@ type SiteStatus struct {
 }
 
 // SitesSubject is where the hub node answers `esjet sites` (JSON list of
-// [SiteStatus]). It stays at the hub: the leaf link denies esjet.<ns>.>.
-func SitesSubject(ns string) string { return "esjet." + ns + ".edge.sites" }
+// [SiteStatus]): outside esjet.<ns>.>, whose every subject the API
+// answers.
+func SitesSubject(ns string) string { return "esjet-edge." + ns + ".sites" }
 
 // monitor timings: how often the hub looks, and when it restarts a
 // source. The default source consumer waits out a 30s create timeout and a
@@ -52,8 +53,8 @@ func SitesSubject(ns string) string { return "esjet." + ns + ".edge.sites" }
 // once the link is up resumes within seconds.
 const (
 	monitorEvery   = 2 * time.Second
-	restartIdle    = 12 * time.Second // no sign of the source while the link is up
-	restartBetween = 20 * time.Second
+	restartIdle    = 6 * time.Second // no sign of the source while the link is up
+	restartBetween = 10 * time.Second
 )
 
 // siteMonitor watches the hub's sources, restarts the ones that do not
