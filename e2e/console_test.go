@@ -51,6 +51,29 @@ func TestConsoleInABrowser(t *testing.T) {
 	ctx, cancel := context.WithTimeout(bctx, 2*time.Minute)
 	defer cancel()
 	b := &browser{t: t, ctx: ctx, shots: shots}
+	// An uncaught exception or a rejected promise in the page fails the test.
+	var mu sync.Mutex
+	var exceptions []string
+	messages := chromedp.Console(ctx)
+	go func() {
+		for m, err := range messages {
+			if err != nil {
+				return
+			}
+			if m.IsException() {
+				mu.Lock()
+				exceptions = append(exceptions, m.String())
+				mu.Unlock()
+			}
+		}
+	}()
+	defer func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(exceptions) > 0 {
+			t.Errorf("the page threw:\n%s", strings.Join(exceptions, "\n"))
+		}
+	}()
 
 	// The overview answers before anything happened.
 	b.do(chromedp.Navigate(base+"/console/"), chromedp.WaitVisible(chromedp.CSS("#streams")))

@@ -46,7 +46,11 @@ type StreamStats struct {
 type ProjectionLag struct {
 	Name string `json:"name"`
 	// Behind is how many EVENTS messages it has still to fold.
-	Behind uint64 `json:"behind"`
+	Behind     uint64  `json:"behind"`
+	LagSeconds float64 `json:"lag_seconds"`
+	// Health is green, yellow or red; Reason says why when not green.
+	Health string `json:"health,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 func (c *Console) handleOverview(w http.ResponseWriter, r *http.Request) {

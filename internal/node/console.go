@@ -13,6 +13,10 @@ func (n *Node) mountConsole(mux *http.ServeMux) {
 		Namespace:    n.cfg.Namespace,
 		AllowActions: n.cfg.Console.AllowActions,
 	}, n.logger)
+	if n.cfg.Console.AllowActions {
+		n.logger.Warn("console: write actions on (console.allow_actions): whoever reaches the HTTP listener can retry and discard dead letters as the node; the NATS roles do not apply to HTTP",
+			"http", n.cfg.HTTP.Listen)
+	}
 	h := c.Handler()
 	mux.Handle(console.Path, h)
 	mux.Handle(console.Path+"/", h)

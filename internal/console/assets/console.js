@@ -166,9 +166,13 @@ function renderOverview(ov, prev) {
     el("dt", {}, "Ack floor"), el("dd", {}, "EVENTS seq " + relay.ack_floor + " of " + relay.events_last_seq),
     el("dt", {}, "Oldest unrelayed"), el("dd", {}, relay.oldest_seq ? "seq " + relay.oldest_seq + ", " + fmtAge(relay.oldest_age_ns) + " old" : "—"));
   const kinds = kindsTable(ov.kinds);
+  const healthCls = {green: "b-ok", yellow: "b-warn", red: "b-bad"};
   const proj = ov.projections.length
-    ? el("table", {}, el("thead", {}, el("tr", {}, el("th", {scope: "col"}, "Read model"), el("th", {scope: "col", class: "num"}, "Behind (decisions)"))),
-        el("tbody", {}, ov.projections.map(p => el("tr", {}, el("th", {scope: "row"}, p.name), num(p.behind)))))
+    ? el("table", {id: "projections"}, el("thead", {}, el("tr", {}, el("th", {scope: "col"}, "Read model"), el("th", {scope: "col"}, "Health"),
+        el("th", {scope: "col", class: "num"}, "Behind (decisions)"), el("th", {scope: "col", class: "num"}, "Behind (s)"))),
+        el("tbody", {}, ov.projections.map(p => el("tr", {}, el("th", {scope: "row"}, p.name),
+          el("td", {}, p.health ? badge(p.health, healthCls[p.health]) : "—", p.reason ? " " + p.reason : ""),
+          num(p.behind), num(p.lag_seconds.toFixed(1))))))
     : el("p", {class: "muted"}, ov.projections_note || "no read models");
   return [cards, el("h2", {}, "Streams and buckets"), streams, el("h2", {}, "Relay lag"), relayTable,
     el("h2", {}, "Workers per kind"), kinds, el("h2", {}, "Projection lag"), proj];
