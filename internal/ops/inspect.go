@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/esjet/esjet/internal/streams"
@@ -19,6 +20,8 @@ type Inspector struct {
 	names streams.Names
 	batch int
 	now   func() time.Time
+	// outboxRead counts the OUTBOX messages command lookups read (tests).
+	outboxRead atomic.Int64
 }
 
 // Inspect returns the Inspector of namespace ns. It does no I/O.

@@ -112,13 +112,20 @@ func (in *Inspector) Command(ctx context.Context, id string) (CommandInfo, error
 		break
 	}
 
-	// OUTBOX: the kind's subject from the decision's time on, or (no cause)
-	// every kind from the beginning.
-	rng := streams.ScanRange{Filter: in.names.OutboxFilter()}
+	// OUTBOX: with a cause, its copies found from the decision (see
+	// inspect_lookup.go); without one (an id the log never issued), every
+	// kind from the beginning.
+	var hist []AuditRecord
 	if info.Cause != nil {
-		rng = streams.ScanRange{Filter: wire.CommandSubject(in.names.Namespace, info.Kind), Since: info.Cause.Time.Add(-clockSkew)}
-	}
-	if err := in.find(ctx, in.names.Outbox, rng, id, func(c Copy, m *jetstream.RawStreamMsg) {
+		if hist, err = OpenDLQ(in.js, in.names.Namespace).History(ctx, id, info.Kind); err != nil {
+			return info, err
+		}
+		copies, err := in.outboxCopies(ctx, id, info.Kind, info.Cause, hist)
+		if err != nil {
+			return info, err
+		}
+		info.Outbox = append(info.Outbox, copies...)
+	} else if err := in.find(ctx, in.names.Outbox, streams.ScanRange{Filter: in.names.OutboxFilter()}, id, func(c Copy, m *jetstream.RawStreamMsg) {
 		info.Outbox = append(info.Outbox, c)
 		if info.Kind == "" {
 			info.Kind = m.Header.Get(wire.HeaderCommandKind)
@@ -166,9 +173,10 @@ func (in *Inspector) Command(ctx context.Context, id string) (CommandInfo, error
 		}
 		// A retried or discarded entry stays (the DLQ denies deletes): its
 		// audit record settles it, and it is no longer dead.
-		hist, err := OpenDLQ(in.js, in.names.Namespace).History(ctx, id, info.Kind)
-		if err != nil {
-			return info, err
+		if info.Cause == nil {
+			if hist, err = OpenDLQ(in.js, in.names.Namespace).History(ctx, id, info.Kind); err != nil {
+				return info, err
+			}
 		}
 		settled := map[uint64]bool{}
 		for _, a := range hist {
@@ -209,6 +217,9 @@ func (in *Inspector) find(ctx context.Context, stream string, rng streams.ScanRa
 	sc := streams.NewScanner(in.js, stream, in.batch)
 	defer sc.Close()
 	_, err := sc.Scan(ctx, rng, func(m *jetstream.RawStreamMsg) error {
+		if stream == in.names.Outbox {
+			in.outboxRead.Add(1)
+		}
 		if m.Header.Get(wire.HeaderCommandID) != id {
 			return nil
 		}

@@ -2,6 +2,7 @@ package ops
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -215,5 +216,51 @@ func TestInspectCommandFindsAPendingSchedule(t *testing.T) {
 	}
 	if info.Schedule == nil || info.Schedule.Seq != ack.Sequence || len(info.Outbox) != 0 || info.Cause.DeliverAfter.IsZero() || info.Relayed {
 		t.Fatalf("%+v", info)
+	}
+}
+
+// Looking a command up reads OUTBOX from its decision's time and stops at
+// its copy, or at the first relay copy past the relay's horizon (its
+// consumer's MaxAckPending): the oldest command costs what the newest
+// does, whatever OUTBOX holds after it.
+func TestInspectCommandReadsOutboxOnlyAroundItsDecision(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	e := newRCEnv(t, s, streams.ProvisionConfig{})
+	ctx := t.Context()
+	cfg := outbox.RelayConsumerConfig(e.names, outbox.RelayConfig{Batch: 2})
+	if _, err := e.js.CreateOrUpdateConsumer(ctx, e.names.Events, cfg); err != nil {
+		t.Fatal(err)
+	}
+	horizon := cfg.MaxAckPending
+	const n = 200
+	recs := make([]streams.Record, n)
+	for i := range n {
+		recs[i] = e.decide(fmt.Sprintf("t%d", i), streams.Command{Kind: "book_flight"})
+		if i != 0 { // the first command never reached OUTBOX
+			e.publish(recs[i], 0)
+		}
+	}
+	in := Inspect(e.js, e.ns)
+	read := func(id string) (CommandInfo, int64) {
+		t.Helper()
+		before := in.outboxRead.Load()
+		info, err := in.Command(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info, in.outboxRead.Load() - before
+	}
+	info, got := read(recs[1].Commands[0].ID)
+	if len(info.Outbox) != 1 || info.Outbox[0].MsgID != recs[1].Commands[0].ID || got != 1 {
+		t.Fatalf("oldest copy: %+v after reading %d OUTBOX messages, want it first", info.Outbox, got)
+	}
+	info, got = read(recs[0].Commands[0].ID)
+	if len(info.Outbox) != 0 || got > int64(horizon)+1 || got >= n-1 {
+		t.Fatalf("orphan: %+v after reading %d of %d OUTBOX messages, want at most the horizon %d+1", info.Outbox, got, n-1, horizon)
+	}
+	info, got = read(recs[n-1].Commands[0].ID)
+	if len(info.Outbox) != 1 || info.Outbox[0].MsgID != recs[n-1].Commands[0].ID {
+		t.Fatalf("newest copy: %+v after reading %d", info.Outbox, got)
 	}
 }
