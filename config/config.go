@@ -265,6 +265,11 @@ type HTTP struct {
 	// AllowRemote permits a non-loopback Listen. The HTTP API has no
 	// authentication of its own: only behind a proxy that has. Default false.
 	AllowRemote bool `yaml:"allow_remote"`
+	// MetricsListen is where Prometheus scrapes /metrics: empty (the
+	// default) serves it on Listen beside the API; host:port on a listener
+	// of its own (any host: it serves only counts, no API), and "none"
+	// nowhere.
+	MetricsListen string `yaml:"metrics_listen"`
 }
 
 // Console configures the web console the node serves at /console on the

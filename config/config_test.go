@@ -176,14 +176,15 @@ func TestEveryFieldHasAnEnvVariable(t *testing.T) {
 		"ESJET_NATS_EXTERNAL_URLS", "ESJET_STREAMS_DUPLICATE_WINDOW", "ESJET_LOG_FORMAT",
 		"ESJET_AGGREGATES_SNAPSHOT_EVERY", "ESJET_AGGREGATES_IDEMPOTENCY_HORIZON",
 		"ESJET_CONSOLE_ALLOW_ACTIONS",
+		"ESJET_HTTP_METRICS_LISTEN",
 	} {
 		if _, ok := fields[name]; !ok {
 			t.Errorf("no field for %s", name)
 		}
 	}
 	// Every leaf can be set from text; an unsupported type would fail here.
-	if len(fields) != 60 {
-		t.Errorf("got %d env fields, want 60 (update this count when the schema changes)", len(fields))
+	if len(fields) != 61 {
+		t.Errorf("got %d env fields, want 61 (update this count when the schema changes)", len(fields))
 	}
 	for name, f := range fields {
 		var c Config
@@ -308,6 +309,8 @@ func TestValidateRules(t *testing.T) {
 		{"message size 8MiB", func(c *Config) { c.Streams.MaxMessageSize = 8 * MiB }, ""},
 		{"http none", func(c *Config) { c.HTTP.Listen = ListenNone }, ""},
 		{"http bad", func(c *Config) { c.HTTP.Listen = "8080" }, "http.listen"},
+		{"metrics listener bad", func(c *Config) { c.HTTP.MetricsListen = "9090" }, "http.metrics_listen"},
+		{"metrics listener remote", func(c *Config) { c.HTTP.MetricsListen = "0.0.0.0:9090" }, ""},
 		{"log level", func(c *Config) { c.Log.Level = "trace" }, "log.level"},
 		{"connect timeout", func(c *Config) { c.NATS.External.ConnectTimeout = 0 }, "nats.external.connect_timeout"},
 	}

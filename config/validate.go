@@ -119,6 +119,9 @@ func (c *Config) Validate() error {
 			"put it behind an authenticating proxy and set http.allow_remote: true, or listen on 127.0.0.1")
 	}
 	c.validateEdge(v)
+	if c.HTTP.MetricsListen != "" {
+		v.listen("http.metrics_listen", c.HTTP.MetricsListen)
+	}
 	v.oneOf("log.level", c.Log.Level, "debug", "info", "warn", "error")
 	v.oneOf("log.format", c.Log.Format, "text", "json")
 	return errors.Join(v.errs...)

@@ -96,7 +96,7 @@ func (r *Repository) handle(ctx context.Context, q *request) (Result, error) {
 				continue
 			}
 		}
-		dec, err := q.def.Decide(e.state, q.cmd.Kind, q.cmd.Payload)
+		dec, err := r.decide(q, e)
 		if !tailChecked && appendsNothing(dec, err) {
 			// A rejection or a no-op appends nothing, so no expectation
 			// would catch a stale cache (another node moved the aggregate):
@@ -159,7 +159,7 @@ func (r *Repository) commit(ctx context.Context, q *request, e *entry, dec Decis
 		return Result{}, false, err
 	}
 	failpoint.Hit(failpoint.BeforeAppend)
-	rec, err := r.log.Append(ctx, sd, e.pos)
+	rec, err := r.append(ctx, sd, e.pos)
 	if err != nil {
 		again, err = r.appendFailed(ctx, q, e, attempt, err)
 		return Result{}, again, err

@@ -112,7 +112,7 @@ func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, erro
 	if pos.Version != req.ExpectedVersion {
 		return Result{}, &VersionConflictError{Expected: req.ExpectedVersion, Actual: pos.Version}
 	}
-	rec, err := r.log.Append(ctx, d, pos)
+	rec, err := r.append(ctx, d, pos)
 	var conflict *streams.ConflictError
 	switch {
 	case errors.As(err, &conflict):

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/telemetry"
 	"github.com/esjet/esjet/internal/wire"
 )
 
@@ -42,6 +43,8 @@ type Config struct {
 	Sites Sites
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
+	// Telemetry records decide and append latency. Nil records nothing.
+	Telemetry *telemetry.Telemetry
 }
 
 func (c *Config) setDefaults() {

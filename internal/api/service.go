@@ -3,8 +3,10 @@ package api
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/esjet/esjet/internal/aggregate"
+	"github.com/esjet/esjet/internal/telemetry"
 )
 
 // Service implements the operations both surfaces serve.
@@ -15,6 +17,8 @@ type Service struct {
 	maxDepth int
 	logger   *slog.Logger
 	ops      OpsHandler
+	tel      *telemetry.Telemetry
+	known    map[string]map[string]bool // type → command kinds: the metric labels it may use
 }
 
 // OpsHandler serves an operator's request on esjet.<ns>.ops.<user>.dlq.<action>
@@ -35,6 +39,8 @@ type Config struct {
 	// Ops serves esjet.<ns>.ops.<user>.dlq.<action> on NATS (not HTTP);
 	// nil answers those subjects 404.
 	Ops OpsHandler
+	// Telemetry counts commands and traces them; nil does neither.
+	Telemetry *telemetry.Telemetry
 }
 
 // New returns the API over repo. It refuses a registry whose aggregate
@@ -52,7 +58,8 @@ func New(repo *aggregate.Repository, cfg Config, logger *slog.Logger) (*Service,
 	if err := checkRouteWords(repo.Registry()); err != nil {
 		return nil, err
 	}
-	return &Service{repo: repo, ns: cfg.Namespace, maxBody: cfg.MaxBody, maxDepth: cfg.MaxDepth, logger: logger.With("component", "api"), ops: cfg.Ops}, nil
+	return &Service{repo: repo, ns: cfg.Namespace, maxBody: cfg.MaxBody, maxDepth: cfg.MaxDepth, logger: logger.With("component", "api"), ops: cfg.Ops,
+		tel: cfg.Telemetry, known: knownKinds(repo.Registry())}, nil
 }
 
 // Meta is what a request carries besides its body.
@@ -72,7 +79,10 @@ const (
 )
 
 // Send handles one command.
-func (s *Service) Send(ctx context.Context, typ, id, kind string, body []byte, m Meta) (aggregate.Result, error) {
+func (s *Service) Send(ctx context.Context, typ, id, kind string, body []byte, m Meta) (res aggregate.Result, err error) {
+	lt, lk := s.labels(typ, kind)
+	ctx, tp, done := s.startCommand(ctx, lt, lk, m.TraceParent)
+	defer func() { done(res, err) }()
 	if len(body) > s.maxBody {
 		return aggregate.Result{}, tooLarge(len(body), s.maxBody)
 	}
@@ -87,7 +97,7 @@ func (s *Service) Send(ctx context.Context, typ, id, kind string, body []byte, m
 	}
 	return s.repo.Handle(ctx, aggregate.Command{
 		Type: typ, ID: id, Kind: kind, Payload: body, IdempotencyKey: m.IdempotencyKey,
-		CorrelationID: m.CorrelationID, CausationID: m.CausationID, TraceParent: m.TraceParent,
+		CorrelationID: m.CorrelationID, CausationID: m.CausationID, TraceParent: tp,
 	})
 }
 
@@ -97,7 +107,9 @@ func (s *Service) State(ctx context.Context, typ, id string) (aggregate.State, e
 }
 
 // AppendRaw appends events from a service without a Decide in esjet.
-func (s *Service) AppendRaw(ctx context.Context, typ, id string, body []byte, m Meta) (aggregate.Result, error) {
+func (s *Service) AppendRaw(ctx context.Context, typ, id string, body []byte, m Meta) (res aggregate.Result, err error) {
+	done := s.countRaw(time.Now())
+	defer func() { done(res, err) }()
 	if len(body) > s.maxBody {
 		return aggregate.Result{}, tooLarge(len(body), s.maxBody)
 	}
@@ -127,6 +139,7 @@ func (s *Service) AppendRaw(ctx context.Context, typ, id string, body []byte, m 
 	if err := checkMeta(Meta{CorrelationID: req.CorrelationID, CausationID: req.CausationID, TraceParent: req.TraceParent}); err != nil {
 		return aggregate.Result{}, err
 	}
+	ctx, req.TraceParent, done = s.startCommand(ctx, rawLabel, rawLabel, req.TraceParent)
 	return s.repo.AppendRaw(ctx, req)
 }
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/esjet/esjet/internal/failpoint"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/telemetry"
 	"github.com/esjet/esjet/internal/wire"
 )
 
@@ -42,6 +43,9 @@ type KindConfig struct {
 	BackoffMax     time.Duration
 	// Node names this worker in dead letters. Empty means the host name.
 	Node string
+	// Telemetry traces each delivery and target call and counts attempts.
+	// Nil records nothing.
+	Telemetry *telemetry.Telemetry
 }
 
 func (c *KindConfig) setDefaults() {
@@ -269,7 +273,10 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		raw.Header = nats.Header{}
 	}
 	d, derr := deliveryFrom(raw, int(meta.NumDelivered), meta.Sequence.Consumer)
-	log := w.logger.With("command_id", d.CommandID, "seq", meta.Sequence.Stream, "attempt", d.Attempt, "fence", d.Fence)
+	ctx, span := w.cfg.Telemetry.StartDelivery(ctx, w.cfg.Kind, raw.Header)
+	defer span.End(nil)
+	log := w.logger.With("command_id", d.CommandID, "decision_id", d.DecisionID, "trace_id", span.TraceID(),
+		"seq", meta.Sequence.Stream, "attempt", d.Attempt, "fence", d.Fence)
 	if derr != nil {
 		w.poison.Add(1)
 		w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, derr)
@@ -296,7 +303,7 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 	if w.pause != nil {
 		w.pause(d)
 	}
-	result, herr := w.attempt(ctx, stop, log, m, d, l)
+	result, herr := w.tracedAttempt(ctx, stop, log, m, d, l)
 	failpoint.Hit(failpoint.WorkerAfterCall)
 	if errors.Is(herr, errStopping) {
 		// Nothing was applied: give it back now, for another node's

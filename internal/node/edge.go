@@ -78,7 +78,7 @@ func (n *Node) feedbackFor() consumer.Feedback {
 	if n.cfg.Edge.Role == config.EdgeHub {
 		return hubFeedback{js: n.broker.JetStream(), names: streams.NamesFor(n.cfg.Namespace), ownerOf: n.cfg.Edge.OwnerOf}
 	}
-	return feedback{repo: n.repo}
+	return feedback{repo: n.repo, tel: n.tel}
 }
 
 // hubFeedback records a hub kind's outcome on <ns>.outcome.<site>, with

@@ -29,6 +29,9 @@ func (n *Node) startHTTP() error {
 	mux.HandleFunc("GET /readyz", n.handleReady)
 	mux.Handle("/v1/", n.api.Handler())
 	n.mountConsole(mux)
+	if n.metricsOnAPI() {
+		mux.Handle("GET /metrics", n.tel.Handler())
+	}
 	counted := api.JSONErrors(mux)
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.httpInFlight.Add(1)

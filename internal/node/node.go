@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/aggregate"
@@ -18,6 +19,7 @@ import (
 	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/outbox"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/telemetry"
 )
 
 // Options are a node's collaborators beside its configuration.
@@ -31,6 +33,9 @@ type Options struct {
 	// Handlers are Go handlers by command kind: a kind with target "go" in
 	// the config, or any kind here without a workers entry.
 	Handlers map[string]consumer.Handler
+	// SpanProcessor, if set, receives every span the node makes, besides
+	// the exporter the OTEL_* environment names (tests: an in-memory one).
+	SpanProcessor sdktrace.SpanProcessor
 }
 
 // Node is a running esjet node. Its methods are safe for concurrent use.
@@ -54,6 +59,10 @@ type Node struct {
 	// workersRunning holds the kinds whose worker has not returned yet, so
 	// a shutdown can say which it waits for.
 	workersRunning sync.Map
+
+	tel         *telemetry.Telemetry
+	metricsSrv  *http.Server
+	metricsAddr string
 
 	httpSrv      *http.Server
 	httpAddr     string
@@ -91,6 +100,9 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 		}
 	}()
 
+	if err := n.startTelemetry(ctx, opts); err != nil {
+		return nil, err
+	}
 	n.broker, err = broker.Start(ctx, cfg, logger)
 	if err != nil {
 		return nil, err
@@ -112,9 +124,11 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	if err != nil {
 		return nil, fmt.Errorf("open snapshots bucket: %w", err)
 	}
-	n.repo = aggregate.NewRepository(n.log, snaps, reg, RepositoryConfig(cfg), logger)
+	rc := RepositoryConfig(cfg)
+	rc.Telemetry = n.tel
+	n.repo = aggregate.NewRepository(n.log, snaps, reg, rc, logger)
 	n.api, err = api.New(n.repo, api.Config{Namespace: cfg.Namespace, MaxBody: int(cfg.Streams.MaxMessageSize),
-		Ops: opsHandler(ctx, n.broker.Conn(), js, cfg.Namespace, logger)}, logger)
+		Ops: opsHandler(ctx, n.broker.Conn(), js, cfg.Namespace, logger), Telemetry: n.tel}, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -127,7 +141,9 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 		return nil, err
 	}
 	if runsRelay(cfg) {
-		n.relay, err = outbox.NewRelay(ctx, js, cfg.Namespace, RelayConfig(cfg), logger)
+		relayCfg := RelayConfig(cfg)
+		relayCfg.Telemetry = n.tel
+		n.relay, err = outbox.NewRelay(ctx, js, cfg.Namespace, relayCfg, logger)
 		if err != nil {
 			return nil, err
 		}
@@ -139,6 +155,9 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 		return nil, err
 	}
 	n.startEdge(ctx)
+	if err := n.watchTelemetry(); err != nil {
+		return nil, err
+	}
 	if cfg.HTTP.Listen != config.ListenNone {
 		if err := n.startHTTP(); err != nil {
 			return nil, err
@@ -303,10 +322,13 @@ func (n *Node) startWorkers(ctx context.Context, opts Options, logger *slog.Logg
 // only for a command the aggregate issued and still awaits. Whether a
 // refusal is final is the aggregate layer's rule ([aggregate.IsPermanent]),
 // not a transport's status code.
-type feedback struct{ repo *aggregate.Repository }
+type feedback struct {
+	repo *aggregate.Repository
+	tel  *telemetry.Telemetry
+}
 
 func (f feedback) Report(ctx context.Context, r consumer.Report) error {
-	_, err := f.repo.HandleOutcome(ctx, aggregate.Command{
+	err := f.reportOutcome(ctx, aggregate.Command{
 		Type: r.AggregateType, ID: r.AggregateID, Kind: r.Kind, Payload: r.Payload,
 		IdempotencyKey: r.IdempotencyKey, CorrelationID: r.CorrelationID, CausationID: r.CausationID,
 	})

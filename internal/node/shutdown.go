@@ -87,6 +87,9 @@ func (n *Node) Close(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
+		if err := n.closeTelemetry(ctx); err != nil {
+			errs = append(errs, err)
+		}
 		n.closeErr = errors.Join(errs...)
 		if n.closeErr == nil {
 			n.logger.Info("stopped")

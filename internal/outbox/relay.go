@@ -12,6 +12,7 @@ import (
 
 	"github.com/esjet/esjet/internal/failpoint"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/telemetry"
 	"github.com/esjet/esjet/internal/wire"
 )
 
@@ -38,6 +39,9 @@ type RelayConfig struct {
 	// Now is the clock deciding whether a delayed command is still due
 	// later. Nil means time.Now.
 	Now func() time.Time
+	// Telemetry traces each command carried and records batch sizes. Nil
+	// records nothing.
+	Telemetry *telemetry.Telemetry
 }
 
 func (c *RelayConfig) setDefaults() {
@@ -230,6 +234,7 @@ func (r *Relay) Run(ctx context.Context) error {
 				break fill
 			}
 		}
+		r.cfg.Telemetry.RelayBatch(len(batch))
 		r.relay(ctx, batch)
 	}
 }
@@ -383,6 +388,7 @@ func (r *Relay) publish(ctx context.Context, msgs []jetstream.Msg, check recheck
 				continue
 			}
 			cm := wire.EncodeCommand(r.names.Namespace, dec.rec, c, now)
+			r.cfg.Telemetry.Relayed(cm, dec.rec.Stored)
 			fut, err := r.js.PublishMsgAsync(cm)
 			if err != nil {
 				r.logger.Warn("relay: publish", "command_id", c.ID, "error", err)

@@ -1,0 +1,28 @@
+package aggregate
+
+import (
+	"context"
+	"time"
+
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// The repository's figures for internal/telemetry: how long Decide and the
+// append to EVENTS take. The counters (cache hits, conflicts, snapshots)
+// are read from [Repository.Stats] when Prometheus scrapes.
+
+// decide runs the aggregate's Decide for q on e's state, timed.
+func (r *Repository) decide(q *request, e *entry) (Decision, error) {
+	start := time.Now()
+	dec, err := q.def.Decide(e.state, q.cmd.Kind, q.cmd.Payload)
+	r.cfg.Telemetry.Decided(q.cmd.Type, time.Since(start))
+	return dec, err
+}
+
+// append appends d at pos, timed.
+func (r *Repository) append(ctx context.Context, d streams.Decision, pos streams.Position) (streams.Record, error) {
+	start := time.Now()
+	rec, err := r.log.Append(ctx, d, pos)
+	r.cfg.Telemetry.Appended(time.Since(start))
+	return rec, err
+}

@@ -1,0 +1,7 @@
+package telemetry
+
+import "errors"
+
+// ErrExporter wraps the error [New] returns when the OTEL_* environment
+// names a trace exporter this build cannot make.
+var ErrExporter = errors.New("telemetry: trace exporter")
