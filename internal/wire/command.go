@@ -144,7 +144,9 @@ func RequestHeader(c Command, attempt int, fence uint64) map[string]string {
 		h[HeaderCorrelationID] = c.CorrelationID
 	}
 	if c.TraceParent != "" {
-		h["Traceparent"] = c.TraceParent
+		// Lower case, as W3C writes it: NATS headers are case-sensitive
+		// (HTTP canonicalizes it either way).
+		h[HeaderTraceParent] = c.TraceParent
 	}
 	return h
 }

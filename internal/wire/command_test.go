@@ -94,7 +94,7 @@ func TestRequestHeaderCarriesTheKeyAttemptFenceAndIssuer(t *testing.T) {
 	}
 	h := RequestHeader(c, 3, 17)
 	for k, v := range map[string]string{HeaderIdempotencyKey: "trip:t1:4:0", HeaderAttempt: "3", HeaderFence: "17", HeaderVersion: "4",
-		HeaderAggregateID: "t1", HeaderCorrelationID: "corr-1", "Traceparent": testRecord().TraceParent} {
+		HeaderAggregateID: "t1", HeaderCorrelationID: "corr-1", HeaderTraceParent: testRecord().TraceParent} {
 		if h[k] != v {
 			t.Errorf("%s = %q, want %q", k, h[k], v)
 		}
