@@ -11,17 +11,29 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
 )
 
 // MicroService is the API as a NATS micro service. Requests are handled
 // concurrently (a bounded pool); Stop waits for in-flight ones.
+//
+// It speaks the micro protocol itself (microproto.go) rather than through
+// nats.go's micro package: that package times a request and counts its
+// error around the endpoint handler's return, and esjet answers from a
+// worker goroutine after the handler returned, so `nats micro stats` showed
+// every request as taking microseconds and none as failing. Here a request
+// is counted when its reply is sent.
 type MicroService struct {
-	svc     micro.Service
 	s       *Service
 	nc      *nats.Conn
 	sem     chan struct{}
 	wg      sync.WaitGroup
 	timeout time.Duration
+
+	id, version string
+	started     time.Time
+	endpoints   []microEndpoint // in registration order: what INFO and STATS list
+	subs        []*nats.Subscription
 
 	inFlight atomic.Int64
 
@@ -30,9 +42,13 @@ type MicroService struct {
 	stopping bool                      // set by Stop: late requests get 503
 }
 
-// endpointStats are counted by esjet because replies are sent from worker
-// goroutines, after micro's own per-request accounting has run: they appear
-// under "data" in the service's $SRV.STATS reply.
+// microEndpoint is one endpoint as `nats micro info` lists it.
+type microEndpoint struct {
+	name, subject, queue string
+}
+
+// endpointStats are one endpoint's figures: each request counted when its
+// reply is sent, from the moment it was received.
 type endpointStats struct {
 	Requests       int64   `json:"requests"`
 	Errors         int64   `json:"errors"`
@@ -60,66 +76,59 @@ func SubjectPrefix(ns string) string { return "esjet." + ns }
 // catch-all receives some requests meant for a typed endpoint. So every
 // endpoint routes by the whole subject ([routeSubject]), and any of them
 // answers any request the same; the typed endpoints are there to be
-// discovered (`nats micro info esjet`). Stats (under "data") are counted by
-// the route, not by the subscription that happened to receive the request.
+// discovered (`nats micro info esjet`). Stats (`nats micro stats esjet`,
+// and the same under "data") are counted by the route, not by the
+// subscription that happened to receive the request.
 func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, error) {
-	ms := &MicroService{s: s, nc: nc, sem: make(chan struct{}, 256), timeout: 10 * time.Second, stats: map[string]*endpointStats{}}
-	svc, err := micro.AddService(nc, micro.Config{
-		Name:        ServiceName,
-		Version:     version,
-		Description: fmt.Sprintf("esjet command and event-store API for namespace %s", s.ns),
-		Metadata:    map[string]string{"namespace": s.ns},
-		StatsHandler: func(ep *micro.Endpoint) any {
-			ms.mu.Lock()
-			defer ms.mu.Unlock()
-			st := ms.stats[ep.Name]
-			if st == nil {
-				return endpointStats{}
-			}
-			return *st
-		},
-	})
-	if err != nil {
-		return nil, fmt.Errorf("start micro service: %w", err)
+	if !semverRE.MatchString(version) {
+		return nil, fmt.Errorf("start micro service: version %q is not semver (e.g. 1.2.3)", version)
 	}
-	ms.svc = svc
-	queue := micro.WithEndpointQueueGroup("esjet-" + s.ns)
-	h := micro.HandlerFunc(ms.dispatch)
-	add := func(g micro.Group, name, subject string) error {
-		return g.AddEndpoint(name, h, micro.WithEndpointSubject(subject), queue)
+	ms := &MicroService{s: s, nc: nc, sem: make(chan struct{}, 256), timeout: 10 * time.Second, stats: map[string]*endpointStats{},
+		id: nuid.Next(), version: version, started: time.Now().UTC()}
+	prefix, queue := SubjectPrefix(s.ns), "esjet-"+s.ns
+	add := func(name, subject string) {
+		ms.endpoints = append(ms.endpoints, microEndpoint{name: name, subject: prefix + "." + subject, queue: queue})
 	}
-	var errs []error
-	root := svc.AddGroup(SubjectPrefix(s.ns), micro.WithGroupQueueGroup("esjet-"+s.ns))
-	errs = append(errs, add(root, endpointTypes, "types"))
-	errs = append(errs, add(root, endpointMulti, "multi"))
+	add(endpointTypes, "types")
+	add(endpointMulti, "multi")
 	for _, typ := range s.repo.Registry().Types() {
-		errs = append(errs, add(root.AddGroup(typ), typ, "*.*"))
+		add(typ, typ+".*.*")
 	}
-	raw := root.AddGroup("raw")
-	errs = append(errs, add(raw, endpointRawAppend, "append.*.*"))
-	errs = append(errs, add(raw, endpointRawEvents, "events.*.*"))
-	errs = append(errs, add(root.AddGroup("ops"), endpointOps, "*.dlq.*"))
-	errs = append(errs, add(root, endpointLog, "log"))
-	errs = append(errs, add(root.AddGroup("views"), endpointViews, ">"))
-	errs = append(errs, add(root, endpointUnrouted, ">"))
-	for _, err := range errs {
-		if err != nil {
-			_ = svc.Stop()
-			return nil, fmt.Errorf("add micro endpoint: %w", err)
-		}
+	add(endpointRawAppend, "raw.append.*.*")
+	add(endpointRawEvents, "raw.events.*.*")
+	add(endpointOps, "ops.*.dlq.*")
+	add(endpointLog, "log")
+	add(endpointViews, "views.>")
+	add(endpointUnrouted, ">")
+	if err := ms.subscribe(); err != nil {
+		ms.unsubscribe()
+		return nil, fmt.Errorf("start micro service: %w", err)
 	}
 	return ms, nil
 }
 
+// subscribe subscribes the endpoints (queue group) and the protocol's
+// PING, INFO and STATS subjects.
+func (ms *MicroService) subscribe() error {
+	for _, ep := range ms.endpoints {
+		sub, err := ms.nc.QueueSubscribe(ep.subject, ep.queue, ms.dispatch)
+		if err != nil {
+			return fmt.Errorf("endpoint %s on %s: %w", ep.name, ep.subject, err)
+		}
+		ms.subs = append(ms.subs, sub)
+	}
+	return ms.subscribeVerbs()
+}
+
 // dispatch answers one request by its subject, whichever endpoint got it.
-func (ms *MicroService) dispatch(req micro.Request) {
-	r, rerr := routeSubject(SubjectPrefix(ms.s.ns), req.Subject())
+func (ms *MicroService) dispatch(req *nats.Msg) {
+	r, rerr := routeSubject(SubjectPrefix(ms.s.ns), req.Subject)
 	if r.typ != "" && r.op != opRawAppend && r.op != opRawEvents {
 		if _, err := ms.s.repo.Registry().Get(r.typ); err != nil {
 			r.endpoint = endpointUnrouted // counted where the request landed for good
 		}
 	}
-	ms.async(r.endpoint, func(req micro.Request) (any, error) {
+	ms.async(r.endpoint, func(req *nats.Msg) (any, error) {
 		if rerr != nil {
 			return nil, rerr
 		}
@@ -130,7 +139,7 @@ func (ms *MicroService) dispatch(req micro.Request) {
 }
 
 // serve runs the operation r names.
-func (s *Service) serve(ctx context.Context, r route, req micro.Request) (any, error) {
+func (s *Service) serve(ctx context.Context, r route, req *nats.Msg) (any, error) {
 	switch r.op {
 	case opTypes:
 		return s.Types(), nil
@@ -143,43 +152,42 @@ func (s *Service) serve(ctx context.Context, r route, req micro.Request) (any, e
 		}
 		return s.EventsPage(ctx, r.typ, r.id, page, r.op == opEvents)
 	case opRawAppend:
-		return s.AppendRaw(ctx, r.typ, r.id, req.Data(), microMeta(req))
+		return s.AppendRaw(ctx, r.typ, r.id, req.Data, microMeta(req))
 	case opLog:
-		p, err := parseLogPage(req.Headers().Get(HeaderAfterPosition), req.Headers().Get(HeaderLimit), HeaderAfterPosition, HeaderLimit)
+		p, err := parseLogPage(req.Header.Get(HeaderAfterPosition), req.Header.Get(HeaderLimit), HeaderAfterPosition, HeaderLimit)
 		if err == nil {
-			p, err = pageBody(req.Data(), p)
+			p, err = pageBody(req.Data, p)
 		}
 		if err != nil {
 			return nil, err
 		}
 		return s.ReadLog(ctx, p)
 	case opViewGet, opViewList, opViewsLs:
-		return s.serveView(ctx, r, req.Data())
+		return s.serveView(ctx, r, req.Data)
 	case opMulti:
-		return s.Multi(ctx, req.Data(), microMeta(req))
+		return s.Multi(ctx, req.Data, microMeta(req))
 	case opOps:
 		if s.ops == nil {
-			return nil, &Error{Status: 404, Code: "no_route", Message: fmt.Sprintf("%s: this API serves no operator actions", req.Subject())}
+			return nil, &Error{Status: 404, Code: "no_route", Message: fmt.Sprintf("%s: this API serves no operator actions", req.Subject)}
 		}
-		return s.ops(ctx, r.user, r.action, req.Data())
+		return s.ops(ctx, r.user, r.action, req.Data)
 	default:
-		return s.Send(ctx, r.typ, r.id, r.kind, req.Data(), microMeta(req))
+		return s.Send(ctx, r.typ, r.id, r.kind, req.Data, microMeta(req))
 	}
 }
 
 // async runs h on its own goroutine (bounded), so one slow aggregate does
 // not hold up the subscription, and replies with JSON or an error
-// (Nats-Service-Error-Code = the HTTP-like status). The reply is published
-// directly, not through micro.Request: micro reads the request's error state
-// as soon as the handler returns, which would race with a late reply.
-func (ms *MicroService) async(endpoint string, h func(micro.Request) (any, error)) func(micro.Request) {
-	return func(req micro.Request) {
+// (Nats-Service-Error-Code = the HTTP-like status), counting the request
+// in endpoint's stats when the reply is sent.
+func (ms *MicroService) async(endpoint string, h func(*nats.Msg) (any, error)) func(*nats.Msg) {
+	return func(req *nats.Msg) {
 		start := time.Now()
-		if len(req.Data()) > ms.s.maxBody {
-			ms.reply(endpoint, start, req, nil, tooLarge(len(req.Data()), ms.s.maxBody))
+		if len(req.Data) > ms.s.maxBody {
+			ms.reply(endpoint, start, req, nil, tooLarge(len(req.Data), ms.s.maxBody))
 			return
 		}
-		// micro keeps dispatching what its subscriptions already received
+		// The subscriptions may still deliver what they already received
 		// after Stop: those requests are told to go elsewhere, and the
 		// WaitGroup is never added to after Stop waits on it.
 		ms.mu.Lock()
@@ -196,7 +204,7 @@ func (ms *MicroService) async(endpoint string, h func(micro.Request) (any, error
 			defer func() { <-ms.sem; ms.inFlight.Add(-1); ms.wg.Done() }()
 			defer func() {
 				if p := recover(); p != nil {
-					ms.reply(endpoint, start, req, nil, fmt.Errorf("panic handling %s: %v", req.Subject(), p))
+					ms.reply(endpoint, start, req, nil, fmt.Errorf("panic handling %s: %v", req.Subject, p))
 				}
 			}()
 			v, err := h(req)
@@ -205,8 +213,8 @@ func (ms *MicroService) async(endpoint string, h func(micro.Request) (any, error
 	}
 }
 
-func (ms *MicroService) reply(endpoint string, start time.Time, req micro.Request, v any, err error) {
-	msg := nats.NewMsg(req.Reply())
+func (ms *MicroService) reply(endpoint string, start time.Time, req *nats.Msg, v any, err error) {
+	msg := nats.NewMsg(req.Reply)
 	var errText string
 	if err == nil {
 		msg.Data, err = marshal(v)
@@ -214,7 +222,7 @@ func (ms *MicroService) reply(endpoint string, start time.Time, req micro.Reques
 	if err != nil {
 		ae := toError(err)
 		if ae.Status >= 500 {
-			ms.s.logger.Error("request failed", "subject", req.Subject(), "error", err)
+			ms.s.logger.Error("request failed", "subject", req.Subject, "error", err)
 		}
 		errText = ae.Message
 		if errText == "" {
@@ -224,9 +232,9 @@ func (ms *MicroService) reply(endpoint string, start time.Time, req micro.Reques
 		msg.Header.Set(micro.ErrorHeader, oneLine(errText))
 		msg.Data, _ = marshal(map[string]any{"error": ae})
 	}
-	if req.Reply() != "" {
+	if req.Reply != "" {
 		if perr := ms.nc.PublishMsg(msg); perr != nil {
-			ms.s.logger.Warn("reply not sent", "subject", req.Subject(), "error", perr)
+			ms.s.logger.Warn("reply not sent", "subject", req.Subject, "error", perr)
 		}
 	}
 	ms.mu.Lock()
@@ -254,10 +262,10 @@ func oneLine(s string) string {
 // InFlight is the number of requests being handled.
 func (ms *MicroService) InFlight() int64 { return ms.inFlight.Load() }
 
-// Stop unregisters the service and waits for in-flight requests (bounded by
-// their own timeout).
+// Stop unregisters the service (its subscriptions drain what they hold)
+// and waits for in-flight requests (bounded by their own timeout).
 func (ms *MicroService) Stop() error {
-	err := ms.svc.Stop()
+	err := ms.unsubscribe()
 	ms.mu.Lock()
 	ms.stopping = true
 	ms.mu.Unlock()
@@ -267,17 +275,17 @@ func (ms *MicroService) Stop() error {
 
 // microPage reads a history request's page from its headers, then its
 // optional JSON body.
-func microPage(req micro.Request) (Page, error) {
-	h := req.Headers()
+func microPage(req *nats.Msg) (Page, error) {
+	h := req.Header
 	p, err := parsePage(h.Get(HeaderAfterVersion), h.Get(HeaderLimit), HeaderAfterVersion, HeaderLimit)
 	if err != nil {
 		return p, err
 	}
-	return pageBody(req.Data(), p)
+	return pageBody(req.Data, p)
 }
 
-func microMeta(req micro.Request) Meta {
-	h := req.Headers()
+func microMeta(req *nats.Msg) Meta {
+	h := req.Header
 	return Meta{
 		IdempotencyKey: h.Get(HeaderIdempotencyKey),
 		CorrelationID:  h.Get(HeaderCorrelationID),
