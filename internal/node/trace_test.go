@@ -92,7 +92,10 @@ func TestTheTripSagaIsOneTrace(t *testing.T) {
 			id := s.SpanContext.TraceID().String()
 			traces[id] = append(traces[id], s)
 		}
+		// A span is exported when it ends, and a worker's ends after the
+		// outcome decision it reports: wait until no span misses its parent.
 		return hasAll(traces[traceA], wantA) && hasAll(traces[traceB], wantB) &&
+			connected(traces[traceA], client) && connected(traces[traceB], clientB) &&
 			tripStatus(n, "t1") == trip.StatusConfirmed && tripStatus(n, "t2") == trip.StatusCancelled
 	})
 	if len(traces) != 2 {
@@ -134,6 +137,21 @@ func TestTheTripSagaIsOneTrace(t *testing.T) {
 	if got, want := httpSeen.get(telemetryCommandID(b, "esjet.call release_budget")), "00-"+traceB+"-"+named(b, "esjet.call release_budget").SpanContext.SpanID().String()+"-01"; got != want {
 		t.Errorf("HTTP target release_budget got traceparent %q, want %q", got, want)
 	}
+}
+
+// connected says whether every span's parent is root (the client's span)
+// or another of spans.
+func connected(spans tracetest.SpanStubs, root string) bool {
+	ids := map[string]bool{root: true}
+	for _, s := range spans {
+		ids[s.SpanContext.SpanID().String()] = true
+	}
+	for _, s := range spans {
+		if !ids[s.Parent.SpanID().String()] {
+			return false
+		}
+	}
+	return true
 }
 
 func hasAll(spans tracetest.SpanStubs, want []string) bool {

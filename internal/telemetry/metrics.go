@@ -3,6 +3,8 @@ package telemetry
 import (
 	"context"
 	"errors"
+	"regexp"
+	"sort"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -161,4 +163,41 @@ func (c Call) End(result string, err error) {
 	c.t.m.handlerDuration.WithLabelValues(c.kind).Observe(time.Since(c.start).Seconds())
 	c.span.SetAttributes(attribute.String("esjet.attempt.result", result))
 	c.span.End(err)
+}
+
+// fqName reads a metric's name out of its descriptor.
+var fqName = regexp.MustCompile(`fqName: "([^"]+)"`)
+
+// MetricNames lists every metric family the node can serve, sorted,
+// whether or not it has samples yet: the names dashboards and alert rules
+// may use.
+func (t *Telemetry) MetricNames() []string {
+	if t == nil {
+		return nil
+	}
+	names := map[string]bool{}
+	ch := make(chan *prometheus.Desc, 64)
+	go func() {
+		for _, c := range []prometheus.Collector{t.m.commands, t.m.commandDuration, t.m.decideDuration, t.m.appendDuration,
+			t.m.relayBatch, t.m.relayDelay, t.m.attempts, t.m.handlerDuration, &collector{}} {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	for d := range ch {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			names[m[1]] = true
+		}
+	}
+	if fams, err := t.reg.Gather(); err == nil {
+		for _, f := range fams {
+			names[f.GetName()] = true
+		}
+	}
+	out := make([]string, 0, len(names))
+	for n := range names {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }
