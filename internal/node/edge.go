@@ -190,7 +190,7 @@ func (n *Node) applyOutcome(ctx context.Context, logger *slog.Logger, receipts j
 		_ = msg.Term()
 		return
 	}
-	if err := (feedback{repo: n.repo}).Report(ctx, r); err != nil && !errors.Is(err, consumer.ErrFeedbackRefused) {
+	if err := (feedback{repo: n.repo, tel: n.tel}).Report(ctx, r); err != nil && !errors.Is(err, consumer.ErrFeedbackRefused) {
 		logger.Warn("hub outcome not applied yet", "kind", r.Kind, "aggregate_type", r.AggregateType, "aggregate_id", r.AggregateID, "error", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
