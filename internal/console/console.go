@@ -9,6 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -47,6 +49,10 @@ type Console struct {
 	dlq    *ops.DLQ
 	logger *slog.Logger
 	done   doneCache
+
+	ovMu sync.Mutex // one overview computation at a time
+	ov   Overview
+	ovAt time.Time
 }
 
 // New returns the console of cfg.Namespace, reading through js and repo

@@ -178,7 +178,8 @@ func TestTimelineFollowsTheSaga(t *testing.T) {
 
 // TestPendingWhenNoWorkerServesTheKind: a command nothing serves waits in
 // OUTBOX: pending on the timeline (an open command), stalled on the
-// overview.
+// overview, which lists the namespace's streams and buckets and is shared
+// by the pages that ask within two seconds.
 func TestPendingWhenNoWorkerServesTheKind(t *testing.T) {
 	t.Parallel()
 	base := startNode(t, false, nil)
@@ -194,6 +195,10 @@ func TestPendingWhenNoWorkerServesTheKind(t *testing.T) {
 	var ov console.Overview
 	if code := request(t, "GET", base+"/console/api/overview", "", "", &ov); code != 200 {
 		t.Fatalf("overview: %d", code)
+	}
+	var again console.Overview
+	if request(t, "GET", base+"/console/api/overview", "", "", &again); !again.Time.Equal(ov.Time) {
+		t.Errorf("a second overview right after the first was computed again (%s, then %s): open pages should share one", ov.Time, again.Time)
 	}
 	if len(ov.Kinds) != 1 || ov.Kinds[0].Kind != trip.KindLockBudget || !ov.Kinds[0].Stalled {
 		t.Errorf("kinds %+v, want lock_budget stalled", ov.Kinds)

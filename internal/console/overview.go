@@ -31,8 +31,10 @@ type Overview struct {
 // StreamStats is one stream or KV bucket.
 type StreamStats struct {
 	Name string `json:"name"`
-	// Bucket is the KV bucket's name when the stream is one (KV_<bucket>).
+	// Bucket is the bucket's name when the stream is a KV bucket
+	// (KV_<bucket>) or an object store (OBJ_<bucket>); Store says which.
 	Bucket    string    `json:"bucket,omitempty"`
+	Store     string    `json:"store,omitempty"` // "kv" or "objects"
 	Messages  uint64    `json:"messages"`
 	Bytes     uint64    `json:"bytes"`
 	FirstSeq  uint64    `json:"first_seq"`
@@ -54,8 +56,30 @@ type ProjectionLag struct {
 }
 
 func (c *Console) handleOverview(w http.ResponseWriter, r *http.Request) {
-	ov, err := c.overview(r.Context())
+	ov, err := c.sharedOverview(r.Context())
 	c.reply(w, ov, err)
+}
+
+// overviewTTL is how long one overview answers every page that asks: the
+// kinds' counts scan the receipts bucket, which open tabs polling every few
+// seconds must not repeat each.
+const overviewTTL = 2 * time.Second
+
+// sharedOverview returns the last overview while it is younger than
+// overviewTTL, else computes one; concurrent requests wait for one
+// computation.
+func (c *Console) sharedOverview(ctx context.Context) (Overview, error) {
+	c.ovMu.Lock()
+	defer c.ovMu.Unlock()
+	if !c.ovAt.IsZero() && time.Since(c.ovAt) < overviewTTL {
+		return c.ov, nil
+	}
+	ov, err := c.overview(ctx)
+	if err != nil {
+		return ov, err
+	}
+	c.ov, c.ovAt = ov, time.Now()
+	return ov, nil
 }
 
 func (c *Console) overview(ctx context.Context) (Overview, error) {
@@ -80,14 +104,15 @@ func (c *Console) overview(ctx context.Context) (Overview, error) {
 	return ov, nil
 }
 
-// streams lists the namespace's streams (<NS>_…) and buckets (KV_<ns>_…).
+// streams lists the namespace's streams (<NS>_…), KV buckets (KV_<ns>_…)
+// and object stores (OBJ_<ns>_…).
 func (c *Console) streams(ctx context.Context) ([]StreamStats, error) {
-	prefix, kvPrefix := strings.ToUpper(c.cfg.Namespace)+"_", "KV_"+c.cfg.Namespace+"_"
+	prefixes := []string{strings.ToUpper(c.cfg.Namespace) + "_", "KV_" + c.cfg.Namespace + "_", "OBJ_" + c.cfg.Namespace + "_"}
 	var out []StreamStats
 	lister := c.js.ListStreams(ctx)
 	for info := range lister.Info() {
 		name := info.Config.Name
-		if !strings.HasPrefix(name, prefix) && !strings.HasPrefix(name, kvPrefix) {
+		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
 			continue
 		}
 		out = append(out, stats(info))
@@ -112,7 +137,9 @@ func stats(info *jetstream.StreamInfo) StreamStats {
 	s := StreamStats{Name: info.Config.Name, Messages: st.Msgs, Bytes: st.Bytes, FirstSeq: st.FirstSeq,
 		LastSeq: st.LastSeq, LastTime: st.LastTime.UTC(), Subjects: int(st.NumSubjects), Consumers: st.Consumers}
 	if b, ok := strings.CutPrefix(info.Config.Name, "KV_"); ok {
-		s.Bucket = b
+		s.Bucket, s.Store = b, "kv"
+	} else if b, ok := strings.CutPrefix(info.Config.Name, "OBJ_"); ok {
+		s.Bucket, s.Store = b, "objects"
 	}
 	if st.LastSeq == 0 {
 		s.LastTime = time.Time{}

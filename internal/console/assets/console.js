@@ -156,7 +156,7 @@ function renderOverview(ov, prev) {
     el("tbody", {}, ov.streams.map(s => {
       const p = prevBy[s.name];
       const rate = p && dt > 0 ? Math.max(0, (s.last_seq - p.last_seq) / dt).toFixed(1) : "—";
-      return el("tr", {}, el("th", {scope: "row"}, s.bucket ? el("span", {}, s.bucket, " ", badge("KV", "b-neutral")) : s.name),
+      return el("tr", {}, el("th", {scope: "row"}, s.bucket ? el("span", {}, s.bucket, " ", badge(s.store === "objects" ? "objects" : "KV", "b-neutral")) : s.name),
         num(s.messages), num(rate), num(fmtBytes(s.bytes)), num(s.subjects), num(s.consumers), el("td", {}, fmtTime(s.last_time)));
     })));
   const relayTable = el("dl", {class: "kv", id: "relay"},
@@ -188,7 +188,7 @@ function kindsTable(kinds) {
     el("thead", {}, el("tr", {}, ["Kind", "Health", "In OUTBOX", "Pending", "In flight", "Scheduled", "Done", "Failed", "Dead", "Workers pulling"].map(
       (h, i) => el("th", {scope: "col", class: i > 1 ? "num" : null}, h)))),
     el("tbody", {}, kinds.map(k => el("tr", {"data-kind": k.kind},
-      el("th", {scope: "row"}, el("code", {}, k.kind)),
+      el("th", {scope: "row"}, el("a", {href: "#/dlq?kind=" + encodeURIComponent(k.kind), title: "OUTBOX and dead letters of " + k.kind}, el("code", {}, k.kind))),
       el("td", {}, k.stalled ? badge("stalled: no worker pulling", "b-bad") : k.dead ? badge("dead letters", "b-bad") : k.pulling ? badge("served", "b-ok") : badge("idle", "b-neutral")),
       num(k.messages), num(k.pending), num(k.in_flight), num(k.scheduled), num(k.done), num(k.failed),
       el("td", {class: "num"}, k.dead ? el("a", {href: "#/dlq?kind=" + encodeURIComponent(k.kind)}, String(k.dead)) : "0"),
