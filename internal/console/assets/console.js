@@ -298,6 +298,9 @@ function renderCommand(c) {
   for (const a of c.history || []) {
     detail.append(el("div", {class: "muted"}, a.action + " by " + a.by + " at " + fmtTime(a.at) + (a.reason ? ": " + a.reason : "")));
   }
+  if (info.receipt) {
+    detail.append(el("details", {id: "rc-" + c.id}, el("summary", {}, "receipt"), el("pre", {}, JSON.stringify(info.receipt, null, 2))));
+  }
   if (info.late_effect) detail.append(el("div", {class: "error"}, "late effect: done after the aggregate was told it failed"));
   return el("tr", {"data-command": c.id}, el("td", {}, el("code", {}, c.id)), el("td", {}, el("code", {}, c.kind)),
     el("td", {}, fateBadge(c.fate)), detail, el("td", {}, reported.length ? reported : (c.report ? "—" : "not asked")));
