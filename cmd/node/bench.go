@@ -46,6 +46,7 @@ compare between runs.`
 
 const benchExample = `  esjet bench
   esjet bench --sync interval --phases append,micro --skew zipf
+  esjet bench --phases append,effects --workers 1,32,256
   esjet bench --rate 2000 --duration 10s --phases append,e2e
   esjet bench --json --no-progress > bench.json
   esjet bench --url nats://a:4222,nats://b:4222 --namespace bench-tmp`
@@ -56,6 +57,7 @@ type benchFlags struct {
 	asJSON, noProgress bool
 	svgPath            string
 	phases             []string
+	workers            []int
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -78,7 +80,7 @@ func (b *benchFlags) register(f *pflag.FlagSet) {
 	f.Float64Var(&b.opts.Rate, "rate", 0, "fixed arrival rate in operations/s for append, micro and e2e (latency from the scheduled time); 0: as fast as possible")
 	f.IntVar(&b.opts.Aggregates, "aggregates", bench.DefaultAggregates, "aggregates the append and micro phases spread commands over")
 	f.StringVar(&b.opts.Skew, "skew", bench.SkewUniform, "how commands pick aggregates: uniform or zipf (hot aggregates)")
-	f.IntVar(&b.opts.Workers, "workers", bench.DefaultWorkers, "concurrent clients (and worker pool size)")
+	f.IntSliceVar(&b.workers, "workers", []int{bench.DefaultWorkers}, "concurrent clients (and worker pool size); several (1,32,256) run every phase once per count")
 	f.StringSliceVar(&b.phases, "phases", bench.AllPhases, "phases to run, comma-separated (also on demand: scale)")
 	f.IntVar(&b.opts.Decisions, "decisions", 0, "decisions the scale phase fills the store with (0: 100000)")
 	f.BoolVar(&b.asJSON, "json", false, "print the report as JSON")
@@ -131,6 +133,7 @@ func (b *benchFlags) options(cmd *cobra.Command, g *globals) (bench.Options, err
 	opts.Config = cfg
 	opts.Version = semver()
 	opts.Logger = newLogger(cfg, g.stderr)
+	opts.Sweep = b.workers
 	opts.Phases = nil
 	for _, p := range b.phases {
 		if p = strings.TrimSpace(p); p != "" {

@@ -53,6 +53,9 @@ func (r *Repository) HandleAll(ctx context.Context, cmds []MultiCommand) ([]Resu
 	qs := make([]*request, len(cmds))
 	for i, c := range cmds {
 		q, err := r.newRequest(c.Command)
+		if err == nil {
+			err = r.cfg.Sites.check(c.Type, c.ID)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("command %d (%s/%s %s): %w", i, c.Type, c.ID, c.Kind, err)
 		}

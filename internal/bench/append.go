@@ -87,13 +87,17 @@ func (e *env) rawSend(js jetstream.JetStream) func(ctx context.Context, a int) e
 // pairedCommands is the append and micro phases: a warm-up sweep of every
 // aggregate on both sides, then interleaved rounds.
 func (e *env) pairedCommands(ctx context.Context, name string, progress func(float64),
-	es func(context.Context, int) error, rawJS jetstream.JetStream) ([]Phase, error) {
+	es func(context.Context, int) error, rawJS jetstream.JetStream, sqliteOp func(context.Context, int) error) ([]Phase, error) {
 	rawOp := e.rawSend(rawJS)
 	warm := len(e.ids)
 	if e.opts.Count > 0 {
 		warm = min(warm, e.opts.Count)
 	}
-	for _, op := range []func(context.Context, int) error{es, rawOp} {
+	ops := []func(context.Context, int) error{es, rawOp}
+	if sqliteOp != nil {
+		ops = append(ops, sqliteOp)
+	}
+	for _, op := range ops {
 		res := RunOps(ctx, Spec{Workers: e.opts.Workers, Ops: warm, Classify: classifyEsjet}, sweep(op))
 		if res.Errors > 0 {
 			return nil, fmt.Errorf("warm-up: %w", res.FirstErr)
@@ -110,20 +114,41 @@ func (e *env) pairedCommands(ctx context.Context, name string, progress func(flo
 		return nil, err
 	}
 	before := e.node.Repository().Stats().Conflicts
-	p := e.planFor(2)
-	res := interleave(ctx, p, progress,
+	gcBefore := e.node.Log().CommitStats()
+	p := e.planFor(len(ops))
+	sides := []func(ctx context.Context, i int) Result{
 		func(ctx context.Context, i int) Result {
 			return RunOps(ctx, p.spec(i, e.opts.Workers, e.opts.Rate, classifyEsjet, nil), esPicked)
 		},
 		func(ctx context.Context, i int) Result {
 			return RunOps(ctx, p.spec(i, e.opts.Workers, e.opts.Rate, classifyRaw, nil), rawPicked)
+		},
+	}
+	if sqliteOp != nil {
+		sqPicked, err := e.picked(sqliteOp)
+		if err != nil {
+			return nil, err
+		}
+		sides = append(sides, func(ctx context.Context, i int) Result {
+			return RunOps(ctx, p.spec(i, e.opts.Workers, e.opts.Rate, classifyRaw, nil), sqPicked)
 		})
+	}
+	res := interleave(ctx, p, progress, sides...)
 	ph := Phase{Name: name, Description: describe[name], Unit: "command"}
 	ph.pair(&res[0], &res[1])
+	if sqliteOp != nil {
+		ph.withSQLite(&res[2])
+	}
 	ph.VersionConflicts = e.node.Repository().Stats().Conflicts - before
+	gc := e.node.Log().CommitStats()
+	ph.Batches, ph.Batched = gc.Batches-gcBefore.Batches, gc.Batched-gcBefore.Batched
 	return []Phase{ph}, nil
 }
 
 func (e *env) appendPhase(ctx context.Context, progress func(float64)) ([]Phase, error) {
-	return e.pairedCommands(ctx, PhaseAppend, progress, e.goAPISend, e.nodeJS)
+	var sq func(context.Context, int) error
+	if e.sqlite != nil {
+		sq = func(ctx context.Context, a int) error { return e.sqlite.decide(ctx, sqliteID(a)) }
+	}
+	return e.pairedCommands(ctx, PhaseAppend, progress, e.goAPISend, e.nodeJS, sq)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,7 +70,11 @@ type Options struct {
 	Aggregates int
 	Skew       string
 	Workers    int
-	Phases     []string
+	// Sweep, when it holds more than one count, runs every phase once per
+	// count of concurrent clients, in this order (Workers is then ignored):
+	// latency at low load and throughput at high load in one run.
+	Sweep  []int
+	Phases []string
 	// Decisions is the scale phase's fill; 0 means DefaultScaleDecisions.
 	Decisions int
 	Version   string
@@ -86,6 +91,17 @@ func (o *Options) setDefaults() error {
 	}
 	if o.Aggregates == 0 {
 		o.Aggregates = DefaultAggregates
+	}
+	if len(o.Sweep) == 1 {
+		o.Workers, o.Sweep = o.Sweep[0], nil
+	}
+	for _, w := range o.Sweep {
+		if w < 1 {
+			return fmt.Errorf("--workers %d: need at least 1", w)
+		}
+	}
+	if len(o.Sweep) > 1 {
+		o.Workers = slices.Max(o.Sweep)
 	}
 	if o.Workers == 0 {
 		o.Workers = DefaultWorkers
@@ -188,6 +204,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := e.setupRaw(ctx); err != nil {
 		return nil, err
 	}
+	if slices.Contains(opts.Phases, PhaseAppend) || slices.Contains(opts.Phases, PhaseEffects) {
+		closeSQLite, err := e.setupSQLite()
+		if err != nil {
+			return nil, err
+		}
+		defer closeSQLite()
+	}
 
 	rep := &Report{
 		Version: opts.Version, GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
@@ -202,23 +225,40 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		rep.Server.Sync = "cluster"
 		rep.Server.URL = redact(cfg.NATS.External.URLs)
 	}
+	rep.Params.Sweep = opts.Sweep
+	counts := opts.Sweep
+	if len(counts) == 0 {
+		counts = []int{opts.Workers}
+	}
 	for _, name := range opts.Phases {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		update, finish := func(float64) {}, func() {}
-		if opts.Progress != nil {
-			update, finish = opts.Progress(name)
-		}
-		phases, err := e.runPhase(ctx, name, update)
-		finish()
-		if err != nil {
+		for _, w := range counts {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			phases = append(phases, Phase{Name: name, Description: describe[name], Error: err.Error()})
+			e.opts.Workers = w
+			label := name
+			if len(opts.Sweep) > 0 {
+				label += " ×" + strconv.Itoa(w)
+			}
+			update, finish := func(float64) {}, func() {}
+			if opts.Progress != nil {
+				update, finish = opts.Progress(label)
+			}
+			phases, err := e.runPhase(ctx, name, update)
+			finish()
+			if err != nil {
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
+				}
+				phases = append(phases, Phase{Name: name, Description: describe[name], Error: err.Error()})
+			}
+			if len(opts.Sweep) > 0 {
+				for i := range phases {
+					phases[i].Workers = w
+				}
+			}
+			rep.Phases = append(rep.Phases, phases...)
 		}
-		rep.Phases = append(rep.Phases, phases...)
 	}
 	rep.Scale = e.scale
 	rep.Notes = notes(rep, opts)

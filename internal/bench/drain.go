@@ -39,8 +39,11 @@ func (e *env) drainPhase(ctx context.Context, progress func(float64), name, unit
 // included, at least one round, at most 8), or once in count mode.
 func (e *env) drainRounds(ctx context.Context, progress func(float64), round func(i int) error) error {
 	start := time.Now()
+	// Round numbers go on across the phases of a --workers sweep: each
+	// round names its own kind or namespace after its number.
+	next := func() int { e.drained++; return e.drained - 1 }
 	if e.opts.Count > 0 {
-		return round(0)
+		return round(next())
 	}
 	stop := ticker(progress, func() float64 { return float64(time.Since(start)) / float64(e.opts.Duration) })
 	defer stop()
@@ -48,7 +51,7 @@ func (e *env) drainRounds(ctx context.Context, progress func(float64), round fun
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := round(i); err != nil {
+		if err := round(next()); err != nil {
 			return err
 		}
 	}

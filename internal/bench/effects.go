@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -21,7 +22,8 @@ import (
 
 func (e *env) effectsPhase(ctx context.Context, progress func(float64)) ([]Phase, error) {
 	n := e.drainSize()
-	return e.drainPhase(ctx, progress, PhaseEffects, "command", func(i int, pair drain) error {
+	var sq Result // the SQLite dispatcher draining n outbox rows a round
+	phases := e.drainPhase(ctx, progress, PhaseEffects, "command", func(i int, pair drain) error {
 		kind := "noop" + strconv.Itoa(i)
 		if err := publishCommands(ctx, e.nodeJS, e.ns, kind, n); err != nil {
 			return err
@@ -39,8 +41,27 @@ func (e *env) effectsPhase(ctx context.Context, progress func(float64)) ([]Phase
 		fetchAck := raw.Timed(func() error {
 			return raw.FetchAck(ctx, e.nodeJS, streams.NamesFor(e.ns).Outbox, "raw-"+kind, wire.CommandSubject(e.ns, kind), n)
 		})
-		return pair(n, esjet, fetchAck)
-	}), nil
+		if err := pair(n, esjet, fetchAck); err != nil {
+			return err
+		}
+		if e.sqlite == nil {
+			return nil
+		}
+		if err := e.sqlite.fill(ctx, n); err != nil {
+			return fmt.Errorf("sqlite fill: %w", err)
+		}
+		took, err := e.sqlite.dispatch(ctx, n)
+		if err != nil {
+			return fmt.Errorf("sqlite dispatcher: %w", err)
+		}
+		sq.Ops += int64(n)
+		sq.Elapsed += took
+		return nil
+	})
+	if e.sqlite != nil && sq.Ops > 0 {
+		phases[0].withSQLite(&sq)
+	}
+	return phases, nil
 }
 
 // publishCommands puts n commands of kind in OUTBOX as the relay would,

@@ -30,6 +30,9 @@ type env struct {
 	tcpJS  jetstream.JetStream
 	ids    []string      // aggregate ids of the append and micro phases
 	raw    *raw.Appender // the raw side of append and micro
+	sqlite *sqliteOutbox // the SQLite-outbox baseline of append and effects (sqlite.go)
+	// drained numbers the drain rounds of the whole run (drain.go).
+	drained int
 	// namespaces this run provisioned besides the node's (deleted at the
 	// end in external mode; the embedded store is removed whole).
 	extra []string

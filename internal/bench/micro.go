@@ -19,7 +19,7 @@ import (
 // the wire).
 
 func (e *env) microPhase(ctx context.Context, progress func(float64)) ([]Phase, error) {
-	return e.pairedCommands(ctx, PhaseMicro, progress, e.microSend, e.tcpJS)
+	return e.pairedCommands(ctx, PhaseMicro, progress, e.microSend, e.tcpJS, nil)
 }
 
 // microSend sends deposit to aggregate a as a NATS request and reads the

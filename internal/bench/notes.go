@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -31,11 +32,26 @@ func notes(r *Report, o Options) []string {
 	if o.Count > 0 {
 		size = fmt.Sprintf("%d operations per side per phase", o.Count)
 	}
-	n = append(n, fmt.Sprintf("Load: %s, %d workers, %d aggregates (%s), %s.", load, o.Workers, o.Aggregates, o.Skew, size))
+	workers := fmt.Sprintf("%d workers", o.Workers)
+	if len(o.Sweep) > 1 {
+		workers = fmt.Sprintf("workers %s (each phase once per count: ×N in the table)", strings.Trim(strings.Join(strings.Fields(fmt.Sprint(o.Sweep)), ","), "[]"))
+	}
+	n = append(n, fmt.Sprintf("Load: %s, %s, %d aggregates (%s), %s.", load, workers, o.Aggregates, o.Skew, size))
+	for _, p := range r.Phases {
+		if p.SQLite != nil {
+			mode := "synchronous=FULL: every commit fsynced, as sync always"
+			if r.Server.Sync == "interval" {
+				mode = "synchronous=NORMAL: fsync at checkpoints, as sync interval"
+			}
+			n = append(n, "SQLITE = the classic transactional outbox in one embedded SQLite file (WAL, "+mode+
+				"): append = one transaction reading the aggregate's version, inserting the event and an outbox row; effects = a dispatcher reading pending rows and marking each done in its own commit. VS SQLITE = esjet ops/s ÷ SQLite ops/s.")
+			break
+		}
+	}
 	var units []string
 	for _, p := range r.Phases {
-		if p.Unit != "" {
-			units = append(units, p.Name+"="+p.Unit)
+		if u := p.Name + "=" + p.Unit; p.Unit != "" && !slices.Contains(units, u) {
+			units = append(units, u)
 		}
 	}
 	if len(units) > 0 {
@@ -46,7 +62,11 @@ func notes(r *Report, o Options) []string {
 			continue
 		}
 		n = append(n, fmt.Sprintf("%s: %d command(s) answered 409 (conflict rate %.4f), %d version conflict(s) retried inside the repository, %d of %d command(s) queued behind another on the same aggregate (raw: %d) — one node serialises an aggregate's commands in-process, so skew shows as queueing, not 409s.",
-			p.Name, p.Conflicts, p.ConflictRate, p.VersionConflicts, p.SameAggregateWaits, p.Esjet.Ops+p.Conflicts+p.Esjet.Errors, p.RawSameAggregateWaits))
+			phaseLabel(p), p.Conflicts, p.ConflictRate, p.VersionConflicts, p.SameAggregateWaits, p.Esjet.Ops+p.Conflicts+p.Esjet.Errors, p.RawSameAggregateWaits))
+		if p.Batches > 0 {
+			n = append(n, fmt.Sprintf("%s: group commit stored %d decision(s) in %d atomic batch(es) (%.1f a batch); the rest were published on their own.",
+				phaseLabel(p), p.Batched, p.Batches, float64(p.Batched)/float64(p.Batches)))
+		}
 	}
 	for _, p := range r.Phases {
 		if p.Name == PhaseEffects && p.Raw != nil && p.Raw.Ops > 0 {
@@ -54,4 +74,12 @@ func notes(r *Report, o Options) []string {
 		}
 	}
 	return n
+}
+
+// phaseLabel is the phase's name as the table shows it.
+func phaseLabel(p Phase) string {
+	if p.Workers > 0 {
+		return fmt.Sprintf("%s ×%d", p.Name, p.Workers)
+	}
+	return p.Name
 }

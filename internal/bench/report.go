@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -41,6 +42,7 @@ type Params struct {
 	Aggregates      int      `json:"aggregates"`
 	Skew            string   `json:"skew"`
 	Workers         int      `json:"workers"`
+	Sweep           []int    `json:"workers_sweep,omitempty"` // --workers 1,32,256: each phase once per count
 	Phases          []string `json:"phases"`
 }
 
@@ -56,6 +58,16 @@ type Phase struct {
 	// 0 when there is no raw pair).
 	Ratio   float64 `json:"ratio,omitempty"`
 	RatioOf string  `json:"ratio_of,omitempty"` // "throughput"
+	// Workers is the phase's concurrency when the run sweeps --workers.
+	Workers int `json:"workers,omitempty"`
+	// SQLite is the SQLite-outbox baseline doing the same work (sqlite.go)
+	// and SQLiteRatio esjet's throughput over it.
+	SQLite      *Side   `json:"sqlite,omitempty"`
+	SQLiteRatio float64 `json:"sqlite_ratio,omitempty"`
+	// Batches and Batched: the atomic batches group commit formed during
+	// the phase, and the decisions stored through them.
+	Batches uint64 `json:"group_commit_batches,omitempty"`
+	Batched uint64 `json:"group_commit_batched,omitempty"`
 	// Conflicts are esjet operations that ended in a version conflict (409)
 	// after the repository's retries; ConflictRate = Conflicts / attempts.
 	Conflicts    int64   `json:"conflicts"`
@@ -122,6 +134,19 @@ func (p *Phase) pair(es, raw *Result) {
 	}
 }
 
+// withSQLite adds the SQLite baseline's side and ratio.
+func (p *Phase) withSQLite(r *Result) {
+	s := sideOf(r)
+	p.SQLite = &s
+	p.Errors += r.Errors
+	if s.OpsPerSec > 0 {
+		p.SQLiteRatio = p.Esjet.OpsPerSec / s.OpsPerSec
+	}
+	if p.Error == "" && s.FirstErr != "" {
+		p.Error = "sqlite: " + s.FirstErr
+	}
+}
+
 // WriteJSON writes r as indented JSON.
 func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
@@ -132,7 +157,12 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // WriteTable writes the table for people (phase names left-aligned,
 // figures right-aligned), the phases' errors, then the notes.
 func (r *Report) WriteTable(w io.Writer) error {
-	rows := [][]string{{"PHASE", "ESJET OPS/S", "RAW OPS/S", "RATIO", "P50", "P90", "P99", "P99.9", "CONFLICTS", "ERRORS"}}
+	sqlite := slices.ContainsFunc(r.Phases, func(p Phase) bool { return p.SQLite != nil })
+	head := []string{"PHASE", "ESJET OPS/S", "RAW OPS/S", "RATIO", "P50", "P90", "P99", "P99.9", "CONFLICTS", "ERRORS"}
+	if sqlite {
+		head = slices.Insert(head, 4, "SQLITE OPS/S", "VS SQLITE")
+	}
+	rows := [][]string{head}
 	for _, p := range r.Phases {
 		raw, ratio := "-", "-"
 		if p.Raw != nil {
@@ -145,8 +175,20 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if l := p.Esjet.Latency; l != nil {
 			lat = [4]string{dur(l.P50MS), dur(l.P90MS), dur(l.P99MS), dur(l.P999MS)}
 		}
-		rows = append(rows, []string{p.Name, rate(p.Esjet.OpsPerSec), raw, ratio, lat[0], lat[1], lat[2], lat[3],
-			strconv.FormatInt(p.Conflicts, 10), strconv.FormatInt(p.Errors, 10)})
+		name := phaseLabel(p)
+		row := []string{name, rate(p.Esjet.OpsPerSec), raw, ratio, lat[0], lat[1], lat[2], lat[3],
+			strconv.FormatInt(p.Conflicts, 10), strconv.FormatInt(p.Errors, 10)}
+		if sqlite {
+			sq, sr := "-", "-"
+			if p.SQLite != nil {
+				sq = rate(p.SQLite.OpsPerSec)
+			}
+			if p.SQLiteRatio > 0 {
+				sr = strconv.FormatFloat(p.SQLiteRatio, 'f', 2, 64)
+			}
+			row = slices.Insert(row, 4, sq, sr)
+		}
+		rows = append(rows, row)
 	}
 	widths := make([]int, len(rows[0]))
 	for _, row := range rows {

@@ -1,0 +1,43 @@
+package bench
+
+import (
+	"testing"
+
+	"github.com/esjet/esjet/config"
+)
+
+// TestSweepRunsEachPhasePerWorkerCountBesideSQLite: --workers 1,4 runs
+// append and effects once per count (relay rounds and kinds do not
+// collide between them), each with the SQLite-outbox baseline measured
+// over the same number of operations.
+func TestSweepRunsEachPhasePerWorkerCountBesideSQLite(t *testing.T) {
+	cfg := config.Default()
+	cfg.Namespace = "sweeptest"
+	const count = 60
+	rep, err := Run(t.Context(), Options{Config: cfg, Count: count, Sweep: []int{1, 16}, Aggregates: 40,
+		Phases: []string{PhaseAppend, PhaseEffects}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		name    string
+		workers int
+	}{{PhaseAppend, 1}, {PhaseAppend, 16}, {PhaseEffects, 1}, {PhaseEffects, 16}}
+	if len(rep.Phases) != len(want) {
+		t.Fatalf("%d phases, want %v: %+v", len(rep.Phases), want, rep.Phases)
+	}
+	for i, p := range rep.Phases {
+		if p.Name != want[i].name || p.Workers != want[i].workers {
+			t.Errorf("phase %d is %s ×%d, want %s ×%d", i, p.Name, p.Workers, want[i].name, want[i].workers)
+		}
+		if p.Error != "" || p.Errors != 0 {
+			t.Errorf("%s ×%d: %d error(s): %s", p.Name, p.Workers, p.Errors, p.Error)
+		}
+		if p.SQLite == nil || p.SQLite.Ops != count || p.SQLiteRatio <= 0 {
+			t.Errorf("%s ×%d: sqlite %+v ratio %g, want %d ops", p.Name, p.Workers, p.SQLite, p.SQLiteRatio, count)
+		}
+	}
+	if rep.Params.Workers != 16 || len(rep.Params.Sweep) != 2 {
+		t.Errorf("params %+v", rep.Params)
+	}
+}
