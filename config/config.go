@@ -171,7 +171,17 @@ type Streams struct {
 	// MaxMessageSize is the largest message (one decision) a stream accepts, between
 	// 1KiB and 8MiB; the embedded server's max_payload is raised to match. Default 1MiB.
 	MaxMessageSize ByteSize `yaml:"max_message_size"`
+	// Compression is how the file store keeps EVENTS and OUTBOX blocks on
+	// disk: "s2" or "none". Default "s2". Changing it on existing streams
+	// applies to blocks written after the server restarts.
+	Compression string `yaml:"compression"`
 }
+
+// Stream compression values.
+const (
+	CompressionS2   = "s2"
+	CompressionNone = "none"
+)
 
 // Aggregates tunes the aggregate repository.
 type Aggregates struct {
@@ -316,6 +326,7 @@ func Default() Config {
 			OutboxDuplicateWindow: Duration(10 * time.Minute),
 			OutboxMaxAge:          Duration(168 * time.Hour),
 			MaxMessageSize:        MiB,
+			Compression:           CompressionS2,
 		},
 		Aggregates: Aggregates{
 			CacheSize:          10_000,

@@ -217,6 +217,9 @@ func (s *Streams) validate(v *validator) {
 	if s.MaxMessageSize < KiB || s.MaxMessageSize > 8*MiB {
 		v.add("streams.max_message_size", s.MaxMessageSize, "use a size between 1KiB and 8MiB")
 	}
+	if s.Compression != CompressionS2 && s.Compression != CompressionNone {
+		v.add("streams.compression", s.Compression, "use s2 or none")
+	}
 }
 
 type validator struct{ errs []error }

@@ -176,6 +176,7 @@ func ProvisionConfig(cfg config.Config) streams.ProvisionConfig {
 		OutboxDuplicateWindow: cfg.Streams.OutboxDuplicateWindow.Std(),
 		OutboxMaxAge:          cfg.Streams.OutboxMaxAge.Std(),
 		MaxMessageSize:        int(cfg.Streams.MaxMessageSize),
+		Compression:           cfg.Streams.Compression != config.CompressionNone,
 	}
 }
 

@@ -23,6 +23,9 @@ type ProvisionConfig struct {
 	OutboxDuplicateWindow time.Duration
 	OutboxMaxAge          time.Duration // OUTBOX and DLQ retention; zero means 7 days
 	MaxMessageSize        int           // stream max_msg_size; zero means 1 MiB
+	// Compression keeps EVENTS and OUTBOX blocks S2-compressed on disk
+	// (a sealed block is compressed whole; readers see the same messages).
+	Compression bool
 }
 
 func (c *ProvisionConfig) setDefaults() {
@@ -96,6 +99,7 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		// Group commit (groupcommit.go) stores concurrent decisions as
 		// atomic batches; an older stream is updated in place.
 		AllowAtomicPublish: true,
+		Compression:        compression(c),
 	}, {
 		Name:        names.Outbox,
 		Description: "esjet outbox: one message per command on " + names.Namespace + ".outbox.<kind>; delayed ones as schedules on " + names.Namespace + ".schedule.>",
@@ -116,6 +120,7 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		Discard:           jetstream.DiscardOld,
 		AllowDirect:       true,
 		Duplicates:        c.OutboxDuplicateWindow,
+		Compression:       compression(c),
 	}, {
 		Name:              names.DLQ,
 		Description:       "esjet dead letters: exhausted or terminally failed commands on " + names.Namespace + ".dlq.<kind>",
@@ -138,6 +143,13 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		AllowDirect: true,
 		Duplicates:  c.DuplicateWindow,
 	}}
+}
+
+func compression(c ProvisionConfig) jetstream.StoreCompression {
+	if c.Compression {
+		return jetstream.S2Compression
+	}
+	return jetstream.NoCompression
 }
 
 // BucketConfigs returns the desired KV buckets: snapshots and receipts.
@@ -231,7 +243,7 @@ func provisionStream(ctx context.Context, js jetstream.JetStream, want jetstream
 		return Change{Name: want.Name, Action: "unchanged"}, nil
 	}
 	// Start from what exists so settings esjet does not manage (placement,
-	// metadata, compression) survive the update.
+	// metadata) survive the update.
 	upd := have
 	upd.Description = want.Description
 	upd.Subjects = want.Subjects
@@ -249,6 +261,9 @@ func provisionStream(ctx context.Context, js jetstream.JetStream, want jetstream
 	upd.AllowDirect = want.AllowDirect
 	upd.Duplicates = want.Duplicates
 	upd.AllowMsgSchedules = want.AllowMsgSchedules
+	// The server takes a new compression in place; its file store applies
+	// it to the blocks it writes after a restart.
+	upd.Compression = want.Compression
 	upd.AllowAtomicPublish = want.AllowAtomicPublish
 	if _, err := js.UpdateStream(ctx, upd); err != nil {
 		return Change{}, fmt.Errorf("update stream %s (%s): %w", want.Name, strings.Join(diffs, "; "), err)
@@ -301,6 +316,7 @@ func diffStream(have, want jetstream.StreamConfig) (diffs, immutable []string) {
 	check("allow_direct", have.AllowDirect != want.AllowDirect, have.AllowDirect, want.AllowDirect)
 	check("duplicate_window", have.Duplicates != want.Duplicates, have.Duplicates, want.Duplicates)
 	check("allow_msg_schedules", have.AllowMsgSchedules != want.AllowMsgSchedules, have.AllowMsgSchedules, want.AllowMsgSchedules)
+	check("compression (blocks written after the next server restart)", have.Compression != want.Compression, have.Compression, want.Compression)
 	check("allow_atomic", have.AllowAtomicPublish != want.AllowAtomicPublish, have.AllowAtomicPublish, want.AllowAtomicPublish)
 	if have.AllowMsgSchedules && !want.AllowMsgSchedules {
 		immutable = append(immutable, d("allow_msg_schedules", have.AllowMsgSchedules, want.AllowMsgSchedules))

@@ -428,3 +428,51 @@ func TestDLQDeniesPurgeAndAnOldDLQIsUpdated(t *testing.T) {
 		t.Error("a dead letter was deleted")
 	}
 }
+
+// Compression is set on new streams and updated in place on existing ones
+// (the server accepts it; its file store compresses the blocks it writes
+// after a restart), keeping what they hold readable.
+func TestProvisionSetsAndUpdatesCompression(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s)
+	ns := natstest.Namespace(t)
+	names := NamesFor(ns)
+	if _, err := Provision(t.Context(), js, ns, ProvisionConfig{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Open(t.Context(), js, ns, Config{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(t.Context(), decision("acct", "a1", "opened"), Position{}); err != nil {
+		t.Fatal(err)
+	}
+	changes, err := Provision(t.Context(), js, ns, ProvisionConfig{Compression: true}, nil)
+	if err != nil {
+		t.Fatalf("turn compression on: %v", err)
+	}
+	got := changesByName(t, changes)
+	for _, name := range []string{names.Events, names.Outbox} {
+		c := got[name]
+		if c.Action != "updated" || len(c.Fields) != 1 || !strings.HasPrefix(c.Fields[0], "compression") {
+			t.Errorf("%s: %s %q, want updated: compression", name, c.Action, c.Fields)
+		}
+		if cfg := streamInfo(t, js, name).Config; cfg.Compression != jetstream.S2Compression {
+			t.Errorf("%s compression %v after the update", name, cfg.Compression)
+		}
+	}
+	if got[names.DLQ].Action != "unchanged" {
+		t.Errorf("DLQ: %+v, want unchanged", got[names.DLQ])
+	}
+	if recs, err := l.Load(t.Context(), "acct", "a1", Position{}); err != nil || len(recs) != 1 {
+		t.Errorf("load after the update: %d records, %v", len(recs), err)
+	}
+	ns2 := natstest.Namespace(t)
+	if _, err := Provision(t.Context(), js, ns2, ProvisionConfig{Compression: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := streamInfo(t, js, NamesFor(ns2).Events).Config; cfg.Compression != jetstream.S2Compression {
+		t.Errorf("new EVENTS compression %v", cfg.Compression)
+	}
+}
