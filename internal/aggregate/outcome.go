@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/telemetry"
 	"github.com/esjet/esjet/internal/wire"
 )
 
@@ -71,7 +72,8 @@ func (r *Repository) HandleOutcome(ctx context.Context, cmd Command) (Result, er
 	if errors.As(err, &refused) {
 		r.stats.outcomesRefused.Add(1)
 		r.logger.Warn("outcome refused", "aggregate_type", refused.Type, "aggregate_id", refused.ID,
-			"kind", refused.Kind, "command_id", refused.CommandID, "reason", refused.Reason)
+			"kind", refused.Kind, "command_id", refused.CommandID, "decision_id", q.decisionID, "trace_id", telemetry.TraceIDOf(cmd.TraceParent),
+			"reason", refused.Reason)
 	}
 	return res, err
 }

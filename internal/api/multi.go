@@ -47,7 +47,9 @@ type MultiResult struct {
 }
 
 // Multi handles a multi-aggregate request.
-func (s *Service) Multi(ctx context.Context, body []byte, m Meta) (MultiResult, error) {
+func (s *Service) Multi(ctx context.Context, body []byte, m Meta) (_ MultiResult, err error) {
+	ctx, tp, done := s.startCommand(ctx, multiLabel, multiLabel, m.TraceParent)
+	defer func() { done(aggregate.Result{}, err) }()
 	if len(body) > s.maxBody {
 		return MultiResult{}, tooLarge(len(body), s.maxBody)
 	}
@@ -76,7 +78,7 @@ func (s *Service) Multi(ctx context.Context, body []byte, m Meta) (MultiResult, 
 		}
 		cmds[i] = aggregate.MultiCommand{ExpectedVersion: c.ExpectedVersion, Command: aggregate.Command{
 			Type: c.Type, ID: c.ID, Kind: c.Command, Payload: c.Payload, IdempotencyKey: key,
-			CorrelationID: m.CorrelationID, CausationID: m.CausationID, TraceParent: m.TraceParent,
+			CorrelationID: m.CorrelationID, CausationID: m.CausationID, TraceParent: tp,
 		}}
 	}
 	res, err := s.repo.HandleAll(ctx, cmds)

@@ -18,6 +18,10 @@ import (
 // not registered, so naming them would make the label unbounded.
 const rawLabel = "raw"
 
+// multiLabel is the type and command label of a multi-aggregate request
+// (one count for the request, whatever it holds).
+const multiLabel = "multi"
+
 // knownKinds lists, per registered type, the kinds it handles (commands
 // and outcomes): the only label values a request's words may become.
 func knownKinds(reg *aggregate.Registry) map[string]map[string]bool {

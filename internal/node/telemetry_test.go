@@ -3,6 +3,7 @@ package node_test
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -22,11 +23,21 @@ import (
 	"github.com/esjet/esjet/internal/node"
 )
 
+// tripOptions vary tripNode's node.
+type tripOptions struct {
+	spans    sdktrace.SpanProcessor
+	routes   map[string]config.Worker // over the demo services' routes
+	edit     func(*config.Config)
+	logger   *slog.Logger
+	services services.Options
+}
+
 // tripNode starts a node serving the trip with the demo services in
 // process (every kind a NATS target on demo.svc.>), workers routing kinds
-// the way esjet run does; extra overrides routes.
-func tripNode(t *testing.T, sp sdktrace.SpanProcessor, extra map[string]config.Worker, edit func(*config.Config)) *node.Node {
+// the way esjet run does.
+func tripNode(t *testing.T, o tripOptions) *node.Node {
 	t.Helper()
+	extra, edit := o.routes, o.edit
 	cfg := config.Default()
 	cfg.Namespace = "tel"
 	cfg.NATS.Embedded.DataDir = filepath.Join(t.TempDir(), "data")
@@ -45,11 +56,11 @@ func tripNode(t *testing.T, sp sdktrace.SpanProcessor, extra map[string]config.W
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, cfg, node.Options{Aggregates: []*aggregate.Definition{trip.Definition()}, SpanProcessor: sp})
+	n, err := node.Start(ctx, cfg, node.Options{Aggregates: []*aggregate.Definition{trip.Definition()}, SpanProcessor: o.spans, Logger: o.logger})
 	if err != nil {
 		t.Fatal(err)
 	}
-	svc, err := services.Start(ctx, n.Broker().Conn(), n.JetStream(), services.Options{}, nil)
+	svc, err := services.Start(ctx, n.Broker().Conn(), n.JetStream(), o.services, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +174,7 @@ func l(kv ...string) map[string]string {
 // compensation and reads /metrics: the counts the saga must move moved,
 // and the backlog settles to zero with the failed flight in the DLQ.
 func TestMetricsMoveWithTheTripSaga(t *testing.T) {
-	n := tripNode(t, nil, nil, nil)
+	n := tripNode(t, tripOptions{})
 	url := "http://" + n.HTTPAddr() + "/metrics"
 	before := scrape(t, url)
 	if v, _ := value(before, "esjet_commands_total", nil); v != 0 {
@@ -236,7 +247,7 @@ func TestMetricsMoveWithTheTripSaga(t *testing.T) {
 // TestMetricsOnTheirOwnListener: http.metrics_listen serves /metrics alone,
 // and the API listener no longer does.
 func TestMetricsOnTheirOwnListener(t *testing.T) {
-	n := tripNode(t, nil, nil, func(c *config.Config) { c.HTTP.MetricsListen = "127.0.0.1:0" })
+	n := tripNode(t, tripOptions{edit: func(c *config.Config) { c.HTTP.MetricsListen = "127.0.0.1:0" }})
 	if n.MetricsAddr() == "" {
 		t.Fatal("no metrics listener")
 	}

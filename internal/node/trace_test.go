@@ -1,8 +1,11 @@
 package node_test
 
 import (
+	"encoding/json"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/demo/services"
 	"github.com/esjet/esjet/demo/trip"
 	"github.com/esjet/esjet/internal/natstest"
 )
@@ -49,9 +53,9 @@ func TestTheTripSagaIsOneTrace(t *testing.T) {
 		_, _ = w.Write([]byte(`{}`))
 	}))
 	defer release.Close()
-	n := tripNode(t, sdktrace.NewSimpleSpanProcessor(exp),
-		map[string]config.Worker{trip.KindReleaseBudget: {Target: config.TargetHTTP, URL: release.URL}},
-		func(c *config.Config) { c.NATS.Embedded.Listen = "127.0.0.1:0" })
+	n := tripNode(t, tripOptions{spans: sdktrace.NewSimpleSpanProcessor(exp),
+		routes: map[string]config.Worker{trip.KindReleaseBudget: {Target: config.TargetHTTP, URL: release.URL}},
+		edit:   func(c *config.Config) { c.NATS.Embedded.Listen = "127.0.0.1:0" }})
 	nc, err := nats.Connect(n.Broker().ClientURL())
 	if err != nil {
 		t.Fatal(err)
@@ -194,4 +198,40 @@ func telemetryCommandID(spans tracetest.SpanStubs, call string) string {
 		}
 	}
 	return ""
+}
+
+// TestCommandLogLinesCarryTheirIds runs a trip whose hotel booking fails
+// once (a retry) and one to Atlantis (a dead letter) with every log line
+// kept: each line naming a command also names its decision and its trace —
+// the trace of the request that started the saga.
+func TestCommandLogLinesCarryTheirIds(t *testing.T) {
+	var logs natstest.Buffer
+	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	n := tripNode(t, tripOptions{logger: logger,
+		services: services.Options{Fail: map[string]services.Mode{services.Hotels: {Kind: services.Transient, Count: 1}}}})
+	const traceA, traceB = "4bf92f3577b34da6a3ce929d0e0e4736", "0af7651916cd43dd8448eb211c80319c"
+	post(t, n, "/v1/trip/t1/request_trip", lisbon, http.Header{"Traceparent": {"00-" + traceA + "-00f067aa0ba902b7-01"}}, 200)
+	post(t, n, "/v1/trip/t2/request_trip", atlantis, http.Header{"Traceparent": {"00-" + traceB + "-b7ad6b7169203331-01"}}, 200)
+	natstest.Eventually(t, 30*time.Second, func() bool {
+		return tripStatus(n, "t1") == trip.StatusConfirmed && tripStatus(n, "t2") == trip.StatusCancelled &&
+			strings.Contains(logs.String(), `"msg":"retrying"`) && strings.Contains(logs.String(), `"msg":"dead-lettered"`)
+	})
+	about := 0
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if _, ok := rec["command_id"]; !ok {
+			continue
+		}
+		about++
+		if rec["decision_id"] == nil || rec["decision_id"] == "" || (rec["trace_id"] != traceA && rec["trace_id"] != traceB) {
+			t.Errorf("log line about a command without its decision id or the saga's trace id: %s", line)
+		}
+	}
+	t.Logf("%d log lines about a command", about)
+	if about < 2 {
+		t.Fatalf("%d log lines about a command, want at least the retry and the dead letter:\n%s", about, logs.String())
+	}
 }

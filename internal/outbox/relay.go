@@ -391,7 +391,7 @@ func (r *Relay) publish(ctx context.Context, msgs []jetstream.Msg, check recheck
 			r.cfg.Telemetry.Relayed(cm, dec.rec.Stored)
 			fut, err := r.js.PublishMsgAsync(cm)
 			if err != nil {
-				r.logger.Warn("relay: publish", "command_id", c.ID, "error", err)
+				telemetry.CommandLogger(r.logger, cm.Header).Warn("relay: publish", "error", err)
 				failedAt = min(failedAt, i)
 				break
 			}
@@ -420,8 +420,7 @@ func (r *Relay) publish(ctx context.Context, msgs []jetstream.Msg, check recheck
 			r.count(ack, s.sched)
 		case err := <-s.fut.Err():
 			r.failures.Add(1)
-			r.logger.Warn("relay: OUTBOX refused a command; trying again from its decision",
-				"command_id", s.fut.Msg().Header.Get(wire.HeaderCommandID), "error", err)
+			telemetry.CommandLogger(r.logger, s.fut.Msg().Header).Warn("relay: OUTBOX refused a command; trying again from its decision", "error", err)
 			failedAt = min(failedAt, s.msg)
 		case <-timeout.C:
 			expired = true
