@@ -35,7 +35,7 @@ func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.M
 	w.dead.Add(1)
 	log.Warn("dead-lettered", "error", cause)
 	if d.CommandID != "" {
-		w.saveReceipt(ctx, log, wire.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: wire.OutcomeFailed,
+		_, _ = w.saveReceipt(ctx, log, wire.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: wire.OutcomeFailed,
 			Attempts: d.Attempt, LastError: reason, At: time.Now().UTC()})
 		w.report(ctx, log, d, false, nil, reason) // best effort: the DLQ entry is the record
 	}
@@ -73,6 +73,18 @@ func (w *Worker) report(ctx context.Context, log *slog.Logger, d Delivery, ok bo
 	}
 }
 
+// ackFolded acknowledges a command whose done receipt is stored, without
+// waiting for the server: a lost ack only redelivers it, and the receipt
+// folds the redelivery (no second call, the outcome reported again under
+// the same key). On one server a confirmed ack is no more durable anyway
+// (acks are not fsynced one by one, NATS.md), and the wait was a round trip
+// per command (fetch + ack 17.5k/s vs 6.1k/s confirmed).
+func (w *Worker) ackFolded(log *slog.Logger, m jetstream.Msg) {
+	if err := m.Ack(); err != nil {
+		log.Warn("ack not sent; the receipt folds the redelivery", "error", err)
+	}
+}
+
 // ack acknowledges and waits for the server to confirm it.
 func (w *Worker) ack(ctx context.Context, log *slog.Logger, m jetstream.Msg) {
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -96,32 +108,33 @@ func (w *Worker) receipt(ctx context.Context, id string) (wire.Receipt, bool) {
 
 // saveReceipt creates the command's receipt, or replaces a failed one (a
 // dead letter re-driven and now done). A done receipt is never replaced: it
-// is returned instead, so the caller reports the outcome on record.
-func (w *Worker) saveReceipt(ctx context.Context, log *slog.Logger, rc wire.Receipt) wire.Receipt {
+// is returned instead, so the caller reports the outcome on record. stored
+// is false when no receipt could be written.
+func (w *Worker) saveReceipt(ctx context.Context, log *slog.Logger, rc wire.Receipt) (_ wire.Receipt, stored bool) {
 	data := rc.Encode()
 	key := wire.ReceiptKey(rc.CommandID)
 	for range 3 {
 		_, err := w.receipts.Create(ctx, key, data)
 		if err == nil {
-			return rc
+			return rc, true
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			log.Error("receipt not written", "error", err)
-			return rc
+			return rc, false
 		}
 		e, gerr := w.receipts.Get(ctx, key)
 		if gerr != nil {
 			continue
 		}
 		if old, err := wire.DecodeReceipt(e.Value()); err == nil && old.Outcome == wire.OutcomeDone {
-			return old
+			return old, true
 		}
 		if _, err := w.receipts.Update(ctx, key, data, e.Revision()); err == nil {
-			return rc
+			return rc, true
 		}
 	}
 	log.Error("receipt not written after retries", "command_id", rc.CommandID)
-	return rc
+	return rc, false
 }
 
 func digest(b []byte) string {

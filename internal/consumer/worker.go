@@ -290,7 +290,7 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 			_ = m.NakWithDelay(w.backoff(d.Attempt))
 			return
 		}
-		w.ack(ctx, log, m)
+		w.ackFolded(log, m)
 		return
 	}
 	if d.Attempt > w.cfg.MaxAttempts {
@@ -317,7 +317,7 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		// Report what the receipt holds: if another worker finished first
 		// (this one lost its lease), its result is the one on record, and
 		// every report of the command stays identical.
-		rc := w.saveReceipt(ctx, log, wire.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: wire.OutcomeDone,
+		rc, stored := w.saveReceipt(ctx, log, wire.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: wire.OutcomeDone,
 			Attempts: d.Attempt, ResultDigest: digest(result), Result: result, At: time.Now().UTC()})
 		failpoint.Hit(failpoint.WorkerAfterReceipt)
 		if !w.report(ctx, log, d, true, rc.Result, "") {
@@ -326,7 +326,11 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		}
 		w.done.Add(1)
 		failpoint.Hit(failpoint.WorkerBeforeAck)
-		w.ack(ctx, log, m)
+		if stored {
+			w.ackFolded(log, m)
+		} else {
+			w.ack(ctx, log, m) // no receipt: a redelivery would run it again
+		}
 		return
 	}
 	verdict, after := classify(herr)
