@@ -96,9 +96,14 @@ func (c *Console) overview(ctx context.Context) (Overview, error) {
 		return ov, err
 	}
 	if c.cfg.Projections != nil {
-		ov.Note = ""
-		if ov.Projections, err = c.cfg.Projections(ctx); err != nil {
+		lags, err := c.cfg.Projections(ctx)
+		if err != nil {
 			return ov, err
+		}
+		if len(lags) > 0 {
+			ov.Projections, ov.Note = lags, ""
+		} else {
+			ov.Note = "no read models: no projection has run in this namespace"
 		}
 	}
 	return ov, nil
