@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Global positions. Every event of the namespace has one: a uint64 that
@@ -134,3 +136,9 @@ func (l *Log) ReadAfter(ctx context.Context, after uint64, limit int) (events []
 	}
 	return events, next, nil
 }
+
+// DecodeMessage decodes a message read from the event stream by a consumer
+// of the caller's own (a projection's ordered consumer) into a Record,
+// with upcasters applied. A message that is not an esjet decision is a
+// [*DecodeError]: step over it.
+func (l *Log) DecodeMessage(m *jetstream.RawStreamMsg) (Record, error) { return l.decode(m) }

@@ -1,0 +1,266 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// Flush policy: a batch is stored when the consumer has nothing more
+// pending, or at these bounds, whichever comes first.
+const (
+	flushDocs   = 500  // documents written (an atomic batch holds 1,000)
+	flushEvents = 5000 // messages read
+	flushEvery  = 500 * time.Millisecond
+)
+
+// follow runs the partition until ctx ends or it loses its ownership. It
+// (re)starts an ordered consumer after the stored position whenever the
+// batch had to be dropped.
+func (p *partition) follow(ctx context.Context) error {
+	for {
+		err := p.consume(ctx)
+		switch {
+		case ctx.Err() != nil:
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			p.flushOrRewind(fctx)
+			cancel()
+			return nil
+		case errors.Is(err, ErrFenced):
+			return err
+		case err != nil:
+			p.logger.Warn("projection partition restarts from its checkpoint", "error", err, "position", p.committed)
+			p.rewind()
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(p.r.cfg.RetryBackoff):
+			}
+		}
+	}
+}
+
+func (p *partition) flushOrRewind(ctx context.Context) {
+	if err := p.flush(ctx, false); err != nil {
+		p.rewind()
+	}
+}
+
+// consume reads the log after p.pos until an error asks for a restart.
+func (p *partition) consume(ctx context.Context) error {
+	seq, skip := streams.ResumeSeq(p.pos)
+	cons, err := p.r.js.OrderedConsumer(ctx, p.r.names.Events, jetstream.OrderedConsumerConfig{
+		FilterSubjects: p.def.filters(p.r.names), DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: seq,
+	})
+	if err != nil {
+		return fmt.Errorf("ordered consumer from seq %d: %w", seq, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(2000))
+	if err != nil {
+		return fmt.Errorf("ordered consumer: %w", err)
+	}
+	defer it.Stop()
+	stopIt := context.AfterFunc(ctx, it.Stop)
+	defer stopIt()
+	nextBeat := time.Now()
+	for {
+		if time.Now().After(nextBeat) {
+			nextBeat = time.Now().Add(p.r.cfg.Heartbeat)
+			if restart, err := p.tick(ctx); err != nil || restart {
+				return err
+			}
+		}
+		if p.paused || p.stopped != nil {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(time.Until(nextBeat)):
+			}
+			continue
+		}
+		m, err := it.Next(jetstream.NextMaxWait(p.r.cfg.Heartbeat))
+		if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if errors.Is(err, nats.ErrTimeout) {
+			if err := p.flushBatch(ctx); err != nil {
+				return err
+			}
+			if err := p.idleProgress(ctx); err != nil {
+				return err
+			}
+			if err := p.flushBatch(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return err
+		}
+		raw := &jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: meta.Sequence.Stream, Header: m.Headers(), Data: m.Data(), Time: meta.Timestamp}
+		from := 0
+		if raw.Sequence == seq {
+			from = skip
+		}
+		if raw.Sequence > p.logEnd {
+			p.logEnd = raw.Sequence
+		}
+		if err := p.process(ctx, raw, from); err != nil {
+			return err
+		}
+		p.batch = append(p.batch, batchItem{raw: raw, from: from})
+		p.sinceFlush++
+		due := meta.NumPending == 0 || p.sinceFlush >= flushEvents || time.Since(p.lastFlush) >= flushEvery ||
+			(p.tx != nil && p.tx.size() >= flushDocs) || len(p.sinkEvents) >= flushDocs || p.stopped != nil
+		if due {
+			if err := p.flushBatch(ctx); err != nil {
+				return err
+			}
+			if meta.NumPending == 0 {
+				p.logEnd = max(p.logEnd, raw.Sequence)
+			}
+		}
+		if p.stopped != nil {
+			_ = p.heartbeat(ctx, StateStopped, p.stopped.Error())
+		}
+	}
+}
+
+// batchItem is a message of the batch not yet stored, kept to apply the
+// batch again when it conflicts.
+type batchItem struct {
+	raw  *jetstream.RawStreamMsg
+	from int
+}
+
+// flushBatch stores the batch; when another partition changed one of its
+// documents meanwhile, it applies the batch's messages again on fresh
+// documents and tries again.
+func (p *partition) flushBatch(ctx context.Context) error {
+	for attempt := 1; ; attempt++ {
+		err := p.flush(ctx, false)
+		if err == nil {
+			p.batch = p.batch[:0]
+			return nil
+		}
+		if !errors.Is(err, ErrConflict) || attempt >= 50 {
+			return err
+		}
+		p.logger.Debug("projection batch conflicts: applied again on fresh documents", "position", p.committed, "attempt", attempt)
+		items := p.batch
+		p.rewind()
+		p.events, p.stopped = p.committedEvents, nil
+		for _, it := range items {
+			if err := p.process(ctx, it.raw, it.from); err != nil {
+				return err
+			}
+		}
+		p.batch = items
+	}
+}
+
+// process applies the wanted events of one message from index from.
+func (p *partition) process(ctx context.Context, raw *jetstream.RawStreamMsg, from int) error {
+	seq := raw.Sequence
+	n := p.def.partitions()
+	if PartitionOf(raw.Subject, n) != p.part || !p.def.wantsAny(raw.Header.Get(streams.HeaderEventTypes)) {
+		p.pos = streams.EndOfSeq(seq)
+		return nil
+	}
+	rec, err := p.r.log.DecodeMessage(raw)
+	var de *streams.DecodeError
+	if errors.As(err, &de) {
+		p.pos = streams.EndOfSeq(seq) // not an esjet decision: the log steps over it
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("decode seq %d: %w", seq, err)
+	}
+	evs := rec.LogEvents(make([]streams.LogEvent, 0, len(rec.Events)), from)
+	handled := 0
+	for _, le := range evs {
+		if !p.def.wants(le.Type) {
+			p.pos = le.Position
+			continue
+		}
+		e := Event{LogEvent: le, Replay: p.replay}
+		if p.def.parking() && p.parked[raw.Subject]+p.pendParked[raw.Subject] > 0 {
+			if err := p.park(e, raw.Subject, nil, 0); err != nil {
+				return err
+			}
+			p.pos = le.Position
+			continue
+		}
+		attempts, herr := p.apply(ctx, e)
+		if herr != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if p.def.parking() {
+				if err := p.park(e, raw.Subject, herr, attempts); err != nil {
+					return err
+				}
+				p.pos = le.Position
+				continue
+			}
+			// Single: stop before it; what came before is stored.
+			p.pos = le.Position - 1
+			p.stopped = &HandlerError{Projection: p.def.Name, Position: le.Position, Attempts: attempts, Err: herr}
+			p.logger.Error("projection stopped at a failing event", "position", le.Position, "event_type", le.Type,
+				"aggregate_type", le.AggregateType, "aggregate_id", le.AggregateID, "attempts", attempts, "error", herr)
+			return nil
+		}
+		handled++
+		p.pos = le.Position
+	}
+	p.events += uint64(handled)
+	p.rate.add(handled)
+	p.pos = streams.EndOfSeq(seq)
+	return nil
+}
+
+// apply runs the handler on e with bounded retries; a failed attempt's
+// writes are dropped. A Sink's events are kept for its next transaction.
+func (p *partition) apply(ctx context.Context, e Event) (int, error) {
+	if p.def.Sink != nil {
+		p.sinkEvents = append(p.sinkEvents, e)
+		return 1, nil
+	}
+	var err error
+	for attempt := 1; ; attempt++ {
+		mark := p.tx.mark()
+		err = safeHandle(ctx, p.def.Handle, p.tx, e)
+		if err == nil {
+			return attempt, nil
+		}
+		p.tx.rollback(mark)
+		if attempt >= p.r.cfg.Attempts || ctx.Err() != nil {
+			return attempt, err
+		}
+		select {
+		case <-ctx.Done():
+			return attempt, err
+		case <-time.After(p.r.cfg.RetryBackoff << (attempt - 1)):
+		}
+	}
+}
+
+// safeHandle turns a handler's panic into its error.
+func safeHandle(ctx context.Context, h Handler, tx *Tx, e Event) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("handler panicked: %v", r)
+		}
+	}()
+	return h(ctx, tx, e)
+}

@@ -1,0 +1,74 @@
+package projection
+
+import (
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// Names and keys. The control bucket <ns>_projections holds, per projection,
+// its control record, its partitions' leases and the operators' requests;
+// each generation of a view is a bucket of its own, holding the documents,
+// the partitions' checkpoints and (partitioned) the parked events.
+const (
+	// internalPrefix starts every key the framework keeps in a view bucket;
+	// a handler's document key may not start with it.
+	internalPrefix = "_esjet."
+	checkpointKey  = internalPrefix + "checkpoint."
+	parkedKey      = internalPrefix + "parked."
+	skippedKey     = internalPrefix + "skipped."
+)
+
+var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9_]{0,63}$`)
+
+// ValidateName checks a projection name: lower-case letters, digits and
+// '_', 1 to 64 characters, starting with a letter or digit.
+func ValidateName(name string) error {
+	if !nameRE.MatchString(name) {
+		return invalid("projection name %q: use 1-64 lower-case letters, digits and '_' (e.g. trips_by_status)", name)
+	}
+	return nil
+}
+
+var keyRE = regexp.MustCompile(`^[-/_=.a-zA-Z0-9]{1,512}$`)
+
+// ValidateKey checks a document key: what a KV key may be (letters, digits,
+// '-', '/', '_', '=', '.', not starting or ending with '.'), not under the
+// framework's prefix.
+func ValidateKey(key string) error {
+	switch {
+	case !keyRE.MatchString(key) || strings.HasPrefix(key, ".") || strings.HasSuffix(key, "."):
+		return invalid("document key %q: use 1-512 letters, digits and - / _ = . (not at either end)", key)
+	case strings.HasPrefix(key, internalPrefix):
+		return invalid("document key %q: keys under %s are esjet's own", key, internalPrefix)
+	}
+	return nil
+}
+
+// ControlBucket is the namespace's projection control bucket.
+func ControlBucket(ns string) string { return ns + "_projections" }
+
+// ViewBucket is the bucket of generation gen of view name: <ns>_view_<name>
+// for the first, <ns>_view_<name>_g<gen> for the rebuilt ones.
+func ViewBucket(ns, name string, gen int) string {
+	if gen <= 1 {
+		return ns + "_view_" + name
+	}
+	return ns + "_view_" + name + "_g" + strconv.Itoa(gen)
+}
+
+func ctlKey(name string) string { return name + ".ctl" }
+
+func leaseKey(name string, gen, part int) string {
+	return name + ".g" + strconv.Itoa(gen) + ".p" + strconv.Itoa(part) + ".lease"
+}
+
+func requestKey(name, id string) string { return name + ".req." + id }
+
+func cpKey(part int) string { return checkpointKey + strconv.Itoa(part) }
+
+func parkKey(part int, pos uint64) string {
+	return parkedKey + strconv.Itoa(part) + "." + strconv.FormatUint(pos, 10)
+}
+
+func skipKey(pos uint64) string { return skippedKey + strconv.FormatUint(pos, 10) }

@@ -1,0 +1,311 @@
+package projection
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// Config tunes a [Runner]. The zero value of every field means its default.
+type Config struct {
+	// NodeID names this node in leases and checkpoints. Zero: a random id.
+	NodeID string
+	// Heartbeat is how often an owner renews its lease and reads the
+	// control record and requests. Zero means 1s.
+	Heartbeat time.Duration
+	// LeaseTTL is how long a lease outlives its last heartbeat before
+	// another node may take the partition over. Zero means 5s.
+	LeaseTTL time.Duration
+	// Attempts bounds a handler's tries on one event before it is parked
+	// (or the projection stops). Zero means 3.
+	Attempts int
+	// RetryBackoff is the wait before the second try, doubling after.
+	// Zero means 100ms.
+	RetryBackoff time.Duration
+	// Replicas of the buckets the runner creates. Zero means 1.
+	Replicas int
+}
+
+func (c *Config) setDefaults() {
+	if c.NodeID == "" {
+		c.NodeID = nats.NewInbox()[len("_INBOX."):]
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = time.Second
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 5 * time.Second
+	}
+	if c.Attempts == 0 {
+		c.Attempts = 3
+	}
+	if c.RetryBackoff == 0 {
+		c.RetryBackoff = 100 * time.Millisecond
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+}
+
+// Runner runs a namespace's projections on one node: it takes every free
+// partition's lease (several nodes share the work; an owner that stops
+// heartbeating loses its partitions after LeaseTTL) and follows the log
+// for each partition it owns.
+type Runner struct {
+	js     jetstream.JetStream
+	nc     *nats.Conn
+	log    *streams.Log
+	names  streams.Names
+	ns     string
+	defs   []Definition
+	cfg    Config
+	logger *slog.Logger
+	nodeID string
+	ctl    controlStore
+	events jetstream.Stream
+
+	mu      sync.Mutex
+	running map[string]*partition
+}
+
+// NewRunner returns a Runner of defs over log. It creates the control
+// bucket when missing. logger may be nil.
+func NewRunner(ctx context.Context, js jetstream.JetStream, log *streams.Log, defs []Definition, cfg Config, logger *slog.Logger) (*Runner, error) {
+	cfg.setDefaults()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	seen := map[string]bool{}
+	for _, d := range defs {
+		if err := d.Validate(); err != nil {
+			return nil, err
+		}
+		if seen[d.Name] {
+			return nil, invalid("projection %s is defined twice", d.Name)
+		}
+		seen[d.Name] = true
+	}
+	names := log.Names()
+	kv, err := ensureBucket(ctx, js, ControlBucket(names.Namespace), cfg.Replicas, false)
+	if err != nil {
+		return nil, err
+	}
+	events, err := js.Stream(ctx, names.Events)
+	if err != nil {
+		return nil, fmt.Errorf("projections: event log %s: %w", names.Events, err)
+	}
+	return &Runner{js: js, nc: js.Conn(), log: log, names: names, ns: names.Namespace, defs: defs, cfg: cfg,
+		logger: logger.With("component", "projection"), nodeID: cfg.NodeID, ctl: controlStore{kv: kv}, events: events,
+		running: map[string]*partition{}}, nil
+}
+
+// ensureBucket opens or creates a KV bucket (atomic: with atomic batches
+// allowed on its stream).
+func ensureBucket(ctx context.Context, js jetstream.JetStream, bucket string, replicas int, atomic bool) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1, Replicas: replicas,
+			Description: "esjet projections"})
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			kv, err = js.KeyValue(ctx, bucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", bucket, err)
+	}
+	if atomic {
+		st, err := js.Stream(ctx, "KV_"+bucket)
+		if err != nil {
+			return nil, fmt.Errorf("bucket %s: %w", bucket, err)
+		}
+		if cfg := st.CachedInfo().Config; !cfg.AllowAtomicPublish {
+			cfg.AllowAtomicPublish = true
+			if _, err := js.UpdateStream(ctx, cfg); err != nil {
+				return nil, fmt.Errorf("bucket %s: allow atomic batches: %w", bucket, err)
+			}
+		}
+	}
+	return kv, nil
+}
+
+// viewStream opens (creating it when missing) the stream of a view bucket.
+func (r *Runner) viewStream(ctx context.Context, name string, gen int) (jetstream.Stream, error) {
+	bucket := ViewBucket(r.ns, name, gen)
+	if _, err := ensureBucket(ctx, r.js, bucket, r.cfg.Replicas, true); err != nil {
+		return nil, err
+	}
+	return r.js.Stream(ctx, "KV_"+bucket)
+}
+
+// Run takes and runs partitions until ctx ends, and returns after every
+// partition it ran has stored its batch and stopped.
+func (r *Runner) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	tick := time.NewTicker(r.cfg.Heartbeat)
+	defer tick.Stop()
+	for {
+		for _, d := range r.defs {
+			if err := r.claim(ctx, d, &wg); err != nil && ctx.Err() == nil {
+				r.logger.Warn("projection: claim partitions", "projection", d.Name, "error", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// claim starts the partitions of d that run nowhere, and switches a built
+// generation in when it has caught up.
+func (r *Runner) claim(ctx context.Context, d Definition, wg *sync.WaitGroup) error {
+	ctl, rev, err := r.ctl.control(ctx, d.Name)
+	if err != nil {
+		return err
+	}
+	if rev == 0 || ctl.Partitions != d.partitions() {
+		if ctl, err = r.ctl.update(ctx, d.Name, func(c *Control) error {
+			c.Partitions = d.partitions()
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if ctl.Building > 0 {
+		r.maybeSwitch(ctx, d, ctl)
+	}
+	for _, gen := range ctl.generations() {
+		for part := range d.partitions() {
+			key := leaseKey(d.Name, gen, part)
+			r.mu.Lock()
+			_, mine := r.running[key]
+			r.mu.Unlock()
+			if mine {
+				continue
+			}
+			rev, ok, err := r.acquire(ctx, key)
+			if err != nil || !ok {
+				continue
+			}
+			p := &partition{r: r, def: d, gen: gen, part: part, leaseRev: rev, token: rev,
+				logger: r.logger.With("projection", d.Name, "generation", gen, "partition", part)}
+			r.mu.Lock()
+			r.running[key] = p
+			r.mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r.runPartition(ctx, key, p)
+			}()
+		}
+	}
+	return nil
+}
+
+func (r *Runner) runPartition(ctx context.Context, key string, p *partition) {
+	defer func() {
+		r.mu.Lock()
+		delete(r.running, key)
+		r.mu.Unlock()
+	}()
+	p.logger.Info("projection partition taken", "token", p.token)
+	err := p.open(ctx)
+	if err == nil {
+		err = p.follow(ctx)
+	}
+	if err != nil && ctx.Err() == nil {
+		p.logger.Warn("projection partition let go", "error", err)
+	}
+	// Let the lease go at once, so another node need not wait out its TTL.
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = r.ctl.kv.Delete(dctx, key, jetstream.LastRevision(p.leaseRev))
+}
+
+// acquire takes the lease under key when it is free or its owner stopped
+// heartbeating LeaseTTL ago.
+func (r *Runner) acquire(ctx context.Context, key string) (uint64, bool, error) {
+	l := Lease{Owner: r.nodeID, Heartbeat: time.Now().UTC(), State: StateRunning}
+	b, _ := json.Marshal(l)
+	e, err := r.ctl.kv.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted):
+		rev, err := r.ctl.kv.Create(ctx, key, b)
+		return rev, err == nil, nil
+	case err != nil:
+		return 0, false, err
+	}
+	var cur Lease
+	if json.Unmarshal(e.Value(), &cur) == nil && time.Since(cur.Heartbeat) < r.cfg.LeaseTTL {
+		return 0, false, nil
+	}
+	rev, err := r.ctl.kv.Update(ctx, key, b, e.Revision())
+	return rev, err == nil, nil
+}
+
+// maybeSwitch makes the generation being built the active one once every
+// partition of it has caught up with the log.
+func (r *Runner) maybeSwitch(ctx context.Context, d Definition, ctl Control) {
+	info, err := r.events.Info(ctx)
+	if err != nil {
+		return
+	}
+	end := info.State.LastSeq
+	for part := range d.partitions() {
+		l, rev, err := r.ctl.lease(ctx, d.Name, ctl.Building, part)
+		if err != nil || rev == 0 || time.Since(l.Heartbeat) > r.cfg.LeaseTTL {
+			return
+		}
+		if seq, _ := streams.SplitPosition(l.Position); seq < end {
+			return
+		}
+	}
+	_, err = r.ctl.update(ctx, d.Name, func(c *Control) error {
+		if c.Building != ctl.Building {
+			return errors.New("changed")
+		}
+		c.Previous, c.Active, c.Building = c.Active, c.Building, 0
+		return nil
+	})
+	if err == nil {
+		r.logger.Info("projection switched to its rebuilt generation", "projection", d.Name, "generation", ctl.Building, "previous", ctl.Active)
+	}
+}
+
+// Progress is what one partition this node owns reports.
+type Progress struct {
+	Projection string
+	Generation int
+	Partition  int
+	Position   uint64 // stored checkpoint
+	LogEnd     uint64 // the log's last sequence as last seen
+	Lag        uint64 // messages of the log after the checkpoint
+}
+
+// Progress reports the partitions this node owns now (for metrics).
+func (r *Runner) Progress() []Progress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Progress, 0, len(r.running))
+	for _, p := range r.running {
+		pos, end := p.shownPos.Load(), p.shownEnd.Load()
+		seq, _ := streams.SplitPosition(pos)
+		pr := Progress{Projection: p.def.Name, Generation: p.gen, Partition: p.part, Position: pos, LogEnd: end}
+		if end > seq {
+			pr.Lag = end - seq
+		}
+		out = append(out, pr)
+	}
+	return out
+}
