@@ -32,6 +32,8 @@ type Options struct {
 	// Handlers carry out command kinds in Go, by kind: esjet runs a worker
 	// pool for each (sizes and retries from the config's workers section).
 	Handlers map[string]Handler
+	// Projections are the read models this node runs (see [Projection]).
+	Projections []Projection
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -86,7 +88,7 @@ func Start(ctx context.Context, opts Options) (*Node, error) {
 	if err := opts.Config.Validate(); err != nil {
 		return nil, fmt.Errorf("esjet: invalid configuration: %w", err)
 	}
-	n, err := node.Start(ctx, opts.Config, node.Options{Logger: opts.Logger, Aggregates: opts.Aggregates, Version: Version, Handlers: opts.Handlers})
+	n, err := node.Start(ctx, opts.Config, node.Options{Logger: opts.Logger, Aggregates: opts.Aggregates, Version: Version, Handlers: opts.Handlers, Projections: opts.Projections})
 	if err != nil {
 		return nil, err
 	}

@@ -67,6 +67,7 @@ config/esjet.yaml) < ESJET_* environment variables < flags.`,
 	root.AddCommand(newRunCmd(g), newVersionCmd(g), newStreamsCmd(g), newSendCmd(g), newStateCmd(g), newEventsCmd(g), newOutboxCmd(g), newReconcileCmd(g), newDLQCmd(g), newSitesCmd(g))
 	root.AddCommand(newDemoServicesCmd(g))
 	root.AddCommand(newBenchCmd(g))
+	root.AddCommand(newProjectionsCmd(g))
 	root.AddCommand(newServerCmd(g), newPermissionsCmd(g))
 	return root
 }

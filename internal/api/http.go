@@ -16,14 +16,14 @@ import (
 func (s *Service) Handler() http.Handler {
 	mux := http.NewServeMux()
 	s.routes(mux)
-	return JSONErrors(mux)
+	return s.viewsHandler(JSONErrors(mux))
 }
 
 // HTTPRoutes lists the gateway's routes, for the message of a 404.
 var HTTPRoutes = []string{
 	"POST /v1/<type>/<id>/<command>", "GET /v1/<type>/<id>", "GET /v1/<type>/<id>/events",
 	"POST /v1/raw/<type>/<id>/events", "GET /v1/raw/<type>/<id>/events", "GET /v1/types",
-	"GET /v1/log", "POST /v1/multi",
+	"GET /v1/log", "POST /v1/multi", "GET /v1/views", "GET /v1/views/<name>", "GET /v1/views/<name>/<key>",
 }
 
 func (s *Service) routes(mux *http.ServeMux) {

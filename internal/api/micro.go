@@ -97,6 +97,7 @@ func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, erro
 	add(endpointRawAppend, "raw.append.*.*")
 	add(endpointRawEvents, "raw.events.*.*")
 	add(endpointOps, "ops.*.dlq.*")
+	add(endpointOps+"_projections", "ops.*.projections.*")
 	add(endpointLog, "log")
 	add(endpointViews, "views.>")
 	add(endpointUnrouted, ">")
@@ -162,10 +163,12 @@ func (s *Service) serve(ctx context.Context, r route, req *nats.Msg) (any, error
 			return nil, err
 		}
 		return s.ReadLog(ctx, p)
-	case opViewGet, opViewList, opViewsLs:
+	case opViewGet, opViewsLs:
 		return s.serveView(ctx, r, req.Data)
 	case opMulti:
 		return s.Multi(ctx, req.Data, microMeta(req))
+	case opViewOps:
+		return s.serveViewAction(ctx, r.user, r.action, req.Data)
 	case opOps:
 		if s.ops == nil {
 			return nil, &Error{Status: 404, Code: "no_route", Message: fmt.Sprintf("%s: this API serves no operator actions", req.Subject)}

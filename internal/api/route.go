@@ -16,8 +16,8 @@ const (
 	opOps       = "ops"
 	opLog       = "log"
 	opViewGet   = "view_get"
-	opViewList  = "view_list"
 	opViewsLs   = "views"
+	opViewOps   = "view_ops"
 )
 
 // Micro endpoint names (besides one per aggregate type, named after it).
@@ -36,7 +36,7 @@ const (
 var NATSRoutes = []string{
 	"<type>.<id>.<command>", "<type>.<id>.state", "<type>.<id>.events",
 	"raw.append.<type>.<id>", "raw.events.<type>.<id>", "types",
-	"ops.<user>.dlq.<retry|discard>", "log", "multi",
+	"ops.<user>.dlq.<retry|discard>", "ops.<user>.projections.<action>", "log", "multi", "views", "views.<name>.<get|list|parked>",
 }
 
 // route is what a subject asks for.
@@ -46,7 +46,7 @@ type route struct {
 	kind     string // opSend only
 	user     string // opOps only: the user token
 	action   string // opOps only: dlq.<action>
-	view     string // opViewGet, opViewList: the view's name
+	view     string // opViewGet: the view's name (action: get, list, parked)
 	endpoint string // the endpoint its stats are counted under
 }
 
@@ -71,6 +71,8 @@ func routeSubject(prefix, subject string) (route, error) {
 		if r, ok := viewRoute(toks); ok {
 			return r, nil
 		}
+	case len(toks) == 4 && toks[0] == "ops" && toks[2] == "projections":
+		return route{op: opViewOps, user: toks[1], action: toks[3], endpoint: endpointOps}, nil
 	case len(toks) == 4 && toks[0] == "ops" && toks[2] == "dlq":
 		return route{op: opOps, user: toks[1], action: toks[3], endpoint: endpointOps}, nil
 	case toks[0] == "ops":

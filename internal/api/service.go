@@ -7,6 +7,7 @@ import (
 
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/telemetry"
+	"github.com/esjet/esjet/internal/projection"
 )
 
 // Service implements the operations both surfaces serve.
@@ -19,6 +20,7 @@ type Service struct {
 	ops      OpsHandler
 	tel      *telemetry.Telemetry
 	known    map[string]map[string]bool // type → command kinds: the metric labels it may use
+	views    *projection.Views
 }
 
 // OpsHandler serves an operator's request on esjet.<ns>.ops.<user>.dlq.<action>
@@ -41,6 +43,9 @@ type Config struct {
 	Ops OpsHandler
 	// Telemetry counts commands and traces them; nil does neither.
 	Telemetry *telemetry.Telemetry
+	// Views serves the read models' queries and the operators' projection
+	// actions; nil answers them 404.
+	Views *projection.Views
 }
 
 // New returns the API over repo. It refuses a registry whose aggregate
@@ -59,7 +64,7 @@ func New(repo *aggregate.Repository, cfg Config, logger *slog.Logger) (*Service,
 		return nil, err
 	}
 	return &Service{repo: repo, ns: cfg.Namespace, maxBody: cfg.MaxBody, maxDepth: cfg.MaxDepth, logger: logger.With("component", "api"), ops: cfg.Ops,
-		tel: cfg.Telemetry, known: knownKinds(repo.Registry())}, nil
+		tel: cfg.Telemetry, views: cfg.Views, known: knownKinds(repo.Registry())}, nil
 }
 
 // Meta is what a request carries besides its body.

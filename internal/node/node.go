@@ -18,6 +18,7 @@ import (
 	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/outbox"
+	"github.com/esjet/esjet/internal/projection"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/telemetry"
 )
@@ -36,6 +37,8 @@ type Options struct {
 	// SpanProcessor, if set, receives every span the node makes, besides
 	// the exporter the OTEL_* environment names (tests: an in-memory one).
 	SpanProcessor sdktrace.SpanProcessor
+	// Projections are the read models the node runs (projections.go).
+	Projections []projection.Definition
 }
 
 // Node is a running esjet node. Its methods are safe for concurrent use.
@@ -52,6 +55,11 @@ type Node struct {
 
 	relayStop context.CancelFunc
 	relayDone chan error
+
+	views           *projection.Views
+	projections     *projection.Runner
+	projectionsStop context.CancelFunc
+	projectionsDone chan error
 
 	workers     []*consumer.Worker
 	workersStop context.CancelFunc
@@ -127,8 +135,9 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	rc := RepositoryConfig(cfg)
 	rc.Telemetry = n.tel
 	n.repo = aggregate.NewRepository(n.log, snaps, reg, rc, logger)
+	n.views = projection.NewViews(js, cfg.Namespace, 0)
 	n.api, err = api.New(n.repo, api.Config{Namespace: cfg.Namespace, MaxBody: int(cfg.Streams.MaxMessageSize),
-		Ops: opsHandler(ctx, n.broker.Conn(), js, cfg.Namespace, logger), Telemetry: n.tel}, logger)
+		Ops: opsHandler(ctx, n.broker.Conn(), js, cfg.Namespace, logger), Telemetry: n.tel, Views: n.views}, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +164,9 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 		return nil, err
 	}
 	n.startEdge(ctx)
+	if err := n.startProjections(ctx, opts, logger); err != nil {
+		return nil, err
+	}
 	if err := n.watchTelemetry(); err != nil {
 		return nil, err
 	}

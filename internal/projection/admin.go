@@ -143,7 +143,7 @@ func (v *Views) request(ctx context.Context, name, action string, position uint6
 			return req, err
 		}
 		if l.State != StateStopped {
-			return req, fmt.Errorf("%w: %s holds no parked event at position %d and is not stopped (esjet projections parked %s)", ErrNotFound, name, position, name)
+			return req, invalid("%s holds no parked event at position %d and is not stopped (esjet projections parked %s lists them)", name, position, name)
 		}
 	}
 	b, _ := json.Marshal(req)
