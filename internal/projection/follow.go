@@ -157,6 +157,9 @@ func (p *partition) flushBatch(ctx context.Context) error {
 			return err
 		}
 		p.logger.Debug("projection batch conflicts: applied again on fresh documents", "position", p.committed, "attempt", attempt)
+		if err := p.heartbeat(ctx, StateRunning, ""); err != nil {
+			return err // a long fight for shared documents keeps the lease
+		}
 		items := p.batch
 		p.rewind()
 		p.events, p.stopped = p.committedEvents, nil

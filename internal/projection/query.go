@@ -136,7 +136,8 @@ func (v *Views) wait(ctx context.Context, cs controlStore, ctl Control, kv jetst
 		return 0, fmt.Errorf("%w: position %d: the log has no message at seq %d (%v); pass a position a command's result gave", ErrInvalid, w.After, seq, err)
 	}
 	part := PartitionOf(m.Subject, max(ctl.Partitions, 1))
-	deadline := time.Now().Add(w.For)
+	waitStart := time.Now()
+	deadline := waitStart.Add(w.For)
 	for sleep := time.Millisecond; ; sleep = min(sleep*2, 20*time.Millisecond) {
 		// Pending requests first: an owner deletes a request only after
 		// its heartbeat says what the request changed.
@@ -159,6 +160,9 @@ func (v *Views) wait(ctx context.Context, cs controlStore, ctl Control, kv jetst
 		switch {
 		case ctl.Paused:
 			return 0, fmt.Errorf("%w: view %s is paused at position %d (esjet projections resume %s)", ErrStopped, name, cp.Position, name)
+		case rev == 0 && time.Since(waitStart) < v.leaseTTL:
+			// No owner yet (a node starting, a clean handover): one takes
+			// the partition within a heartbeat; wait a lease TTL for it.
 		case rev == 0 || time.Since(l.Heartbeat) > v.leaseTTL:
 			return 0, fmt.Errorf("%w: no node runs view %s partition %d (last heartbeat %s); it stands at position %d", ErrStopped, name, part, l.Heartbeat.Format(time.RFC3339), cp.Position)
 		case l.State == StateStopped && l.StoppedAt <= w.After && !pend:

@@ -103,9 +103,17 @@ func NewRunner(ctx context.Context, js jetstream.JetStream, log *streams.Log, de
 	if err != nil {
 		return nil, fmt.Errorf("projections: event log %s: %w", names.Events, err)
 	}
-	return &Runner{js: js, nc: js.Conn(), log: log, names: names, ns: names.Namespace, defs: defs, cfg: cfg,
+	r := &Runner{js: js, nc: js.Conn(), log: log, names: names, ns: names.Namespace, defs: defs, cfg: cfg,
 		logger: logger.With("component", "projection"), nodeID: cfg.NodeID, ctl: controlStore{kv: kv}, events: events,
-		running: map[string]*partition{}}, nil
+		running: map[string]*partition{}}
+	// Every projection exists (control record, bucket) once the runner
+	// does: a query right after the node starts finds it.
+	for _, d := range defs {
+		if _, err := r.ensure(ctx, d); err != nil {
+			return nil, fmt.Errorf("projection %s: %w", d.Name, err)
+		}
+	}
+	return r, nil
 }
 
 // ensureBucket opens or creates a KV bucket (atomic: with atomic batches
@@ -170,17 +178,9 @@ func (r *Runner) Run(ctx context.Context) error {
 // claim starts the partitions of d that run nowhere, and switches a built
 // generation in when it has caught up.
 func (r *Runner) claim(ctx context.Context, d Definition, wg *sync.WaitGroup) error {
-	ctl, rev, err := r.ctl.control(ctx, d.Name)
+	ctl, err := r.ensure(ctx, d)
 	if err != nil {
 		return err
-	}
-	if rev == 0 || ctl.Partitions != d.partitions() {
-		if ctl, err = r.ctl.update(ctx, d.Name, func(c *Control) error {
-			c.Partitions = d.partitions()
-			return nil
-		}); err != nil {
-			return err
-		}
 	}
 	if ctl.Building > 0 {
 		r.maybeSwitch(ctx, d, ctl)
@@ -231,6 +231,29 @@ func (r *Runner) runPartition(ctx context.Context, key string, p *partition) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 	defer cancel()
 	_ = r.ctl.kv.Delete(dctx, key, jetstream.LastRevision(p.leaseRev))
+}
+
+// ensure creates the projection's control record and its view's bucket
+// when missing, and returns the control record.
+func (r *Runner) ensure(ctx context.Context, d Definition) (Control, error) {
+	ctl, rev, err := r.ctl.control(ctx, d.Name)
+	if err != nil {
+		return ctl, err
+	}
+	if rev == 0 && d.Sink == nil {
+		// The view's bucket first: a query that finds the projection finds
+		// its bucket.
+		if _, err := r.viewStream(ctx, d.Name, ctl.Active); err != nil {
+			return ctl, err
+		}
+	}
+	if rev == 0 || ctl.Partitions != d.partitions() {
+		return r.ctl.update(ctx, d.Name, func(c *Control) error {
+			c.Partitions = d.partitions()
+			return nil
+		})
+	}
+	return ctl, nil
 }
 
 // acquire takes the lease under key when it is free or its owner stopped
