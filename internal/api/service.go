@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/esjet/esjet/internal/aggregate"
-	"github.com/esjet/esjet/internal/telemetry"
 	"github.com/esjet/esjet/internal/projection"
+	"github.com/esjet/esjet/internal/telemetry"
 )
 
 // Service implements the operations both surfaces serve.
