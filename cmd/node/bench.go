@@ -58,6 +58,7 @@ type benchFlags struct {
 	svgPath            string
 	phases             []string
 	workers            []int
+	nodes              []int // --nodes: the fleet run (internal/bench/fleet.go)
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
@@ -85,6 +86,7 @@ func (b *benchFlags) register(f *pflag.FlagSet) {
 	f.IntVar(&b.opts.Decisions, "decisions", 0, "decisions the scale phase fills the store with (0: 100000)")
 	f.BoolVar(&b.asJSON, "json", false, "print the report as JSON")
 	f.BoolVar(&b.noProgress, "no-progress", false, "no progress bars (they are also off with --json or when stderr is not a terminal)")
+	f.IntSliceVar(&b.nodes, "nodes", nil, "fleet run instead of the phases: node processes sharing one namespace on the --url cluster, e.g. 1,2,4")
 	f.StringVar(&b.svgPath, "svg", "", "also write a chart of the latency percentiles per phase to this SVG file")
 }
 
@@ -94,6 +96,9 @@ func (b *benchFlags) run(cmd *cobra.Command, g *globals) error {
 	opts, err := b.options(cmd, g)
 	if err != nil {
 		return err
+	}
+	if len(b.nodes) > 0 {
+		return b.runFleet(cmd, g, opts)
 	}
 	rep, err := bench.Run(cmd.Context(), opts)
 	if err != nil {
@@ -168,4 +173,18 @@ func writeSVG(rep *bench.Report, path string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// runFleet is `esjet bench --nodes …`: node processes on the cluster.
+func (b *benchFlags) runFleet(cmd *cobra.Command, g *globals, opts bench.Options) error {
+	rows, err := bench.RunFleet(cmd.Context(), bench.FleetOptions{
+		Config: opts.Config, Nodes: b.nodes, Duration: opts.Duration, Clients: opts.Workers, Log: g.stderr,
+	})
+	if err != nil {
+		return err
+	}
+	if b.asJSON {
+		return bench.WriteFleetJSON(g.stdout, rows)
+	}
+	return bench.WriteFleetTable(g.stdout, rows)
 }
