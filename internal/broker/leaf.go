@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -23,13 +24,15 @@ const leafReconnect = time.Second
 // them, and without the deny every event would be stored on both sides and
 // some publishes acknowledged by the wrong one: nats-server #4148, #6468,
 // #7530), the node's API and micro discovery (a site's requests are served
-// at the site, never by the hub or another site). JetStream's own API
+// at the site, never by the hub or another site). KV buckets and object
+// stores ($KV.>, $O.>: snapshots, receipts, reconcile's checkpoint) are
+// each node's own. JetStream's own API
 // crosses the link only through the domains ($JS.<domain>.API.>), which is
 // how the hub sources a site's streams and a site reads its outcomes.
 func LeafDenies(ns string) []string {
 	return []string{
 		ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>", ns + ".outcome.>",
-		"$KV.>", apiPrefix(ns) + ".>", "$SRV.>",
+		"$KV.>", "$O.>", apiPrefix(ns) + ".>", "$SRV.>",
 	}
 }
 
@@ -131,4 +134,24 @@ func (b *Broker) LeafSites() []string {
 		names = append(names, l.Name)
 	}
 	return names
+}
+
+// EdgeSubjects are what the node role needs beyond its namespace in an
+// edge fleet: a site pulls its hub kinds' outcomes through the hub's
+// JetStream domain; the hub records them on <ns>.outcome.<site> in its
+// OUTCOMES stream, reads each site's EVENTS through the site's domain, and
+// answers `esjet sites` on its own subject.
+func EdgeSubjects(cfg config.Config) []string {
+	e, ns := cfg.Edge, cfg.Namespace
+	switch e.Role {
+	case config.EdgeSite:
+		return []string{"$JS." + e.HubDomain + ".API.>"}
+	case config.EdgeHub:
+		subjects := append([]string{ns + ".outcome.>", "esjet-edge." + ns + ".sites"}, streamOwner(strings.ToUpper(ns)+"_OUTCOMES")...)
+		for _, s := range e.Sites {
+			subjects = append(subjects, "$JS."+s+".API.>")
+		}
+		return subjects
+	}
+	return nil
 }

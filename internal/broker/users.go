@@ -32,6 +32,7 @@ func NodeSpec(cfg config.Config) RoleSpec {
 		}
 	}
 	spec.Targets = slices.Sorted(maps.Keys(seen))
+	spec.Targets = append(spec.Targets, EdgeSubjects(cfg)...)
 	if cfg.Demo.Services {
 		spec.Targets = append(spec.Targets, DemoSubjects)
 		spec.Buckets = []string{DemoBucket}
