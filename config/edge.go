@@ -52,7 +52,9 @@ type Edge struct {
 	// HubKinds are the command kinds that run at the hub (a target only the
 	// hub can reach): a site keeps them in its OUTBOX until the hub takes
 	// them, and their outcomes come back to the issuing aggregate at the
-	// site. Every other kind runs at the site that issued it.
+	// site. Every other kind runs at the site that issued it. A workers
+	// entry (or Go handler) of a kind that runs elsewhere is ignored, so one
+	// file can configure the workers of the hub and of the sites.
 	HubKinds []string `yaml:"hub_kinds"`
 	// Owners say which site writes which aggregate: the first rule whose
 	// types contain the aggregate's type (or that lists no types) and whose
@@ -185,11 +187,6 @@ func (c *Config) validateSite(v *validator) {
 			v.add(fmt.Sprintf("edge.hub_urls[%d]", i), RedactURL(raw), "the leaf link's password would travel unencrypted: use a tls:// URL or edge.tls.ca_file")
 		}
 	}
-	for kind := range c.Workers {
-		if e.IsHubKind(kind) {
-			v.add("workers."+kind, kind, "is a hub kind (edge.hub_kinds): it runs at the hub, not at a site; remove its workers entry here")
-		}
-	}
 }
 
 func (c *Config) validateHub(v *validator) {
@@ -213,11 +210,6 @@ func (c *Config) validateHub(v *validator) {
 			v.add("edge.leaf_listen", e.LeafListen, "the hub needs a leaf node listener for its sites")
 		} else if !isLoopback(host) && (!e.Auth.set() || e.TLS.CertFile == "") {
 			v.add("edge.leaf_listen", e.LeafListen, "a leaf listener beyond loopback needs edge.auth (user and password) and edge.tls (cert_file, key_file): set them, or listen on 127.0.0.1")
-		}
-	}
-	for kind := range c.Workers {
-		if !e.IsHubKind(kind) {
-			v.add("workers."+kind, kind, "is not a hub kind: at the hub only edge.hub_kinds run (every other kind runs at the site that issued it); add it to edge.hub_kinds or remove its workers entry")
 		}
 	}
 }

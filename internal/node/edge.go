@@ -127,6 +127,11 @@ func (n *Node) startEdge(ctx context.Context) {
 	n.OnClose(func() { stop(); <-done })
 }
 
+// outcomeAckWait is how soon an outcome a site fetched and did not ack (it
+// died meanwhile) is delivered again; applying one takes milliseconds, and a
+// repeat is answered from the aggregate's log.
+const outcomeAckWait = 10 * time.Second
+
 // outcomeConsumer names a site's durable consumer on the hub's OUTCOMES.
 func outcomeConsumer(site string) string { return "esjet_site_" + site }
 
@@ -152,7 +157,7 @@ func (n *Node) pullOutcomes(ctx context.Context) error {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			cons, err = hub.CreateOrUpdateConsumer(cctx, names.Outcomes(), jetstream.ConsumerConfig{
 				Durable: outcomeConsumer(e.Site), FilterSubject: names.OutcomeSubject(e.Site),
-				AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: 256,
+				AckPolicy: jetstream.AckExplicitPolicy, AckWait: outcomeAckWait, MaxAckPending: 256,
 			})
 			cancel()
 			if err != nil {
