@@ -191,6 +191,9 @@ func TestEdgeOfflineSitesLandAtTheHubExactlyOnce(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	if resume > 60*time.Second {
+		t.Errorf("events flowed again %s after the hub returned; issue 16 asks for at most 60s", resume)
+	}
 	// Settled: nothing more arrives, nothing is held twice.
 	time.Sleep(time.Second)
 	s1, s2, hub := subjects(t, f.sites["s1"]), subjects(t, f.sites["s2"]), subjects(t, f.hub)

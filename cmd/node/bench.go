@@ -86,7 +86,7 @@ func (b *benchFlags) register(f *pflag.FlagSet) {
 	f.IntVar(&b.opts.Decisions, "decisions", 0, "decisions the scale phase fills the store with (0: 100000)")
 	f.BoolVar(&b.asJSON, "json", false, "print the report as JSON")
 	f.BoolVar(&b.noProgress, "no-progress", false, "no progress bars (they are also off with --json or when stderr is not a terminal)")
-	f.IntSliceVar(&b.nodes, "nodes", nil, "fleet run instead of the phases: node processes sharing one namespace on the --url cluster, e.g. 1,2,4")
+	f.IntSliceVar(&b.nodes, "nodes", nil, "fleet run instead of the phases: node processes sharing one namespace on the --url cluster, e.g. 1,2,4; --count trips each (default 2000)")
 	f.StringVar(&b.svgPath, "svg", "", "also write a chart of the latency percentiles per phase to this SVG file")
 }
 
@@ -178,7 +178,7 @@ func writeSVG(rep *bench.Report, path string) error {
 // runFleet is `esjet bench --nodes …`: node processes on the cluster.
 func (b *benchFlags) runFleet(cmd *cobra.Command, g *globals, opts bench.Options) error {
 	rows, err := bench.RunFleet(cmd.Context(), bench.FleetOptions{
-		Config: opts.Config, Nodes: b.nodes, Duration: opts.Duration, Clients: opts.Workers, Log: g.stderr,
+		Config: opts.Config, Nodes: b.nodes, Trips: opts.Count, Clients: opts.Workers, Log: g.stderr,
 	})
 	if err != nil {
 		return err

@@ -28,10 +28,10 @@ import (
 
 // The fleet run (`esjet bench --nodes 1,2,4 --url …`): for each node count
 // N, N `esjet run` processes share one namespace on an existing cluster and
-// serve the trip demo (its services in each process), while clients send
-// request_trip over NATS micro for a while. It reports, per N, how fast
-// commands were accepted, commands relayed to OUTBOX and effects carried
-// out (receipts written), each as a ratio to the first N.
+// serve the trip demo (its services in each process), while clients
+// request the same number of trips over NATS micro. It reports, per N, how
+// fast commands were accepted, commands relayed to OUTBOX and effects
+// carried out (receipts written), each as a ratio to the first N.
 
 // FleetOptions configure [RunFleet].
 type FleetOptions struct {
@@ -41,8 +41,8 @@ type FleetOptions struct {
 	Config config.Config
 	// Nodes are the node counts to run, e.g. 1, 2, 4.
 	Nodes []int
-	// Duration is how long clients send commands per node count.
-	Duration time.Duration
+	// Trips is how many trips the clients request per node count.
+	Trips int
 	// Clients is how many requests are in flight at once.
 	Clients int
 	// Binary is the esjet executable the nodes run; "" is this process's.
@@ -51,18 +51,25 @@ type FleetOptions struct {
 	Log io.Writer
 }
 
-// FleetRow is one node count's figures, per second of the load window.
+// FleetRow is one node count's figures: each stage's throughput from the
+// start of the load until that stage was done with it (the same trips
+// for every node count).
 type FleetRow struct {
 	Nodes    int     `json:"nodes"`
 	Commands float64 `json:"commands_per_s"` // request_trip accepted
 	Relayed  float64 `json:"relayed_per_s"`  // commands the relay put in OUTBOX
-	// Effects are receipts written by workers per second from the start of
-	// the load until they stopped (the workers' backlog drained).
-	Effects float64 `json:"effects_per_s"`
-	Errors  int64   `json:"errors"` // requests refused or timed out
-	// DrainMS is how long after the load stopped OUTBOX and the receipts
-	// took to stop growing: the backlog the relay and workers still had.
-	DrainMS int64 `json:"drain_ms"`
+	Effects  float64 `json:"effects_per_s"`  // receipts written by workers
+	Errors   int64   `json:"retried"`        // requests refused or timed out, then retried
+	// DoneMS is when the last command was relayed and the last effect
+	// carried out, from the start of the load.
+	DoneMS int64 `json:"done_ms"`
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // RunFleet runs the fleet benchmark and returns a row per node count.
@@ -77,8 +84,8 @@ func RunFleet(ctx context.Context, o FleetOptions) ([]FleetRow, error) {
 		}
 		o.Binary = exe
 	}
-	if o.Duration <= 0 {
-		o.Duration = 10 * time.Second
+	if o.Trips <= 0 {
+		o.Trips = 2000
 	}
 	if o.Clients <= 0 {
 		o.Clients = DefaultWorkers
@@ -146,53 +153,67 @@ func runFleetStep(ctx context.Context, o FleetOptions, nc *nats.Conn, js jetstre
 		}
 		return outbox, receipts
 	}
-	fmt.Fprintf(o.Log, "fleet: %d node(s) ready; load for %s with %d clients\n", n, o.Duration, o.Clients)
+	fmt.Fprintf(o.Log, "fleet: %d node(s) ready; %d trips with %d clients\n", n, o.Trips, o.Clients)
 	out0, rc0 := counts()
-	var ok, failed atomic.Int64
-	lctx, stop := context.WithTimeout(ctx, o.Duration)
-	defer stop()
+	var failed atomic.Int64
 	start := time.Now()
 	var wg sync.WaitGroup
 	var seq atomic.Int64
 	subject := api.SubjectPrefix(ns) + ".trip."
 	for range o.Clients {
 		wg.Go(func() {
-			for lctx.Err() == nil {
-				id := "f" + strconv.FormatInt(seq.Add(1), 10)
-				body := fmt.Appendf(nil, `{"traveler":"%s-%s","destination":"Lisbon","budget":100000,"flight_price":40000,"hotel_price":30000}`, ns, id)
-				rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-				reply, err := nc.RequestWithContext(rctx, subject+id+".request_trip", body)
-				cancel()
-				if err != nil || reply.Header.Get("Nats-Service-Error-Code") != "" {
-					failed.Add(1)
-					continue
+			for ctx.Err() == nil {
+				k := seq.Add(1)
+				if k > int64(o.Trips) {
+					return
 				}
-				ok.Add(1)
+				id := "f" + strconv.FormatInt(k, 10)
+				body := fmt.Appendf(nil, `{"traveler":"%s-%s","destination":"Lisbon","budget":100000,"flight_price":40000,"hotel_price":30000}`, ns, id)
+				// Retried with the same key until accepted, as a client would.
+				for attempt := 0; ctx.Err() == nil; attempt++ {
+					rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+					msg := nats.NewMsg(subject + id + ".request_trip")
+					msg.Data = body
+					msg.Header.Set("Idempotency-Key", id)
+					reply, err := nc.RequestMsgWithContext(rctx, msg)
+					cancel()
+					if err == nil && reply.Header.Get("Nats-Service-Error-Code") == "" {
+						break
+					}
+					failed.Add(1)
+				}
 			}
 		})
 	}
 	wg.Wait()
-	window := time.Since(start).Seconds()
-	out1, rc1 := counts()
-	// Drain: until OUTBOX and the receipts stop growing for 2s.
-	drainStart := time.Now()
-	last, lastRC, still := out1, rc1, drainStart
-	for time.Since(still) < 2*time.Second && time.Since(drainStart) < 2*time.Minute {
-		time.Sleep(250 * time.Millisecond)
-		if o2, r2 := counts(); o2 != last || r2 != lastRC {
-			last, lastRC, still = o2, r2, time.Now()
+	accepted := time.Since(start)
+	// Each stage's end: when OUTBOX (the relay) and the receipts (the
+	// workers) stopped growing for 2s.
+	out, rc := counts()
+	outAt, rcAt := time.Now(), time.Now()
+	for time.Since(start) < 5*time.Minute {
+		time.Sleep(100 * time.Millisecond)
+		o2, r2 := counts()
+		if o2 != out {
+			out, outAt = o2, time.Now()
+		}
+		if r2 != rc {
+			rc, rcAt = r2, time.Now()
+		}
+		if time.Since(outAt) >= 2*time.Second && time.Since(rcAt) >= 2*time.Second {
+			break
 		}
 	}
 	row := FleetRow{
 		Nodes:    n,
-		Commands: float64(ok.Load()) / window,
-		Relayed:  float64(out1-out0) / window,
-		Effects:  float64(lastRC-rc0) / still.Sub(start).Seconds(),
+		Commands: float64(o.Trips) / accepted.Seconds(),
+		Relayed:  float64(out-out0) / outAt.Sub(start).Seconds(),
+		Effects:  float64(rc-rc0) / rcAt.Sub(start).Seconds(),
 		Errors:   failed.Load(),
-		DrainMS:  still.Sub(drainStart).Milliseconds(),
+		DoneMS:   later(outAt, rcAt).Sub(start).Milliseconds(),
 	}
-	fmt.Fprintf(o.Log, "fleet: %d node(s): %.0f commands/s, %.0f relayed/s, %.0f effects/s, %d errors, drained in %d ms\n",
-		n, row.Commands, row.Relayed, row.Effects, row.Errors, row.DrainMS)
+	fmt.Fprintf(o.Log, "fleet: %d node(s): %.0f commands/s, %.0f relayed/s, %.0f effects/s, %d retried, all done in %d ms\n",
+		n, row.Commands, row.Relayed, row.Effects, row.Errors, row.DoneMS)
 	return row, nil
 }
 
@@ -245,7 +266,7 @@ func startFleetNode(ctx context.Context, o FleetOptions, ns string, i int) (*exe
 // row's.
 func WriteFleetTable(w io.Writer, rows []FleetRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "nodes\tcommands/s\t×\trelayed/s\t×\teffects/s\t×\terrors\tdrain ms\t")
+	fmt.Fprintln(tw, "nodes\tcommands/s\t×\trelayed/s\t×\teffects/s\t×\tretried\tdone ms\t")
 	ratio := func(v, base float64) string {
 		if base == 0 {
 			return "-"
@@ -255,7 +276,7 @@ func WriteFleetTable(w io.Writer, rows []FleetRow) error {
 	for _, r := range rows {
 		b := rows[0]
 		fmt.Fprintf(tw, "%d\t%.0f\t%s\t%.0f\t%s\t%.0f\t%s\t%d\t%d\t\n", r.Nodes, r.Commands, ratio(r.Commands, b.Commands),
-			r.Relayed, ratio(r.Relayed, b.Relayed), r.Effects, ratio(r.Effects, b.Effects), r.Errors, r.DrainMS)
+			r.Relayed, ratio(r.Relayed, b.Relayed), r.Effects, ratio(r.Effects, b.Effects), r.Errors, r.DoneMS)
 	}
 	return tw.Flush()
 }
