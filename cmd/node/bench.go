@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -178,7 +179,7 @@ func writeSVG(rep *bench.Report, path string) error {
 // runFleet is `esjet bench --nodes …`: node processes on the cluster.
 func (b *benchFlags) runFleet(cmd *cobra.Command, g *globals, opts bench.Options) error {
 	rows, err := bench.RunFleet(cmd.Context(), bench.FleetOptions{
-		Config: opts.Config, Nodes: b.nodes, Trips: opts.Count, Clients: opts.Workers, Log: g.stderr,
+		Config: opts.Config, Nodes: b.nodes, Trips: opts.Count, Clients: slices.Max(append([]int{0}, b.workers...)), Log: g.stderr,
 	})
 	if err != nil {
 		return err
