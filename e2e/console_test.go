@@ -166,6 +166,10 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.do(chromedp.Navigate(base + "/console/#/overview"))
 	b.waitJS(`document.querySelectorAll("#kinds [data-kind]").length === 5`, "the five kinds the two trips issued on the overview")
 	b.waitText("#relay", "Unrelayed decisions0")
+	// esjet run runs the trip's read models: their lag, caught up.
+	b.waitJS(`(() => { const r = [...document.querySelectorAll("#projections tbody tr")];
+		return r.length === 2 && r.every(tr => tr.textContent.includes("green") && tr.children[2].textContent === "0"); })()`,
+		"the trip's two read models, green and caught up")
 	b.accessible("overview")
 	b.screenshot("overview.png")
 

@@ -200,6 +200,9 @@ func TestPendingWhenNoWorkerServesTheKind(t *testing.T) {
 	if request(t, "GET", base+"/console/api/overview", "", "", &again); !again.Time.Equal(ov.Time) {
 		t.Errorf("a second overview right after the first was computed again (%s, then %s): open pages should share one", ov.Time, again.Time)
 	}
+	if len(ov.Projections) != 0 || !strings.Contains(ov.Note, "no read models") {
+		t.Errorf("projections %+v, note %q; want none, and a note saying so", ov.Projections, ov.Note)
+	}
 	if len(ov.Kinds) != 1 || ov.Kinds[0].Kind != trip.KindLockBudget || !ov.Kinds[0].Stalled {
 		t.Errorf("kinds %+v, want lock_budget stalled", ov.Kinds)
 	}

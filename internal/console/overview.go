@@ -50,6 +50,9 @@ type ProjectionLag struct {
 	// Behind is how many EVENTS messages it has still to fold.
 	Behind     uint64  `json:"behind"`
 	LagSeconds float64 `json:"lag_seconds"`
+	// Parked counts events set aside after failing (they wait for an
+	// operator's retry or skip).
+	Parked int `json:"parked"`
 	// Health is green, yellow or red; Reason says why when not green.
 	Health string `json:"health,omitempty"`
 	Reason string `json:"reason,omitempty"`

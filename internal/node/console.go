@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/esjet/esjet/internal/console"
@@ -12,6 +13,7 @@ func (n *Node) mountConsole(mux *http.ServeMux) {
 	c := console.New(n.broker.JetStream(), n.repo, console.Config{
 		Namespace:    n.cfg.Namespace,
 		AllowActions: n.cfg.Console.AllowActions,
+		Projections:  n.projectionLags,
 	}, n.logger)
 	if n.cfg.Console.AllowActions {
 		n.logger.Warn("console: write actions on (console.allow_actions): whoever reaches the HTTP listener can retry and discard dead letters as the node; the NATS roles do not apply to HTTP",
@@ -20,4 +22,22 @@ func (n *Node) mountConsole(mux *http.ServeMux) {
 	h := c.Handler()
 	mux.Handle(console.Path, h)
 	mux.Handle(console.Path+"/", h)
+}
+
+// projectionLags reports every read model of the namespace (run by this
+// node or another) as `esjet projections ls` does.
+func (n *Node) projectionLags(ctx context.Context) ([]console.ProjectionLag, error) {
+	if n.views == nil {
+		return nil, nil
+	}
+	all, err := n.views.All(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]console.ProjectionLag, 0, len(all))
+	for _, st := range all {
+		out = append(out, console.ProjectionLag{Name: st.Name, Behind: st.Lag, LagSeconds: st.LagSeconds,
+			Parked: st.Parked, Health: st.Health, Reason: st.Reason})
+	}
+	return out, nil
 }

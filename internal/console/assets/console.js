@@ -169,10 +169,10 @@ function renderOverview(ov, prev) {
   const healthCls = {green: "b-ok", yellow: "b-warn", red: "b-bad"};
   const proj = ov.projections.length
     ? el("table", {id: "projections"}, el("thead", {}, el("tr", {}, el("th", {scope: "col"}, "Read model"), el("th", {scope: "col"}, "Health"),
-        el("th", {scope: "col", class: "num"}, "Behind (decisions)"), el("th", {scope: "col", class: "num"}, "Behind (s)"))),
+        el("th", {scope: "col", class: "num"}, "Behind (decisions)"), el("th", {scope: "col", class: "num"}, "Behind (s)"), el("th", {scope: "col", class: "num"}, "Parked events"))),
         el("tbody", {}, ov.projections.map(p => el("tr", {}, el("th", {scope: "row"}, p.name),
           el("td", {}, p.health ? badge(p.health, healthCls[p.health]) : "—", p.reason ? " " + p.reason : ""),
-          num(p.behind), num(p.lag_seconds.toFixed(1))))))
+          num(p.behind), num(p.lag_seconds.toFixed(1)), num(p.parked)))))
     : el("p", {class: "muted"}, ov.projections_note || "no read models");
   return [cards, el("h2", {}, "Streams and buckets"), streams, el("h2", {}, "Relay lag"), relayTable,
     el("h2", {}, "Workers per kind"), kinds, el("h2", {}, "Projection lag"), proj];
