@@ -115,6 +115,11 @@ func (n *Node) startEdge(ctx context.Context) {
 	case config.EdgeHub:
 		n.sites = newSiteMonitor(n)
 		run = n.sites.Run
+		if n.tel != nil {
+			if err := n.tel.Register(newSiteMetrics(n.sites)); err != nil {
+				n.logger.Warn("edge site metrics not served", "error", err)
+			}
+		}
 	default:
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,4 +124,67 @@ func TestEdgeSitesLandAtTheHubOnceAndHubKindsReportBack(t *testing.T) {
 		got := hub.sites.Sites()
 		return len(got) == 2 && got[0].Site == "s1" && got[0].HubSeq == 6 && got[0].State == SiteOK && got[1].HubSeq == 6 && got[1].State == SiteOK
 	})
+}
+
+// TestEdgeHubFlagsASiteWhoseStoreWasRecreated pins issue 16's lost site:
+// a site whose data dir is lost comes back under the same id with an empty
+// event log; the hub reports it recreated (in esjet sites and on
+// /metrics) instead of waiting for sequences it has already seen.
+func TestEdgeHubFlagsASiteWhoseStoreWasRecreated(t *testing.T) {
+	defs := []*aggregate.Definition{orderDefinition()}
+	hubCfg := edgeConfig(t, config.EdgeHub)
+	hubCfg.Edge.Sites, hubCfg.Edge.HubKinds = []string{"s1"}, nil
+	hub := startTestNode(t, hubCfg, Options{Aggregates: defs})
+	siteCfg := edgeConfig(t, config.EdgeSite)
+	siteCfg.Edge.Site, siteCfg.Edge.HubURLs, siteCfg.Edge.HubKinds = "s1", []string{hub.Broker().LeafURL()}, nil
+	site, err := Start(t.Context(), siteCfg, Options{Aggregates: defs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"s1-o1", "s1-o2"} {
+		if _, err := site.API().Send(t.Context(), "order", id, "place", []byte(`{}`), api.Meta{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	natstest.Eventually(t, 30*time.Second, func() bool {
+		s := hub.sites.Sites()
+		return len(s) == 1 && s[0].HubSeq == 2 && s[0].State == SiteOK
+	})
+	if err := site.Close(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	siteCfg.NATS.Embedded.DataDir = t.TempDir() // the old store is lost
+	site = startTestNode(t, siteCfg, Options{Aggregates: defs})
+	if _, err := site.API().Send(t.Context(), "order", "s1-o3", "place", []byte(`{}`), api.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 30*time.Second, func() bool {
+		s := hub.sites.Sites()
+		return len(s) == 1 && s[0].State == SiteRecreated
+	})
+	if note := hub.sites.Sites()[0].Note; !strings.Contains(note, "ends at 1") || !strings.Contains(note, "re-provisioning") {
+		t.Errorf("the recreated site's note does not say what was found and what to do: %q", note)
+	}
+	families, err := hub.tel.Registry().Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	flagged := false
+	for _, f := range families {
+		if f.GetName() != "esjet_edge_site_state" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["site"] == "s1" && labels["state"] == SiteRecreated && m.GetGauge().GetValue() == 1 {
+				flagged = true
+			}
+		}
+	}
+	if !flagged {
+		t.Error(`esjet_edge_site_state{site="s1",state="recreated"} is not 1 on the hub's /metrics`)
+	}
 }
