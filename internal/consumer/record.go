@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/esjet/esjet/internal/telemetry"
 	"github.com/esjet/esjet/internal/wire"
 )
 
@@ -59,7 +60,7 @@ func (w *Worker) report(ctx context.Context, log *slog.Logger, d Delivery, ok bo
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	err := w.fb.Report(rctx, Report{AggregateType: d.AggregateType, AggregateID: d.AggregateID, Kind: kind, Payload: payload,
-		IdempotencyKey: key, CorrelationID: d.CorrelationID, CausationID: d.CommandID})
+		IdempotencyKey: key, CorrelationID: d.CorrelationID, CausationID: d.CommandID, TraceParent: telemetry.TraceParent(ctx)})
 	switch {
 	case err == nil:
 		return true

@@ -85,6 +85,10 @@ type Report struct {
 	Payload                    []byte // a wire.Outcome as JSON
 	IdempotencyKey             string
 	CorrelationID, CausationID string
+	// TraceParent is the reporting worker's span: the outcome decision's
+	// parent where the report travels without its ctx (an edge hub's
+	// outcome, pulled by the site).
+	TraceParent string `json:",omitempty"`
 }
 
 // ErrFeedbackRefused wraps a feedback error that no retry will change (the

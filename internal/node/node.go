@@ -344,7 +344,7 @@ func (f feedback) Report(ctx context.Context, r consumer.Report) error {
 	err := f.reportOutcome(ctx, aggregate.Command{
 		Type: r.AggregateType, ID: r.AggregateID, Kind: r.Kind, Payload: r.Payload,
 		IdempotencyKey: r.IdempotencyKey, CorrelationID: r.CorrelationID, CausationID: r.CausationID,
-	})
+	}, r.TraceParent)
 	if aggregate.IsPermanent(err) {
 		return fmt.Errorf("%w: %w", consumer.ErrFeedbackRefused, err)
 	}

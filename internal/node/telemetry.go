@@ -107,7 +107,7 @@ func (n *Node) closeTelemetry(ctx context.Context) error {
 // reportOutcome hands a worker's outcome to the aggregate under a span that
 // is the child of the worker's (in ctx), so the outcome decision and what it
 // issues stay in the saga's trace; it is counted like any command.
-func (f feedback) reportOutcome(ctx context.Context, cmd aggregate.Command) error {
+func (f feedback) reportOutcome(ctx context.Context, cmd aggregate.Command, workerTP string) error {
 	start := time.Now()
 	typ, kind := telemetry.Unknown, telemetry.Unknown
 	if def, err := f.repo.Registry().Get(cmd.Type); err == nil {
@@ -118,7 +118,7 @@ func (f feedback) reportOutcome(ctx context.Context, cmd aggregate.Command) erro
 			}
 		}
 	}
-	ctx, sp := f.tel.StartOutcome(ctx, typ, kind)
+	ctx, sp := f.tel.StartOutcome(ctx, typ, kind, workerTP)
 	cmd.TraceParent = sp.TraceParent()
 	res, err := f.repo.HandleOutcome(ctx, cmd)
 	status := api.Status(err)

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/esjet/esjet/internal/wire"
 )
@@ -127,6 +129,56 @@ func TestExporterFromTheEnvironment(t *testing.T) {
 		}
 		if exp != nil {
 			_ = exp.Shutdown(t.Context())
+		}
+	}
+}
+
+// TestAnOutcomeWithoutItsContextContinuesTheWorkersTrace: an outcome that
+// travelled without ctx (an edge hub's, pulled by its site) is the child of
+// the worker's traceparent it carries.
+func TestAnOutcomeWithoutItsContextContinuesTheWorkersTrace(t *testing.T) {
+	tel, exp := newTest(t)
+	_, sp := tel.StartOutcome(context.Background(), "trip", "lock_budget_done", clientTP)
+	sp.End(nil)
+	ctx, worker := tel.StartDelivery(context.Background(), "lock_budget", nats.Header{})
+	_, sp = tel.StartOutcome(ctx, "trip", "lock_budget_done", clientTP)
+	sp.End(nil)
+	worker.End(nil)
+	spans := exp.GetSpans()
+	if spans[0].Parent.SpanID().String() != "00f067aa0ba902b7" {
+		t.Errorf("outcome without ctx: parent %s, want the carried traceparent's", spans[0].Parent.SpanID())
+	}
+	if spans[1].Parent.SpanID() != spans[2].SpanContext.SpanID() {
+		t.Errorf("outcome under the worker's ctx: parent %s, want the worker span %s", spans[1].Parent.SpanID(), spans[2].SpanContext.SpanID())
+	}
+	if TraceParent(ctx) != worker.TraceParent() || TraceParent(context.Background()) != "" {
+		t.Errorf("TraceParent(ctx) = %q, want the worker's %q", TraceParent(ctx), worker.TraceParent())
+	}
+}
+
+// TestParseTraceParentAgreesWithOpenTelemetry: the hand parser (it avoids
+// the propagator's allocations on every command) accepts and reads what
+// OpenTelemetry's W3C propagator does, and formats back what it would.
+func TestParseTraceParentAgreesWithOpenTelemetry(t *testing.T) {
+	var otelTC propagation.TraceContext
+	for _, tp := range []string{clientTP, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00",
+		"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-later", "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-x",
+		strings.ToUpper(clientTP), "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01", "0x-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"00-00000000000000000000000000000000-00f067aa0ba902b7-01", "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g", "00-4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7-01", "", "nope",
+		"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-03"} {
+		want := trace.SpanContextFromContext(otelTC.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp}))
+		got, ok := ParseTraceParent(tp)
+		if ok != want.IsValid() || (ok && (got.TraceID() != want.TraceID() || got.SpanID() != want.SpanID() || got.TraceFlags() != want.TraceFlags())) {
+			t.Errorf("%q: parsed %v (ok %v), OpenTelemetry reads %v", tp, got, ok, want)
+		}
+		if ok {
+			c := propagation.MapCarrier{}
+			otelTC.Inject(trace.ContextWithSpanContext(context.Background(), got), c)
+			if f := FormatTraceParent(got); f != c["traceparent"] {
+				t.Errorf("%q formats as %q, OpenTelemetry as %q", tp, f, c["traceparent"])
+			}
 		}
 	}
 }

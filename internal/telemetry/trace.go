@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"strings"
@@ -12,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
@@ -102,16 +102,23 @@ func exporterFromEnv(ctx context.Context, getenv func(string) string) (sdktrace.
 	}
 }
 
-var propagator = propagation.TraceContext{}
-
-// ParseTraceParent reads a W3C traceparent. ok is false for anything that
-// is not one (wrong shape, all-zero ids): such a value is dropped, never
-// recorded.
+// ParseTraceParent reads a W3C traceparent (version 00, or a later version
+// read as 00 allows: its first four fields, then "-" and more). ok is false
+// for anything that is not one (wrong shape, upper case, version ff,
+// all-zero ids): such a value is dropped, never recorded.
 func ParseTraceParent(tp string) (trace.SpanContext, bool) {
-	if tp == "" {
+	if len(tp) < 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' || !lowerHex(tp[:2]) || tp[:2] == "ff" ||
+		(tp[:2] == "00" && len(tp) != 55) || (len(tp) > 55 && tp[55] != '-') {
 		return trace.SpanContext{}, false
 	}
-	sc := trace.SpanContextFromContext(propagator.Extract(context.Background(), propagation.MapCarrier{"traceparent": tp}))
+	var tid trace.TraceID
+	var sid trace.SpanID
+	var flags [1]byte
+	if !decodeHex(tid[:], tp[3:35]) || !decodeHex(sid[:], tp[36:52]) || !decodeHex(flags[:], tp[53:55]) {
+		return trace.SpanContext{}, false
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid,
+		TraceFlags: trace.TraceFlags(flags[0]), Remote: true})
 	return sc, sc.IsValid()
 }
 
@@ -120,19 +127,40 @@ func FormatTraceParent(sc trace.SpanContext) string {
 	if !sc.IsValid() {
 		return ""
 	}
-	c := propagation.MapCarrier{}
-	propagator.Inject(trace.ContextWithSpanContext(context.Background(), sc), c)
-	return c["traceparent"]
+	tid, sid := sc.TraceID(), sc.SpanID()
+	flags := sc.TraceFlags()
+	b := make([]byte, 0, 55)
+	b = append(b, "00-"...)
+	b = hex.AppendEncode(b, tid[:])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, sid[:])
+	b = append(b, '-')
+	b = hex.AppendEncode(b, []byte{byte(flags)})
+	return string(b)
 }
 
-// TraceID is the trace id of ctx's span ("" when there is none): the
-// trace_id of a log line.
-func TraceID(ctx context.Context) string {
-	sc := trace.SpanContextFromContext(ctx)
-	if !sc.IsValid() {
-		return ""
+// lowerHex says whether s is lower-case hexadecimal (W3C allows no other).
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
 	}
-	return sc.TraceID().String()
+	return true
+}
+
+// decodeHex decodes lower-case hex s into dst (len(s) = 2·len(dst)).
+func decodeHex(dst []byte, s string) bool {
+	if !lowerHex(s) {
+		return false
+	}
+	_, err := hex.Decode(dst, []byte(s))
+	return err == nil
+}
+
+// TraceParent is ctx's span as a W3C traceparent ("" when there is none).
+func TraceParent(ctx context.Context) string {
+	return FormatTraceParent(trace.SpanContextFromContext(ctx))
 }
 
 // TraceIDOf is the trace id of a traceparent ("" when it is not one).
@@ -213,12 +241,18 @@ func (t *Telemetry) StartCommand(ctx context.Context, typ, kind, tp string) (con
 }
 
 // StartOutcome starts the span of an outcome decision: a worker reporting
-// <kind>_done or <kind>_failed, child of the worker's span in ctx.
-func (t *Telemetry) StartOutcome(ctx context.Context, typ, kind string) (context.Context, Span) {
+// <kind>_done or <kind>_failed, child of the worker's span in ctx, or of
+// the worker's traceparent tp when the report came without its ctx (from
+// an edge hub).
+func (t *Telemetry) StartOutcome(ctx context.Context, typ, kind, tp string) (context.Context, Span) {
 	if t == nil {
 		return ctx, Span{}
 	}
-	return t.start(ctx, trace.SpanContext{}, "esjet.outcome "+typ+"."+kind, trace.SpanKindInternal,
+	var parent trace.SpanContext
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		parent, _ = ParseTraceParent(tp)
+	}
+	return t.start(ctx, parent, "esjet.outcome "+typ+"."+kind, trace.SpanKindInternal,
 		trace.WithAttributes(attribute.String("esjet.aggregate.type", typ), attribute.String("esjet.command.kind", kind)))
 }
 
