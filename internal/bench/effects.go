@@ -23,6 +23,7 @@ import (
 func (e *env) effectsPhase(ctx context.Context, progress func(float64)) ([]Phase, error) {
 	n := e.drainSize()
 	var sq Result // the SQLite dispatcher draining n outbox rows a round
+	rcBefore := e.node.Receipts().Stats()
 	phases := e.drainPhase(ctx, progress, PhaseEffects, "command", func(i int, pair drain) error {
 		kind := "noop" + strconv.Itoa(i)
 		if err := publishCommands(ctx, e.nodeJS, e.ns, kind, n); err != nil {
@@ -31,7 +32,7 @@ func (e *env) effectsPhase(ctx context.Context, progress func(float64)) ([]Phase
 		esjet := func() (time.Duration, error) {
 			start := time.Now()
 			w, err := consumer.NewWorker(ctx, e.nodeJS, e.ns, consumer.KindConfig{Kind: kind, Workers: e.opts.Workers,
-				Handler: consumer.HandlerFunc(noop), Node: "bench"}, nil, nil)
+				Handler: consumer.HandlerFunc(noop), Node: "bench", Receipts: e.node.Receipts()}, nil, nil)
 			if err != nil {
 				return 0, err
 			}
@@ -58,6 +59,8 @@ func (e *env) effectsPhase(ctx context.Context, progress func(float64)) ([]Phase
 		sq.Elapsed += took
 		return nil
 	})
+	rc := e.node.Receipts().Stats()
+	phases[0].Batches, phases[0].Batched = rc.Batches-rcBefore.Batches, rc.Batched-rcBefore.Batched
 	if e.sqlite != nil && sq.Ops > 0 {
 		phases[0].withSQLite(&sq)
 	}

@@ -69,8 +69,15 @@ func notes(r *Report, o Options) []string {
 		}
 	}
 	for _, p := range r.Phases {
+		if p.Name == PhaseEffects && p.Batches > 0 {
+			n = append(n, fmt.Sprintf("%s: group commit wrote %d receipt(s) in %d atomic batch(es) (%.1f a batch).",
+				phaseLabel(p), p.Batched, p.Batches, float64(p.Batched)/float64(p.Batches)))
+		}
+	}
+	for _, p := range r.Phases {
 		if p.Name == PhaseEffects && p.Raw != nil && p.Raw.Ops > 0 {
-			n = append(n, "effects: raw acks without waiting for the server's confirmation; esjet's workers also read and write a receipt per command and confirm each ack.")
+			n = append(n, "effects: raw fetches and acks without waiting for the server's confirmation; esjet's workers also read and write a receipt per command (group-committed under sync always) and then ack without waiting, as the receipt folds a redelivery.")
+			break
 		}
 	}
 	return n

@@ -115,7 +115,7 @@ func (w *Worker) saveReceipt(ctx context.Context, log *slog.Logger, rc wire.Rece
 	data := rc.Encode()
 	key := wire.ReceiptKey(rc.CommandID)
 	for range 3 {
-		_, err := w.receipts.Create(ctx, key, data)
+		err := w.createReceipt(ctx, key, data)
 		if err == nil {
 			return rc, true
 		}
@@ -136,6 +136,24 @@ func (w *Worker) saveReceipt(ctx context.Context, log *slog.Logger, rc wire.Rece
 	}
 	log.Error("receipt not written after retries", "command_id", rc.CommandID)
 	return rc, false
+}
+
+// createReceipt creates the receipt key, through the node's receipt group
+// commit when there is one: a new key's put expects no message on its
+// subject, as KeyValue.Create does. A key that exists (10071) goes to
+// KeyValue.Create, which knows deleted keys, and so does any other
+// failure of the group commit.
+func (w *Worker) createReceipt(ctx context.Context, key string, data []byte) error {
+	if w.cfg.Receipts != nil {
+		m := nats.NewMsg("$KV." + w.names.Receipts + "." + key)
+		m.Data = data
+		m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, "0")
+		if _, err := w.cfg.Receipts.Publish(ctx, m); err == nil {
+			return nil
+		}
+	}
+	_, err := w.receipts.Create(ctx, key, data)
+	return err
 }
 
 func digest(b []byte) string {

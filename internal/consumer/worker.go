@@ -43,6 +43,10 @@ type KindConfig struct {
 	BackoffMax     time.Duration
 	// Node names this worker in dead letters. Empty means the host name.
 	Node string
+	// Receipts group-commits the receipt writes of this node's workers
+	// (streams.NewCommitter on the receipts bucket's stream). Nil: each
+	// receipt is written on its own.
+	Receipts *streams.Committer
 	// Telemetry traces each delivery and target call and counts attempts.
 	// Nil records nothing.
 	Telemetry *telemetry.Telemetry

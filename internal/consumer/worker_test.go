@@ -26,6 +26,8 @@ type wEnv struct {
 	nc *nats.Conn
 	ns string
 	fb *recorder
+	// receipts, when set, group-commits the workers' receipt writes.
+	receipts *streams.Committer
 }
 
 func newWEnv(t *testing.T, s *server.Server) *wEnv {
@@ -86,6 +88,9 @@ func (e *wEnv) command(t *testing.T, kind, id string, payload string) string {
 
 func (e *wEnv) start(t *testing.T, kc KindConfig) *Worker {
 	t.Helper()
+	if kc.Receipts == nil {
+		kc.Receipts = e.receipts
+	}
 	w, err := NewWorker(t.Context(), e.js, e.ns, kc, e.fb, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -128,16 +133,31 @@ func fast(kind string, h Handler) KindConfig {
 
 func TestWorker(t *testing.T) {
 	s := natstest.RunServer(t)
-	t.Run("fails twice then succeeds: one effect, three attempts, a receipt", func(t *testing.T) { t.Parallel(); testFlaky(t, newWEnv(t, s)) })
-	t.Run("terminal failure: dead letter, failed receipt, failure reported", func(t *testing.T) { t.Parallel(); testTerminal(t, newWEnv(t, s)) })
-	t.Run("attempts exhausted: dead letter", func(t *testing.T) { t.Parallel(); testExhausted(t, newWEnv(t, s)) })
-	t.Run("poison payload: dead letter after one attempt", func(t *testing.T) { t.Parallel(); testPoison(t, newWEnv(t, s)) })
-	t.Run("a command already done is acked without running", func(t *testing.T) { t.Parallel(); testDoneReceipt(t, newWEnv(t, s)) })
-	t.Run("handler past its deadline is cancelled", func(t *testing.T) { t.Parallel(); testDeadline(t, newWEnv(t, s)) })
-	t.Run("heartbeats keep the lease past AckWait", func(t *testing.T) { t.Parallel(); testHeartbeat(t, newWEnv(t, s)) })
-	t.Run("two nodes share 1000 commands, each effect once", func(t *testing.T) { t.Parallel(); testTwoNodes(t, newWEnv(t, s)) })
-	t.Run("HTTP target: 500, 429 with Retry-After, 409", func(t *testing.T) { t.Parallel(); testHTTPTarget(t, newWEnv(t, s)) })
-	t.Run("NATS target: result and errors", func(t *testing.T) { t.Parallel(); testNATSTarget(t, newWEnv(t, s)) })
+	runWorkerSuite(t, func(t *testing.T) *wEnv { return newWEnv(t, s) })
+}
+
+// The same suite with the receipts written through group commit (batches
+// of 2 and more), as a node under sync always writes them.
+func TestWorkerGroupCommittedReceipts(t *testing.T) {
+	s := natstest.RunServer(t, natstest.SyncAlways())
+	runWorkerSuite(t, func(t *testing.T) *wEnv {
+		e := newWEnv(t, s)
+		e.receipts = streams.NewCommitter(e.js, "KV_"+streams.NamesFor(e.ns).Receipts, streams.GroupCommit{MinBatch: 2}, 5*time.Second, nil)
+		return e
+	})
+}
+
+func runWorkerSuite(t *testing.T, mk func(t *testing.T) *wEnv) {
+	t.Run("fails twice then succeeds: one effect, three attempts, a receipt", func(t *testing.T) { t.Parallel(); testFlaky(t, mk(t)) })
+	t.Run("terminal failure: dead letter, failed receipt, failure reported", func(t *testing.T) { t.Parallel(); testTerminal(t, mk(t)) })
+	t.Run("attempts exhausted: dead letter", func(t *testing.T) { t.Parallel(); testExhausted(t, mk(t)) })
+	t.Run("poison payload: dead letter after one attempt", func(t *testing.T) { t.Parallel(); testPoison(t, mk(t)) })
+	t.Run("a command already done is acked without running", func(t *testing.T) { t.Parallel(); testDoneReceipt(t, mk(t)) })
+	t.Run("handler past its deadline is cancelled", func(t *testing.T) { t.Parallel(); testDeadline(t, mk(t)) })
+	t.Run("heartbeats keep the lease past AckWait", func(t *testing.T) { t.Parallel(); testHeartbeat(t, mk(t)) })
+	t.Run("two nodes share 1000 commands, each effect once", func(t *testing.T) { t.Parallel(); testTwoNodes(t, mk(t)) })
+	t.Run("HTTP target: 500, 429 with Retry-After, 409", func(t *testing.T) { t.Parallel(); testHTTPTarget(t, mk(t)) })
+	t.Run("NATS target: result and errors", func(t *testing.T) { t.Parallel(); testNATSTarget(t, mk(t)) })
 }
 
 func testFlaky(t *testing.T, e *wEnv) {

@@ -48,10 +48,12 @@ type Node struct {
 	broker  *broker.Broker
 	log     *streams.Log
 	changes []streams.Change
-	repo    *aggregate.Repository
-	api     *api.Service
-	micro   *api.MicroService
-	relay   *outbox.Relay
+	// receipts group-commits the workers' receipt writes (groupcommit.go).
+	receipts *streams.Committer
+	repo     *aggregate.Repository
+	api      *api.Service
+	micro    *api.MicroService
+	relay    *outbox.Relay
 
 	relayStop context.CancelFunc
 	relayDone chan error
@@ -120,6 +122,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 		return nil, fmt.Errorf("provision namespace %s: %w", cfg.Namespace, err)
 	}
 	js := n.broker.JetStream()
+	n.receipts = receiptCommitter(cfg, js, logger)
 	n.log, err = streams.Open(ctx, js, cfg.Namespace, LogConfig(cfg), logger)
 	if err != nil {
 		return nil, err
@@ -240,15 +243,6 @@ func LogConfig(cfg config.Config) streams.Config {
 		// batch's staging costs more than it saves.
 		GroupCommit: streams.GroupCommit{MinBatch: groupCommitMin(cfg)},
 	}
-}
-
-// groupCommitMin is 8 (below that a batch is slower than plain publishes,
-// NATS.md) on an embedded single server under sync always, else 0 (off).
-func groupCommitMin(cfg config.Config) int {
-	if cfg.NATS.Mode == config.ModeEmbedded && cfg.NATS.Embedded.Sync == config.SyncAlways && cfg.Streams.Replicas <= 1 {
-		return 8
-	}
-	return 0
 }
 
 // Log is the node's event log.

@@ -204,3 +204,57 @@ func (c *committer) publishOne(p *pending) {
 	// The message's headers hold its expectation and Msg-Id already.
 	p.finish(c.js.PublishMsg(ctx, p.msg))
 }
+
+// Committer is group commit for the writers of any one stream: the
+// receipts bucket's workers, for one. Its zero value and a nil *Committer
+// are off (Publish then publishes each message on its own).
+type Committer struct {
+	c  *committer
+	js jetstream.JetStream
+}
+
+// NewCommitter returns the group commit of stream's writers on js; with
+// cfg.MinBatch zero, a Committer that publishes each message on its own.
+// timeout bounds one write. logger may be nil.
+func NewCommitter(js jetstream.JetStream, stream string, cfg GroupCommit, timeout time.Duration, logger *slog.Logger) *Committer {
+	cfg.setDefaults()
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MinBatch == 0 {
+		return &Committer{js: js}
+	}
+	return &Committer{js: js, c: &committer{js: js, cfg: cfg, timeout: timeout, logger: logger.With("component", "streams", "stream", stream),
+		subjectAt: func(ctx context.Context, seq uint64) (string, error) {
+			st, err := js.Stream(ctx, stream)
+			if err != nil {
+				return "", err
+			}
+			m, err := st.GetMsg(ctx, seq)
+			if err != nil {
+				return "", err
+			}
+			return m.Subject, nil
+		}}}
+}
+
+// Publish stores msg, which carries its own expectation headers, and
+// returns what a plain publish of it would: its ack, or its own error
+// (10071 for its stale expectation).
+func (c *Committer) Publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubAck, error) {
+	if c == nil || c.c == nil {
+		return c.js.PublishMsg(ctx, msg)
+	}
+	return c.c.publish(ctx, msg)
+}
+
+// Stats reports what the committer has done (zero when off).
+func (c *Committer) Stats() CommitStats {
+	if c == nil || c.c == nil {
+		return CommitStats{}
+	}
+	c.c.mu.Lock()
+	defer c.c.mu.Unlock()
+	s := c.c.stats
+	return CommitStats{Batches: s.batches, Batched: s.batched, Plain: s.plain, Splits: s.splits, Fallbacks: s.fallbacks}
+}

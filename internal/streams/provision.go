@@ -194,6 +194,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns string, c Provisi
 	}
 	for _, want := range BucketConfigs(names, c) {
 		ch, err := provisionBucket(ctx, js, want)
+		if err == nil && want.Bucket == names.Receipts {
+			ch, err = withAtomic(ctx, js, ch) // receipts are group-committed (atomic.go)
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -1,0 +1,35 @@
+package node
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// groupCommitMin is 8 (below that a batch is slower than plain publishes,
+// NATS.md) on an embedded single server under sync always, else 0 (off).
+func groupCommitMin(cfg config.Config) int {
+	if cfg.NATS.Mode == config.ModeEmbedded && cfg.NATS.Embedded.Sync == config.SyncAlways && cfg.Streams.Replicas <= 1 {
+		return 8
+	}
+	return 0
+}
+
+// receiptCommitter is the group commit of the workers' receipt writes: on
+// when the log's is (one fsync per receipt otherwise; the receipts bucket
+// allows atomic publish, see streams.Provision).
+func receiptCommitter(cfg config.Config, js jetstream.JetStream, logger *slog.Logger) *streams.Committer {
+	if groupCommitMin(cfg) == 0 {
+		return nil
+	}
+	return streams.NewCommitter(js, "KV_"+streams.NamesFor(cfg.Namespace).Receipts,
+		streams.GroupCommit{MinBatch: groupCommitMin(cfg)}, 10*time.Second, logger)
+}
+
+// Receipts is the group commit of the node's receipt writes (nil when off),
+// for workers built outside the node (esjet bench).
+func (n *Node) Receipts() *streams.Committer { return n.receipts }
