@@ -54,9 +54,10 @@ func (n *Node) watchTelemetry() error {
 			}
 			return out
 		},
-		Conn:      n.broker.Conn(),
-		JetStream: n.broker.JetStream(),
-		Namespace: n.cfg.Namespace,
+		Projections: n.projectionMetrics,
+		Conn:        n.broker.Conn(),
+		JetStream:   n.broker.JetStream(),
+		Namespace:   n.cfg.Namespace,
 	})
 	if err != nil {
 		return err
@@ -65,6 +66,25 @@ func (n *Node) watchTelemetry() error {
 		return n.startMetricsListener(l)
 	}
 	return nil
+}
+
+// projectionMetrics reads each read model's lag, as `esjet projections ls`
+// does (what it cannot read is left out of the scrape).
+func (n *Node) projectionMetrics(ctx context.Context) []telemetry.ProjectionLag {
+	if n.views == nil {
+		return nil
+	}
+	all, err := n.views.All(ctx)
+	if err != nil {
+		n.logger.Debug("projection lag not read for /metrics", "error", err)
+		return nil
+	}
+	out := make([]telemetry.ProjectionLag, 0, len(all))
+	for _, st := range all {
+		out = append(out, telemetry.ProjectionLag{Name: st.Name, Pending: st.Lag, Lag: time.Duration(st.LagSeconds * float64(time.Second)),
+			Parked: st.Parked, Health: st.Health})
+	}
+	return out
 }
 
 // metricsOnAPI says whether /metrics is served beside the API.

@@ -30,6 +30,7 @@ type tripOptions struct {
 	edit     func(*config.Config)
 	logger   *slog.Logger
 	services services.Options
+	views    bool // run the trip's projections
 }
 
 // tripNode starts a node serving the trip with the demo services in
@@ -56,7 +57,11 @@ func tripNode(t *testing.T, o tripOptions) *node.Node {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	n, err := node.Start(ctx, cfg, node.Options{Aggregates: []*aggregate.Definition{trip.Definition()}, SpanProcessor: o.spans, Logger: o.logger})
+	opts := node.Options{Aggregates: []*aggregate.Definition{trip.Definition()}, SpanProcessor: o.spans, Logger: o.logger}
+	if o.views {
+		opts.Projections = trip.Views()
+	}
+	n, err := node.Start(ctx, cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +179,7 @@ func l(kv ...string) map[string]string {
 // compensation and reads /metrics: the counts the saga must move moved,
 // and the backlog settles to zero with the failed flight in the DLQ.
 func TestMetricsMoveWithTheTripSaga(t *testing.T) {
-	n := tripNode(t, tripOptions{})
+	n := tripNode(t, tripOptions{views: true})
 	url := "http://" + n.HTTPAddr() + "/metrics"
 	before := scrape(t, url)
 	if v, _ := value(before, "esjet_commands_total", nil); v != 0 {
@@ -193,7 +198,8 @@ func TestMetricsMoveWithTheTripSaga(t *testing.T) {
 		lag, _ := value(fams, "esjet_relay_lag_decisions", nil)
 		pending, _ := value(fams, "esjet_outbox_pending", nil)
 		inFlight, _ := value(fams, "esjet_outbox_in_flight", nil)
-		return released == 1 && lag == 0 && pending == 0 && inFlight == 0
+		viewLag, viewed := value(fams, "esjet_projection_lag_decisions", l("projection", trip.ViewTripsByStatus))
+		return released == 1 && lag == 0 && pending == 0 && inFlight == 0 && viewed && viewLag == 0
 	})
 	for _, c := range []struct {
 		name   string
@@ -224,6 +230,9 @@ func TestMetricsMoveWithTheTripSaga(t *testing.T) {
 		{"esjet_dlq_depth", l("kind", "book_flight"), 1, 1},
 		{"esjet_backlog_up", nil, 1, 1},
 		{"esjet_nats_connected", nil, 1, 1},
+		{"esjet_projection_health", l("projection", trip.ViewTravelerSpend, "health", "green"), 1, 1},
+		{"esjet_projection_parked", l("projection", trip.ViewTravelerSpend), 0, 0},
+		{"esjet_projection_lag_seconds", l("projection", trip.ViewTripsByStatus), 0, 0},
 		{"esjet_nats_reconnects_total", nil, 0, 0},
 		{"go_goroutines", nil, 1, 1e9},
 		{"process_start_time_seconds", nil, 1, 1e12},

@@ -21,7 +21,7 @@ type Sources struct {
 	// JetStream and Namespace: the backlog ([ReadBacklog]).
 	JetStream jetstream.JetStream
 	Namespace string
-	// Projections, once a node runs projections: each one's lag.
+	// Projections are the namespace's read models: each one's lag.
 	Projections func(ctx context.Context) []ProjectionLag
 }
 
@@ -46,8 +46,10 @@ type WorkerStats struct {
 // ProjectionLag is how far one projection is behind the log.
 type ProjectionLag struct {
 	Name    string
-	Pending uint64        // events in the log it has not applied yet
+	Pending uint64        // decisions (log messages) after its lowest checkpoint
 	Lag     time.Duration // age of the oldest of them
+	Parked  int           // events parked (failed, or behind a failed one of their aggregate)
+	Health  string        // green, yellow or red
 }
 
 // Watch registers the collector that reads src at every scrape.
@@ -93,13 +95,15 @@ var (
 	dFeedbackErrors = desc("esjet_worker_feedback_errors_total", "Outcomes a kind's workers could not report to the aggregate yet (tried again).", "kind")
 	dConnected      = desc("esjet_nats_connected", "1 while the node's NATS connection is connected, else 0.")
 	dReconnects     = desc("esjet_nats_reconnects_total", "Times the node's NATS connection reconnected.")
-	dProjPending    = desc("esjet_projection_lag_events", "Events in the log a projection has not applied yet.", "projection")
-	dProjLag        = desc("esjet_projection_lag_seconds", "Age of the oldest event a projection has not applied yet.", "projection")
+	dProjPending    = desc("esjet_projection_lag_decisions", "Decisions (log messages) after a projection's lowest checkpoint: not applied yet.", "projection")
+	dProjLag        = desc("esjet_projection_lag_seconds", "Age of the oldest decision a projection has not applied yet.", "projection")
+	dProjParked     = desc("esjet_projection_parked", "Events a projection parked (its handler failed, or an earlier event of the aggregate did).", "projection")
+	dProjHealth     = desc("esjet_projection_health", "1 for a projection's health: green, yellow (paused, or events parked) or red (a partition without a live owner, or stopped at a failing event).", "projection", "health")
 )
 
 var allDescs = []*prometheus.Desc{dCacheHits, dColdLoads, dCached, dSnapReads, dSnapWrites, dConflicts, dReplays, dRefused,
 	dRecordsRead, dRelayDecisions, dRelayCommands, dRelayFailures, dRelayUndecod, dRelayPending, dRelayLag, dPending,
-	dInFlight, dWaiting, dDead, dBacklogUp, dPool, dOutcomes, dFeedbackErrors, dConnected, dReconnects, dProjPending, dProjLag}
+	dInFlight, dWaiting, dDead, dBacklogUp, dPool, dOutcomes, dFeedbackErrors, dConnected, dReconnects, dProjPending, dProjLag, dProjParked, dProjHealth}
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allDescs {
@@ -167,6 +171,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for _, p := range s.Projections(ctx) {
 			gauge(ch, dProjPending, float64(p.Pending), p.Name)
 			gauge(ch, dProjLag, p.Lag.Seconds(), p.Name)
+			gauge(ch, dProjParked, float64(p.Parked), p.Name)
+			for _, h := range []string{"green", "yellow", "red"} {
+				v := 0.0
+				if h == p.Health {
+					v = 1
+				}
+				gauge(ch, dProjHealth, v, p.Name, h)
+			}
 		}
 	}
 }
