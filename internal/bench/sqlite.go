@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // the pure-Go SQLite driver "sqlite"
@@ -28,9 +27,7 @@ import (
 
 // sqliteOutbox is the baseline's database.
 type sqliteOutbox struct {
-	db   *sql.DB
-	mu   sync.Mutex
-	next int64 // outbox ids filled for dispatch rounds
+	db *sql.DB
 }
 
 // openSQLite creates the baseline's file in dir with the durability that
