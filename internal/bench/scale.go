@@ -88,6 +88,7 @@ func (e *env) scalePhase(ctx context.Context, progress func(float64)) ([]Phase, 
 	}
 	aggs := max(n/scaleEventsPerAggregate, 1)
 	sc := &Scale{Decisions: n, Aggregates: aggs}
+	e.scale = sc // what was measured stays in the report if a later step fails
 	names := streams.NamesFor(e.ns)
 	body := func(i int) []byte {
 		return []byte(`{"amount":` + strconv.Itoa(i%1000) + `,"note":"` + scaleNote + `"}`)
@@ -168,7 +169,6 @@ func (e *env) scalePhase(ctx context.Context, progress func(float64)) ([]Phase, 
 		return nil, err
 	}
 	progress(1)
-	e.scale = sc
 	return nil, nil
 }
 
