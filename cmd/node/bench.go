@@ -32,6 +32,8 @@ esjet/raw per phase:
   load     cold load of a 1,000-event aggregate, snapshots off and on, vs
            raw batched direct get
   replay   Log.ReadFrom of the whole log vs a raw ordered consumer
+  project  a new projection (no-op handler) catching up over the whole log
+           vs a raw ordered consumer
   scale    only when named: fill --decisions decisions, then print bytes
            per decision, reconcile time and memory, the oldest command's
            lookup, cold loads and memory (see the README's scale table)

@@ -27,13 +27,14 @@ const (
 	PhaseE2E     = "e2e"
 	PhaseLoad    = "load"
 	PhaseReplay  = "replay"
+	PhaseProject = "project"
 	// PhaseScale runs only when asked for (--phases scale): it fills a
 	// store of --decisions decisions.
 	PhaseScale = "scale"
 )
 
 // AllPhases are the phases a run does by default, in order.
-var AllPhases = []string{PhaseAppend, PhaseMicro, PhaseRelay, PhaseEffects, PhaseE2E, PhaseLoad, PhaseReplay}
+var AllPhases = []string{PhaseAppend, PhaseMicro, PhaseRelay, PhaseEffects, PhaseE2E, PhaseLoad, PhaseReplay, PhaseProject}
 
 // OnDemandPhases run only when --phases names them, after the others.
 var OnDemandPhases = []string{PhaseScale}
@@ -274,6 +275,7 @@ var describe = map[string]string{
 	PhaseE2E:     "command → relay → worker → outcome recorded on the aggregate (no raw pair)",
 	PhaseLoad:    "cold load of a 1,000-event aggregate (cache off) vs raw batched direct get of its messages",
 	PhaseReplay:  "Log.ReadFrom of the whole log vs a raw ordered consumer reading it",
+	PhaseProject: "a new projection (no-op handler) catching up over the whole log vs a raw ordered consumer reading it",
 	PhaseScale:   "a store of --decisions decisions: bytes, reconcile, outbox lookup, cold loads and memory",
 }
 
@@ -286,6 +288,7 @@ var phaseRuns = map[string]func(e *env, ctx context.Context, progress func(float
 	PhaseE2E:     (*env).e2ePhase,
 	PhaseLoad:    (*env).loadPhase,
 	PhaseReplay:  (*env).replayPhase,
+	PhaseProject: (*env).projectPhase,
 	PhaseScale:   (*env).scalePhase,
 }
 

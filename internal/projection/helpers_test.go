@@ -27,15 +27,17 @@ type env struct {
 	pos map[string]streams.Position
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T) *env { return newEnvB(t) }
+
+func newEnvB(t testing.TB) *env {
 	t.Helper()
 	s := natstest.RunServer(t)
 	_, js := natstest.Connect(t, s)
 	ns := natstest.Namespace(t)
-	if _, err := streams.Provision(t.Context(), js, ns, streams.ProvisionConfig{Replicas: 1}, nil); err != nil {
+	if _, err := streams.Provision(context.Background(), js, ns, streams.ProvisionConfig{Replicas: 1}, nil); err != nil {
 		t.Fatal(err)
 	}
-	l, err := streams.Open(t.Context(), js, ns, streams.Config{}, nil)
+	l, err := streams.Open(context.Background(), js, ns, streams.Config{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
