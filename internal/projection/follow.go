@@ -18,6 +18,8 @@ const (
 	flushDocs   = 500  // documents written (an atomic batch holds 1,000)
 	flushEvents = 5000 // messages read
 	flushEvery  = 500 * time.Millisecond
+	flushLive   = 20 * time.Millisecond // at the log's head
+	flushIdle   = 2 * time.Millisecond  // no message for this long: store now
 )
 
 // follow runs the partition until ctx ends or it loses its ownership. It
@@ -84,13 +86,20 @@ func (p *partition) consume(ctx context.Context) error {
 			}
 			continue
 		}
-		m, err := it.Next(jetstream.NextMaxWait(p.r.cfg.Heartbeat))
+		wait := p.r.cfg.Heartbeat
+		if p.dirty() {
+			wait = flushIdle // store soon when the log goes quiet
+		}
+		m, err := it.Next(jetstream.NextMaxWait(wait))
 		if errors.Is(err, jetstream.ErrMsgIteratorClosed) || ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if errors.Is(err, nats.ErrTimeout) {
-			if err := p.flushBatch(ctx); err != nil {
-				return err
+			if p.dirty() {
+				if err := p.flushBatch(ctx); err != nil {
+					return err
+				}
+				continue
 			}
 			if err := p.idleProgress(ctx); err != nil {
 				return err
@@ -120,7 +129,13 @@ func (p *partition) consume(ctx context.Context) error {
 		}
 		p.batch = append(p.batch, batchItem{raw: raw, from: from})
 		p.sinceFlush++
-		due := meta.NumPending == 0 || p.sinceFlush >= flushEvents || time.Since(p.lastFlush) >= flushEvery ||
+		// At the log's head a lone event is stored at once and a burst in
+		// windows of flushLive (group commit); behind it, in big batches.
+		every := flushEvery
+		if meta.NumPending == 0 || time.Now().Before(p.contended) {
+			every = flushLive
+		}
+		due := p.sinceFlush >= flushEvents || time.Since(p.lastFlush) >= every ||
 			(p.tx != nil && p.tx.size() >= flushDocs) || len(p.sinkEvents) >= flushDocs || p.stopped != nil
 		if due {
 			if err := p.flushBatch(ctx); err != nil {
@@ -134,6 +149,11 @@ func (p *partition) consume(ctx context.Context) error {
 			_ = p.heartbeat(ctx, StateStopped, p.stopped.Error())
 		}
 	}
+}
+
+// dirty says whether the partition holds work not stored yet.
+func (p *partition) dirty() bool {
+	return p.pos != p.committed || (p.tx != nil && p.tx.size() > 0) || len(p.sinkEvents) > 0
 }
 
 // batchItem is a message of the batch not yet stored, kept to apply the
@@ -157,8 +177,13 @@ func (p *partition) flushBatch(ctx context.Context) error {
 			return err
 		}
 		p.logger.Debug("projection batch conflicts: applied again on fresh documents", "position", p.committed, "attempt", attempt)
-		if err := p.heartbeat(ctx, StateRunning, ""); err != nil {
-			return err // a long fight for shared documents keeps the lease
+		// Small batches for a while: a big batch fighting another
+		// partition's small ones for a shared document keeps losing.
+		p.contended = time.Now().Add(2 * time.Second)
+		if time.Since(p.lastBeat) >= p.r.cfg.Heartbeat {
+			if err := p.heartbeat(ctx, StateRunning, ""); err != nil {
+				return err // a long fight for shared documents keeps the lease
+			}
 		}
 		items := p.batch
 		p.rewind()

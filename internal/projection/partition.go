@@ -42,6 +42,8 @@ type partition struct {
 	pendParked map[string]int // parked in the batch not yet stored
 	stopped    *HandlerError  // single: the event it stopped at
 	lastFlush  time.Time
+	lastBeat   time.Time
+	contended  time.Time   // until then, store in small batches (a shared document conflicted)
 	batch      []batchItem // messages since the last store
 	// requestsSeen is Control.Requests when the requests were last listed
 	// (-1: never).
@@ -132,6 +134,11 @@ func (p *partition) flush(ctx context.Context, force bool) error {
 		return err
 	}
 	p.cpRev, p.committed, p.committedEvents = rev, p.pos, p.events
+	if p.def.partitions() > 1 {
+		// Other partitions write documents too: what this one read before
+		// is likely stale, and would only fail the next batch. Read afresh.
+		p.store.forget()
+	}
 	p.shownPos.Store(p.pos)
 	p.shownEnd.Store(p.logEnd)
 	for s, n := range p.pendParked {
@@ -211,7 +218,7 @@ func (p *partition) heartbeat(ctx context.Context, state, errText string) error 
 		}
 		return err
 	}
-	p.leaseRev = rev
+	p.leaseRev, p.lastBeat = rev, time.Now()
 	return nil
 }
 

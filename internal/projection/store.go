@@ -68,6 +68,9 @@ type Tx struct {
 	s       *kvStore
 	ctx     context.Context
 	pending map[string]*kvWrite
+	// read holds the revision of each document the batch read before
+	// writing it: its write expects it there.
+	read    map[string]uint64
 	order   []string
 	journal []undo // for dropping one failed event's writes
 }
@@ -77,7 +80,9 @@ type undo struct {
 	prev *kvWrite // nil: the key had no pending write
 }
 
-func newTx(s *kvStore) *Tx { return &Tx{s: s, pending: map[string]*kvWrite{}} }
+func newTx(s *kvStore) *Tx {
+	return &Tx{s: s, pending: map[string]*kvWrite{}, read: map[string]uint64{}}
+}
 
 // Get reads the document under key into v. found is false when there is
 // none (v untouched).
@@ -108,6 +113,7 @@ func (tx *Tx) get(key string) ([]byte, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
+	tx.read[key] = d.rev
 	return d.value, d.rev > 0 && !d.del, nil
 }
 
@@ -131,19 +137,17 @@ func (tx *Tx) Delete(key string) error {
 	return tx.write(key, nil, true)
 }
 
-// write records a pending write expecting the key where it was committed:
-// a document changed by someone else meanwhile fails the batch.
+// write records a pending write. A document the batch read is expected
+// where it was read: changed by someone else meanwhile, it fails the batch
+// (which is applied again on fresh documents). A document written without
+// being read does not depend on what was there: no expectation, no read.
 func (tx *Tx) write(key string, value []byte, del bool) error {
 	prev, had := tx.pending[key]
 	w := &kvWrite{key: key, value: value, del: del}
 	if had {
 		w.expect, w.hasExpect = prev.expect, prev.hasExpect
 	} else {
-		d, err := tx.s.read(tx.ctx, key)
-		if err != nil {
-			return err
-		}
-		w.expect, w.hasExpect = d.rev, true
+		w.expect, w.hasExpect = tx.read[key]
 		tx.order = append(tx.order, key)
 	}
 	tx.journal = append(tx.journal, undo{key: key, prev: prev})
@@ -183,6 +187,7 @@ func (tx *Tx) writes() []kvWrite {
 // reset empties the batch.
 func (tx *Tx) reset() {
 	clear(tx.pending)
+	clear(tx.read)
 	tx.order, tx.journal = tx.order[:0], tx.journal[:0]
 }
 
