@@ -2,13 +2,14 @@ package node
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"strconv"
+	"time"
 
 	"github.com/nats-io/nuid"
 
+	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/projection"
 )
 
@@ -21,11 +22,27 @@ func (n *Node) startProjections(ctx context.Context, opts Options, logger *slog.
 	if len(opts.Projections) == 0 {
 		return nil
 	}
+	// With NATS users the node role has no permissions on the view buckets
+	// yet (<ns>_projections, <ns>_view_<name>): run no read models rather
+	// than hit permission violations.
+	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+	id, werr := broker.WhoAmI(wctx, n.broker.Conn())
+	wcancel()
+	if werr != nil || id.User != "" {
+		n.logger.Warn("projections not started: the server has NATS users, and the node role has no permissions on the view buckets yet", "user", id.User)
+		return nil
+	}
 	host, _ := os.Hostname()
 	cfg := projection.Config{NodeID: host + "-" + strconv.Itoa(os.Getpid()) + "-" + nuid.Next()[:6], Replicas: n.cfg.Streams.Replicas}
-	r, err := projection.NewRunner(ctx, n.broker.JetStream(), n.log, opts.Projections, cfg, logger)
+	nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	r, err := projection.NewRunner(nctx, n.broker.JetStream(), n.log, opts.Projections, cfg, logger)
 	if err != nil {
-		return fmt.Errorf("projections: %w", err)
+		// The node serves commands without its read models rather than not
+		// at all; with NATS users the node role has no permissions on the
+		// view buckets yet (<ns>_projections, <ns>_view_<name>).
+		n.logger.Error("projections not started: the node runs without its read models", "error", err)
+		return nil
 	}
 	n.projections = r
 	pctx, stop := context.WithCancel(context.WithoutCancel(ctx))
