@@ -144,7 +144,7 @@ func (c *Config) validateEdge(v *validator) {
 		}
 	}
 	if e.StallAfter < Duration(10*time.Second) {
-		v.add("edge.stall_after", e.StallAfter, "must be at least 10s (the hub checks its sources every 10s)")
+		v.add("edge.stall_after", e.StallAfter, "must be at least 10s (the hub restarts a stalled source at most every 10s)")
 	}
 	v.auth("edge.auth", e.Auth)
 	if e.Auth.Token != "" {

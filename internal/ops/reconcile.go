@@ -135,7 +135,7 @@ func (r *Reconciler) Run(ctx context.Context, progress func(done, total uint64))
 	var cp *checkpoint
 	switch r.cfg.Checkpoint {
 	case CheckpointFull:
-		rep.Checkpoint.FullBecause = "asked for (--full)"
+		rep.Checkpoint.FullBecause = "--full asked for it"
 	case CheckpointOff:
 		rep.Checkpoint.FullBecause = "checkpoints off"
 	default:
