@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strings"
@@ -223,4 +224,21 @@ func article(v string) string {
 	default:
 		return v // "number -1" and the like
 	}
+}
+
+// bodyMessage says what is wrong with a request body in JSON terms: where
+// it stops being JSON, or which field has the wrong kind of value.
+func bodyMessage(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("not valid JSON at byte %d (%s)", se.Offset, se.Error())
+	}
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+		return "not valid JSON: it ends early"
+	}
+	var ute *json.UnmarshalTypeError
+	if errors.As(err, &ute) && strings.HasPrefix(ute.Type.Kind().String(), "uint") && strings.HasPrefix(ute.Value, "number") {
+		return fmt.Sprintf("field %q must be a whole number, 0 or more, got %s", ute.Field, strings.TrimPrefix(ute.Value, "number "))
+	}
+	return userMessage(payloadMessage(err))
 }

@@ -61,7 +61,7 @@ func (s *Service) Multi(ctx context.Context, body []byte, m Meta) (_ MultiResult
 	}
 	var req MultiRequest
 	if err := decodeStrict(body, &req); err != nil {
-		return MultiResult{}, &Error{Status: 400, Code: "bad_request", Message: `multi body: ` + err.Error() +
+		return MultiResult{}, &Error{Status: 400, Code: "bad_request", Message: `multi body: ` + bodyMessage(err) +
 			`; send {"commands":[{"type":…,"id":…,"command":…,"payload":{…}}, …]}`}
 	}
 	if req.IdempotencyKey == "" {
