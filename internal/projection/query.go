@@ -132,8 +132,11 @@ func (v *Views) wait(ctx context.Context, cs controlStore, ctl Control, kv jetst
 	}
 	seq, _ := streams.SplitPosition(w.After)
 	m, err := events.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return 0, fmt.Errorf("%w: position %d: the log has no decision at seq %d; pass a position a command's result gave", ErrInvalid, w.After, seq)
+	}
 	if err != nil {
-		return 0, fmt.Errorf("%w: position %d: the log has no message at seq %d (%v); pass a position a command's result gave", ErrInvalid, w.After, seq, err)
+		return 0, fmt.Errorf("position %d: read the log at seq %d: %w", w.After, seq, err)
 	}
 	part := PartitionOf(m.Subject, max(ctl.Partitions, 1))
 	waitStart := time.Now()
