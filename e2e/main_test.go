@@ -103,9 +103,13 @@ func startNodeEnv(t *testing.T, dir string, env []string, args ...string) *node 
 		n.done <- err
 	}()
 	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
+		// n.exited, not cmd.ProcessState: Wait writes that in its own
+		// goroutine (a data race when the node exited on its own).
+		select {
+		case <-n.exited:
+		default:
 			_ = cmd.Process.Kill()
-			<-n.done
+			<-n.exited
 		}
 	})
 	timeout := time.After(60 * time.Second)
