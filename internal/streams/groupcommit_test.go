@@ -211,3 +211,19 @@ func mustLast(t *testing.T, h *harness, typ, id string) Record {
 	}
 	return recs[len(recs)-1]
 }
+
+// A hub's workers group-commit their receipts too: ProvisionHub opens the
+// receipts bucket's stream to atomic publish as Provision does.
+func TestProvisionHubOpensTheReceiptsToAtomicPublish(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s)
+	ns := natstest.Namespace(t)
+	names := NamesFor(ns)
+	if _, err := ProvisionHub(t.Context(), js, ns, ProvisionConfig{}, HubConfig{Sites: []string{"s1"}, HubKinds: []string{"pay"}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !streamInfo(t, js, "KV_"+names.Receipts).Config.AllowAtomicPublish {
+		t.Error("the hub's receipts bucket does not allow atomic publish")
+	}
+}

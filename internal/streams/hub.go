@@ -112,20 +112,7 @@ func ProvisionHub(ctx context.Context, js jetstream.JetStream, ns string, c Prov
 		}
 		changes = append(changes, ch)
 	}
-	for _, want := range BucketConfigs(names, c) {
-		ch, err := provisionBucket(ctx, js, want)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		changes = append(changes, ch)
-	}
-	for _, ch := range changes {
-		if ch.Action != "unchanged" {
-			logger.Info("provisioned", "stream", ch.Name, "action", ch.Action, "fields", ch.Fields)
-		}
-	}
-	return changes, errors.Join(errs...)
+	return provisionBuckets(ctx, js, names, c, changes, errs, logger)
 }
 
 func provisionHubStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (Change, error) {

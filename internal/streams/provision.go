@@ -192,6 +192,13 @@ func Provision(ctx context.Context, js jetstream.JetStream, ns string, c Provisi
 		}
 		changes = append(changes, ch)
 	}
+	return provisionBuckets(ctx, js, names, c, changes, errs, logger)
+}
+
+// provisionBuckets creates or updates the namespace's KV buckets after its
+// streams (Provision, ProvisionHub: a hub's workers write receipts too) and
+// logs every change.
+func provisionBuckets(ctx context.Context, js jetstream.JetStream, names Names, c ProvisionConfig, changes []Change, errs []error, logger *slog.Logger) ([]Change, error) {
 	for _, want := range BucketConfigs(names, c) {
 		ch, err := provisionBucket(ctx, js, want)
 		if err == nil && want.Bucket == names.Receipts {
