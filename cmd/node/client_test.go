@@ -43,6 +43,17 @@ func TestMistypedSubcommandSuggestsTheRightOne(t *testing.T) {
 	if err := run(t.Context(), []string{"xyzzy"}, nil, &stdout, &stderr); err == nil || strings.Contains(err.Error(), "did you mean") {
 		t.Fatalf("esjet xyzzy: %v, want an unknown command without a suggestion", err)
 	}
+	// A command that only groups others refuses a word that is none of
+	// them (it printed its help and exited 0).
+	if err := run(t.Context(), []string{"dlq", "sho"}, nil, &stdout, &stderr); err == nil || !strings.Contains(err.Error(), `unknown command "sho" for "esjet dlq"; did you mean show?`) {
+		t.Fatalf("esjet dlq sho: %v, want a suggestion of show", err)
+	}
+	if err := run(t.Context(), []string{"projections", "nosuch"}, nil, &stdout, &stderr); err == nil || !strings.Contains(err.Error(), `unknown command "nosuch" for "esjet projections"`) {
+		t.Fatalf("esjet projections nosuch: %v, want an unknown command", err)
+	}
+	if err := run(t.Context(), []string{"dlq"}, nil, &stdout, &stderr); err != nil {
+		t.Fatalf("esjet dlq: %v, want its help", err)
+	}
 }
 
 func TestClientAgainstARunningNode(t *testing.T) {

@@ -69,6 +69,7 @@ config/esjet.yaml) < ESJET_* environment variables < flags.`,
 	root.AddCommand(newBenchCmd(g))
 	root.AddCommand(newProjectionsCmd(g))
 	root.AddCommand(newServerCmd(g), newPermissionsCmd(g))
+	refuseUnknownSubcommands(root)
 	return root
 }
 
@@ -142,4 +143,28 @@ func newLogger(cfg config.Config, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// refuseUnknownSubcommands makes every command that only groups others (dlq,
+// projections) refuse a word that is none of them, with exit code 1 and the
+// nearest subcommand, instead of printing its help and exiting 0: cobra
+// checks the args of runnable commands only.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if c.Runnable() || !c.HasSubCommands() || c.Parent() == nil {
+		return
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "; did you mean " + s[0] + "?"
+		}
+		return fmt.Errorf("%s (%s --help lists them)", msg, cmd.CommandPath())
+	}
+	c.RunE = func(cmd *cobra.Command, _ []string) error { return cmd.Help() }
 }
