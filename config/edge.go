@@ -115,6 +115,18 @@ func (c *Config) validateEdge(v *validator) {
 	e := &c.Edge
 	v.oneOf("edge.role", e.Role, EdgeNone, EdgeSite, EdgeHub)
 	if e.Role == EdgeNone {
+		// An edge block without a role would be ignored: say so.
+		for _, f := range []struct {
+			path string
+			set  bool
+		}{
+			{"edge.site", e.Site != ""}, {"edge.hub_urls", len(e.HubURLs) > 0}, {"edge.sites", len(e.Sites) > 0},
+			{"edge.hub_kinds", len(e.HubKinds) > 0}, {"edge.owners", len(e.Owners) > 0},
+		} {
+			if f.set {
+				v.add(f.path, nil, `is set but has no effect without edge.role: set edge.role to "site" or "hub", or remove it`)
+			}
+		}
 		return
 	}
 	if c.NATS.Mode != ModeEmbedded {

@@ -37,6 +37,12 @@ func TestEdgeSiteAndHubAreValidatedWithEveryProblemNamed(t *testing.T) {
 		}
 	}
 
+	none := Default()
+	none.Edge.Owners = []Owner{{Site: "shop1", Types: []string{"trip"}}}
+	if err := none.Validate(); err == nil || !strings.Contains(err.Error(), "edge.owners") || !strings.Contains(err.Error(), "without edge.role") {
+		t.Errorf("owners without a role: %v, want an error naming edge.owners and edge.role", err)
+	}
+
 	ok := Default()
 	ok.Edge.Role, ok.Edge.Site, ok.Edge.HubURLs = EdgeSite, "shop1", []string{"nats-leaf://127.0.0.1:7422"}
 	if err := ok.Validate(); err != nil {
