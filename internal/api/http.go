@@ -135,7 +135,8 @@ func httpMeta(r *http.Request) Meta {
 		IdempotencyKey: r.Header.Get(HeaderIdempotencyKey),
 		CorrelationID:  r.Header.Get(HeaderCorrelationID),
 		CausationID:    r.Header.Get(HeaderCausationID),
-		TraceParent:    r.Header.Get(HeaderTraceParent),
+		// Two traceparents are invalid (W3C): joined, they fail checkMeta.
+		TraceParent: strings.Join(r.Header.Values(HeaderTraceParent), ","),
 	}
 }
 

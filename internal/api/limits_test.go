@@ -66,16 +66,21 @@ func TestIngest_TraceHeadersAreCappedAndTraceparentIsW3C(t *testing.T) {
 	for _, s := range e.surfaces() {
 		for _, tc := range []struct {
 			name, header, value, want string
+			second                    string // a second value of the header
 		}{
-			{"correlation id over the cap", "Esjet-Correlation-Id", strings.Repeat("c", 257), "Esjet-Correlation-Id is 257 characters, longer than 256"},
-			{"causation id over the cap", "Esjet-Causation-Id", strings.Repeat("é", 300), "Esjet-Causation-Id is 300 characters, longer than 256"},
-			{"huge traceparent", "traceparent", strings.Repeat("f", 8000), "not a W3C trace context"},
-			{"traceparent of another shape", "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7", "not a W3C trace context"},
-			{"traceparent in upper case", "traceparent", strings.ToUpper(good), "not a W3C trace context"},
-			{"all-zero trace id", "traceparent", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", "ids not all zero"},
-			{"all-zero parent id", "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", "ids not all zero"},
+			{"correlation id over the cap", "Esjet-Correlation-Id", strings.Repeat("c", 257), "Esjet-Correlation-Id is 257 characters, longer than 256", ""},
+			{"causation id over the cap", "Esjet-Causation-Id", strings.Repeat("é", 300), "Esjet-Causation-Id is 300 characters, longer than 256", ""},
+			{"huge traceparent", "traceparent", strings.Repeat("f", 8000), "not a W3C trace context", ""},
+			{"traceparent of another shape", "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7", "not a W3C trace context", ""},
+			{"traceparent in upper case", "traceparent", strings.ToUpper(good), "not a W3C trace context", ""},
+			{"all-zero trace id", "traceparent", "00-00000000000000000000000000000000-00f067aa0ba902b7-01", "ids not all zero", ""},
+			{"all-zero parent id", "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01", "ids not all zero", ""},
+			{"two traceparents", "traceparent", good, "not a W3C trace context", "garbage"},
 		} {
 			h := http.Header{tc.header: {tc.value}}
+			if tc.second != "" {
+				h[tc.header] = append(h[tc.header], tc.second)
+			}
 			before := e.eventsCount(t)
 			got := failed(t, s.Send(t, trip.Type, "meta-"+s.Name(), trip.KindRequestTrip, mustJSON(t, request), h), 400, "invalid_header")
 			if !strings.Contains(got.Message, tc.want) {

@@ -293,6 +293,6 @@ func microMeta(req *nats.Msg) Meta {
 		IdempotencyKey: h.Get(HeaderIdempotencyKey),
 		CorrelationID:  h.Get(HeaderCorrelationID),
 		CausationID:    h.Get(HeaderCausationID),
-		TraceParent:    h.Get(HeaderTraceParent),
+		TraceParent:    strings.Join(h.Values(HeaderTraceParent), ","),
 	}
 }
