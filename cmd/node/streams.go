@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -96,6 +98,13 @@ func collectStreams(ctx context.Context, js jetstream.JetStream, names streams.N
 		{"KV_" + names.Snapshots, "snapshots (KV)"},
 		{"KV_" + names.Receipts, "receipts (KV)"},
 	}
+	// Read models and reconcile's checkpoint exist once something made
+	// them: listed when they do.
+	extra, err := namespaceExtras(ctx, js, names.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	targets = append(targets, extra...)
 	var out []streamReport
 	for _, t := range targets {
 		r := streamReport{Name: t.name, Role: t.role, Consumers: []consumerReport{}}
@@ -169,4 +178,27 @@ func humanBytes(n uint64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f%ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// namespaceExtras are the namespace's streams made on demand: the read
+// models' buckets (KV_<ns>_view_*), their control bucket and reconcile's
+// checkpoint, in name order.
+func namespaceExtras(ctx context.Context, js jetstream.JetStream, ns string) ([]struct{ name, role string }, error) {
+	var out []struct{ name, role string }
+	lister := js.StreamNames(ctx)
+	for name := range lister.Name() {
+		switch {
+		case strings.HasPrefix(name, "KV_"+ns+"_view_"):
+			out = append(out, struct{ name, role string }{name, "read model (KV)"})
+		case name == "KV_"+ns+"_projections":
+			out = append(out, struct{ name, role string }{name, "projection leases (KV)"})
+		case name == "OBJ_"+ns+"_reconcile":
+			out = append(out, struct{ name, role string }{name, "reconcile checkpoint"})
+		}
+	}
+	if err := lister.Err(); err != nil {
+		return nil, fmt.Errorf("stream names: %w", err)
+	}
+	slices.SortFunc(out, func(a, b struct{ name, role string }) int { return strings.Compare(a.name, b.name) })
+	return out, nil
 }
