@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/natstest"
 )
@@ -225,5 +226,29 @@ func TestProvisionHubOpensTheReceiptsToAtomicPublish(t *testing.T) {
 	}
 	if !streamInfo(t, js, "KV_"+names.Receipts).Config.AllowAtomicPublish {
 		t.Error("the hub's receipts bucket does not allow atomic publish")
+	}
+}
+
+// streams.compression reaches a hub's existing streams as it does a site's
+// (the hub's own update step had left it out).
+func TestProvisionHubUpdatesCompression(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s)
+	ns := natstest.Namespace(t)
+	names := NamesFor(ns)
+	h := HubConfig{Sites: []string{"s1"}}
+	if _, err := ProvisionHub(t.Context(), js, ns, ProvisionConfig{}, h, nil); err != nil {
+		t.Fatal(err)
+	}
+	changes, err := ProvisionHub(t.Context(), js, ns, ProvisionConfig{Compression: true}, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := changesByName(t, changes)[names.Events]; c.Action != "updated" {
+		t.Errorf("hub EVENTS change %+v, want compression updated", c)
+	}
+	if got := streamInfo(t, js, names.Events).Config.Compression; got != jetstream.S2Compression {
+		t.Errorf("hub EVENTS compression %v, want s2", got)
 	}
 }

@@ -146,13 +146,16 @@ func provisionHubStream(ctx context.Context, js jetstream.JetStream, want jetstr
 	if have.Description != want.Description {
 		diffs = append(diffs, "description")
 	}
+	if have.Compression != want.Compression {
+		diffs = append(diffs, fmt.Sprintf("compression (blocks written after the next server restart): %v → %v", have.Compression, want.Compression))
+	}
 	if len(diffs) == 0 {
 		return Change{Name: want.Name, Action: "unchanged"}, nil
 	}
 	upd := have
 	upd.Description, upd.Subjects, upd.Sources = want.Description, want.Subjects, want.Sources
 	upd.Duplicates, upd.MaxAge = want.Duplicates, want.MaxAge
-	upd.AllowRollup = want.AllowRollup
+	upd.AllowRollup, upd.Compression = want.AllowRollup, want.Compression
 	if _, err := js.UpdateStream(ctx, upd); err != nil {
 		return Change{}, fmt.Errorf("update hub stream %s (%s): %w", want.Name, strings.Join(diffs, "; "), err)
 	}
