@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"time"
@@ -59,6 +60,7 @@ type benchFlags struct {
 	opts               bench.Options
 	asJSON, noProgress bool
 	svgPath            string
+	cpuProfile         string // --cpuprofile: a pprof CPU profile of the whole run
 	phases             []string
 	workers            []int
 	nodes              []int // --nodes: the fleet run (internal/bench/fleet.go)
@@ -91,6 +93,7 @@ func (b *benchFlags) register(f *pflag.FlagSet) {
 	f.BoolVar(&b.noProgress, "no-progress", false, "no progress bars (they are also off with --json or when stderr is not a terminal)")
 	f.IntSliceVar(&b.nodes, "nodes", nil, "fleet run instead of the phases: node processes sharing one namespace on the --url cluster, e.g. 1,2,4; --count trips each (default 2000)")
 	f.StringVar(&b.svgPath, "svg", "", "also write a chart of the latency percentiles per phase to this SVG file")
+	f.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (client, node and embedded server share the process) to this file, for go tool pprof")
 }
 
 // run runs the bench and writes its report: a table, or JSON with --json,
@@ -102,6 +105,13 @@ func (b *benchFlags) run(cmd *cobra.Command, g *globals) error {
 	}
 	if len(b.nodes) > 0 {
 		return b.runFleet(cmd, g, opts)
+	}
+	if b.cpuProfile != "" {
+		stop, err := startCPUProfile(b.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	rep, err := bench.Run(cmd.Context(), opts)
 	if err != nil {
@@ -164,6 +174,22 @@ func phaseBar(w io.Writer, phase string) (update func(float64), finish func()) {
 		progressbar.OptionClearOnFinish(),
 	)
 	return func(f float64) { _ = bar.Set(int(f * 100)) }, func() { _ = bar.Finish() }
+}
+
+// startCPUProfile profiles the process's CPU into path until stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("--cpuprofile %s: %w", path, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
 }
 
 func writeSVG(rep *bench.Report, path string) error {

@@ -201,6 +201,7 @@ func RelayConfig(cfg config.Config) outbox.RelayConfig {
 		Batch:     cfg.Outbox.RelayBatch,
 		PinnedTTL: cfg.Outbox.FailoverAfter.Std(),
 		AckWait:   cfg.Outbox.AckWait.Std(),
+		AtomicMin: groupCommitMin(cfg),
 	}
 }
 

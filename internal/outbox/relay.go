@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/failpoint"
@@ -42,6 +44,13 @@ type RelayConfig struct {
 	// Telemetry traces each command carried and records batch sizes. Nil
 	// records nothing.
 	Telemetry *telemetry.Telemetry
+	// AtomicMin is the least number of commands a batch publishes as one
+	// atomic batch on OUTBOX (one durable write for all of them: under
+	// sync always on one server, every other publish is fsynced on its
+	// own). Fewer go out as concurrent plain publishes, as do delayed
+	// commands. Zero: every command is its own publish (R3, sync
+	// interval: there a batch only adds its fixed cost).
+	AtomicMin int
 }
 
 func (c *RelayConfig) setDefaults() {
@@ -71,6 +80,9 @@ type RelayStats struct {
 	// already published (zero while no decision comes back).
 	Scanned int64
 	LastSeq uint64 // EVENTS sequence of the last decision acked
+	// AtomicBatches: atomic batches of commands OUTBOX stored (see
+	// RelayConfig.AtomicMin); their commands count in Commands.
+	AtomicBatches int64
 }
 
 // Relay moves recorded commands from EVENTS to OUTBOX. Run it on every
@@ -83,8 +95,8 @@ type Relay struct {
 	logger *slog.Logger
 	cons   jetstream.Consumer
 
-	decisions, commands, duplicates, scheduled, failures, undecodable, scanned atomic.Int64
-	lastSeq                                                                    atomic.Uint64
+	decisions, commands, duplicates, scheduled, failures, undecodable, scanned, batches atomic.Int64
+	lastSeq                                                                             atomic.Uint64
 
 	// Exactly once without a time limit (redelivery.go): decisions stored
 	// before this time (unix ns) may have been relayed before; OUTBOX's
@@ -170,7 +182,7 @@ func (r *Relay) Stats() RelayStats {
 	return RelayStats{
 		Decisions: r.decisions.Load(), Commands: r.commands.Load(), Duplicates: r.duplicates.Load(),
 		Scheduled: r.scheduled.Load(), Failures: r.failures.Load(), Undecodable: r.undecodable.Load(), Scanned: r.scanned.Load(),
-		LastSeq: r.lastSeq.Load(),
+		LastSeq: r.lastSeq.Load(), AtomicBatches: r.batches.Load(),
 	}
 }
 
@@ -372,8 +384,8 @@ func (r *Relay) publish(ctx context.Context, msgs []jetstream.Msg, check recheck
 		}
 	}
 
-	var futs []sent
 	now := r.cfg.Now()
+	var out []outgoing
 	for i := range decs {
 		if i >= failedAt {
 			break // everything from the failure on is sent again anyway
@@ -389,14 +401,123 @@ func (r *Relay) publish(ctx context.Context, msgs []jetstream.Msg, check recheck
 			}
 			cm := wire.EncodeCommand(r.names.Namespace, dec.rec, c, now)
 			r.cfg.Telemetry.Relayed(cm, dec.rec.Stored)
-			fut, err := r.js.PublishMsgAsync(cm)
-			if err != nil {
-				telemetry.CommandLogger(r.logger, cm.Header).Warn("relay: publish", "error", err)
-				failedAt = min(failedAt, i)
-				break
-			}
-			futs = append(futs, sent{msg: i, fut: fut, sched: wire.IsSchedule(cm)})
+			out = append(out, outgoing{msg: i, cm: cm, sched: wire.IsSchedule(cm)})
 		}
+	}
+	return min(failedAt, r.send(ctx, out))
+}
+
+// outgoing is one command to publish: its decision's index in the batch.
+type outgoing struct {
+	msg   int
+	cm    *nats.Msg
+	sched bool
+}
+
+// send publishes out in order and returns the index of the first decision
+// one of whose commands did not land (maxInt when all did). With AtomicMin
+// set and enough commands, they go as atomic batches of at most
+// atomicMax, one after another; a batch OUTBOX refuses (a command it
+// already holds: 10201) is sent again command by command, whose duplicates
+// OUTBOX then drops one by one.
+func (r *Relay) send(ctx context.Context, out []outgoing) int {
+	var plain []outgoing
+	for _, o := range out {
+		if o.sched {
+			plain = append(plain, o)
+		}
+	}
+	if r.cfg.AtomicMin == 0 || len(out)-len(plain) < r.cfg.AtomicMin {
+		return r.sendPlain(ctx, out)
+	}
+	// Delayed commands first, on their own (a schedule is a roll-up);
+	// then the rest, in order, up to the first decision that failed.
+	failedAt := r.sendPlain(ctx, plain)
+	var chunk []outgoing
+	flush := func() bool {
+		if len(chunk) == 0 {
+			return true
+		}
+		if f := r.sendAtomic(ctx, chunk); f != math.MaxInt {
+			failedAt = min(failedAt, f)
+			return false
+		}
+		chunk = chunk[:0]
+		return true
+	}
+	for _, o := range out {
+		if o.msg >= failedAt {
+			break
+		}
+		if o.sched {
+			continue
+		}
+		chunk = append(chunk, o)
+		if len(chunk) == atomicMax && !flush() {
+			return failedAt
+		}
+	}
+	flush()
+	return failedAt
+}
+
+// atomicMax caps an atomic batch of commands (JetStream allows 1,000).
+const atomicMax = 512
+
+// sendAtomic publishes chunk as one atomic batch; see send.
+func (r *Relay) sendAtomic(ctx context.Context, chunk []outgoing) int {
+	msgs := make([]*nats.Msg, len(chunk))
+	for i, o := range chunk {
+		msgs[i] = o.cm
+	}
+	bctx, cancel := context.WithTimeout(ctx, r.cfg.AckWait/2)
+	_, err := streams.PublishAtomic(bctx, r.js.Conn(), msgs)
+	cancel()
+	switch {
+	case err == nil:
+		r.commands.Add(int64(len(chunk)))
+		r.batches.Add(1)
+		return math.MaxInt
+	case streams.IsBatchDuplicate(err):
+		// Some command is in OUTBOX already: each on its own, so OUTBOX
+		// drops just the duplicates.
+		return r.sendPlain(ctx, chunk)
+	default:
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) {
+			r.logger.Warn("relay: OUTBOX refused an atomic batch; publishing its commands one by one", "commands", len(chunk), "error", err)
+			return r.sendPlain(ctx, chunk)
+		}
+		// A timeout or a lost connection: the batch may have landed.
+		// Its decisions are tried again, and their commands looked up
+		// in OUTBOX first.
+		r.failures.Add(1)
+		r.logger.Warn("relay: atomic batch to OUTBOX unanswered; trying again from its first decision", "commands", len(chunk), "error", err)
+		return chunk[0].msg
+	}
+}
+
+// sendPlain publishes out as concurrent plain publishes and waits for
+// OUTBOX's answers; see send.
+func (r *Relay) sendPlain(ctx context.Context, out []outgoing) int {
+	type sent struct {
+		msg   int // index in msgs
+		fut   jetstream.PubAckFuture
+		sched bool
+	}
+	failedAt := math.MaxInt
+	var futs []sent
+	for _, o := range out {
+		if o.msg >= failedAt {
+			break
+		}
+		fut, err := r.js.PublishMsgAsync(o.cm)
+		if err != nil {
+			telemetry.CommandLogger(r.logger, o.cm.Header).Warn("relay: publish", "error", err)
+			failedAt = o.msg
+			break
+		}
+		futs = append(futs, sent{msg: o.msg, fut: fut, sched: o.sched})
 	}
 	// One deadline for the whole batch; once it has passed, every publish
 	// still unanswered counts as failed (and the async timeout above makes

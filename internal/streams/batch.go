@@ -150,6 +150,28 @@ func (c *committer) commitBatch(ctx context.Context, members []*pending) (batchA
 	return sendBatch(ctx, c.js.Conn(), msgs)
 }
 
+// PublishAtomic stores msgs (at most 1,000, on a stream that allows atomic
+// publish) as one atomic batch: all of them, in order, with one durable
+// write, or none. It returns the stream sequence of the first message.
+// A refused batch stored nothing: [IsBatchDuplicate] tells a duplicate
+// Msg-Id (some message is already in the stream) from other refusals; a
+// timeout leaves the batch's fate unknown, as a publish in flight.
+func PublishAtomic(ctx context.Context, nc *nats.Conn, msgs []*nats.Msg) (first uint64, err error) {
+	ack, err := sendBatch(ctx, nc, msgs)
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence - uint64(len(msgs)) + 1, nil
+}
+
+// IsBatchDuplicate reports whether err is an atomic batch refused because
+// one of its Msg-Ids was already stored (or twice in the batch): 10201,
+// which names no message.
+func IsBatchDuplicate(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == codeBatchDuplicate
+}
+
 // sendBatch publishes msgs (copies of them, with the batch headers) as one
 // atomic batch and waits for the commit's reply. Only the commit message
 // is answered: the others go out as plain publishes on the same

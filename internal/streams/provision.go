@@ -120,7 +120,11 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		Discard:           jetstream.DiscardOld,
 		AllowDirect:       true,
 		Duplicates:        c.OutboxDuplicateWindow,
-		Compression:       compression(c),
+		// The relay publishes a batch of commands as one atomic batch under
+		// sync always (one fsync, not one each); an older stream is updated
+		// in place.
+		AllowAtomicPublish: true,
+		Compression:        compression(c),
 	}, {
 		Name:              names.DLQ,
 		Description:       "esjet dead letters: exhausted or terminally failed commands on " + names.Namespace + ".dlq.<kind>",
