@@ -69,6 +69,10 @@ func notes(r *Report, o Options) []string {
 		}
 	}
 	for _, p := range r.Phases {
+		if p.Name == PhaseRelay && p.Batches > 0 {
+			n = append(n, fmt.Sprintf("%s: the relay stored %d command(s) in OUTBOX in %d atomic batch(es) (%.1f a batch).",
+				phaseLabel(p), p.Batched, p.Batches, float64(p.Batched)/float64(p.Batches)))
+		}
 		if p.Name == PhaseEffects && p.Batches > 0 {
 			n = append(n, fmt.Sprintf("%s: group commit wrote %d receipt(s) in %d atomic batch(es) (%.1f a batch).",
 				phaseLabel(p), p.Batched, p.Batches, float64(p.Batched)/float64(p.Batches)))

@@ -23,7 +23,8 @@ import (
 
 func (e *env) relayPhase(ctx context.Context, progress func(float64)) ([]Phase, error) {
 	n := e.drainSize()
-	return e.drainPhase(ctx, progress, PhaseRelay, "decision", func(i int, pair drain) error {
+	var batches, batched atomic.Uint64
+	phases := e.drainPhase(ctx, progress, PhaseRelay, "decision", func(i int, pair drain) error {
 		rns := e.ns + "_r" + strconv.Itoa(i)
 		defer func() {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -45,6 +46,12 @@ func (e *env) relayPhase(ctx context.Context, progress func(float64)) ([]Phase, 
 			if err != nil {
 				return 0, err
 			}
+			defer func() {
+				if st := r.Stats(); st.AtomicBatches > 0 {
+					batches.Add(uint64(st.AtomicBatches))
+					batched.Add(uint64(st.Commands))
+				}
+			}()
 			return runUntil(ctx, start, "relay", r.Run,
 				func() int64 { return r.Stats().Decisions }, func() bool { return r.Stats().LastSeq >= last })
 		}
@@ -52,7 +59,9 @@ func (e *env) relayPhase(ctx context.Context, progress func(float64)) ([]Phase, 
 			return raw.Relay(ctx, e.nodeJS, names.Events, rns+".outbox.raw", last, e.cfg.Outbox.RelayBatch)
 		})
 		return pair(n, esjet, rawRelay)
-	}), nil
+	})
+	phases[0].Batches, phases[0].Batched = batches.Load(), batched.Load()
+	return phases, nil
 }
 
 // fillDecisions appends n decisions of one event and one reported command

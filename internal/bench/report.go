@@ -65,7 +65,8 @@ type Phase struct {
 	SQLite      *Side   `json:"sqlite,omitempty"`
 	SQLiteRatio float64 `json:"sqlite_ratio,omitempty"`
 	// Batches and Batched: the atomic batches group commit formed during
-	// the phase, and the decisions stored through them.
+	// the phase, and the decisions (receipts, in effects; commands, in
+	// relay) stored through them.
 	Batches uint64 `json:"group_commit_batches,omitempty"`
 	Batched uint64 `json:"group_commit_batched,omitempty"`
 	// Conflicts are esjet operations that ended in a version conflict (409)
