@@ -10,6 +10,7 @@ import (
 	"maps"
 	"os"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -87,7 +88,7 @@ func decodeYAML(data []byte, cfg *Config) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return yamlError(err)
+		return yamlError(err, &doc)
 	}
 	// A second document would be silently ignored otherwise.
 	var extra yaml.Node
@@ -284,12 +285,87 @@ func join(path, key string) string {
 
 // yamlError drops the decoder's Go vocabulary ("yaml: unmarshal errors:",
 // "into config.Duration") from a decode error, keeping its lines.
-func yamlError(err error) error {
+func yamlError(err error, doc *yaml.Node) error {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
-		return errors.New(strings.Join(te.Errors, "; "))
+		msgs := make([]string, len(te.Errors))
+		for i, e := range te.Errors {
+			msgs[i] = typeError(e, doc)
+		}
+		return errors.New(strings.Join(msgs, "; "))
 	}
 	return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+}
+
+// typeErrorRE reads yaml's "line 2: cannot unmarshal !!str `maybe` into bool".
+var typeErrorRE = regexp.MustCompile("^line (\\d+): cannot unmarshal !!\\w+ `(.*)` into (.+)$")
+
+// typeError words one of yaml's type errors as the key it is about and
+// what that key takes: "line 2: console.allow_actions is `maybe`; want
+// true or false". One it cannot place is returned as yaml said it.
+func typeError(msg string, doc *yaml.Node) string {
+	m := typeErrorRE.FindStringSubmatch(msg)
+	if m == nil {
+		return msg
+	}
+	line, _ := strconv.Atoi(m[1])
+	path := pathAt(doc, line, "")
+	if path == "" {
+		return msg
+	}
+	want := "a value of type " + m[3]
+	switch {
+	case m[3] == "bool":
+		want = "true or false"
+	case strings.HasPrefix(m[3], "int") || strings.HasPrefix(m[3], "uint"):
+		want = "a whole number"
+	case strings.HasPrefix(m[3], "float"):
+		want = "a number"
+	case m[3] == "string":
+		want = "a string (quote it)"
+	case strings.HasPrefix(m[3], "[]"):
+		want = "a list"
+	case strings.HasPrefix(m[3], "map[") || strings.Contains(m[3], "."):
+		want = "a mapping of keys"
+	}
+	return fmt.Sprintf("line %d: %s is `%s`; want %s", line, path, m[2], want)
+}
+
+// pathAt is the dotted path of the value that starts on line in n.
+func pathAt(n *yaml.Node, line int, prefix string) string {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if p := pathAt(c, line, prefix); p != "" {
+				return p
+			}
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := k.Value
+			if prefix != "" {
+				p = prefix + "." + k.Value
+			}
+			if v.Line == line && (v.Kind == yaml.ScalarNode || k.Line == line) {
+				return p
+			}
+			if sub := pathAt(v, line, p); sub != "" {
+				return sub
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", prefix, i)
+			if c.Line == line && c.Kind == yaml.ScalarNode {
+				return p
+			}
+			if sub := pathAt(c, line, p); sub != "" {
+				return sub
+			}
+		}
+	}
+	return ""
 }
 
 // didYouMean suggests the candidate nearest to name by edit distance

@@ -80,3 +80,19 @@ func TestLevenshtein(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadWrongTypeNamesTheKeyAndWhatItTakes(t *testing.T) {
+	for _, tt := range []struct{ content, want string }{
+		{"console:\n  allow_actions: maybe\n", "line 2: console.allow_actions is `maybe`; want true or false"},
+		{"streams:\n  replicas: two\n", "line 2: streams.replicas is `two`; want a whole number"},
+		{"workers:\n  charge:\n    pool: lots\n", "line 3: workers.charge.pool is `lots`; want a whole number"},
+	} {
+		got := tryLoad(t, tt.content)
+		if !strings.Contains(got, tt.want) {
+			t.Errorf("error %q does not contain %q", got, tt.want)
+		}
+		if strings.Contains(got, "unmarshal") || strings.Contains(got, "!!") {
+			t.Errorf("error %q speaks YAML internals", got)
+		}
+	}
+}
