@@ -23,14 +23,32 @@ func outgoingOf(e *relayEnv, recs []streams.Record) []outgoing {
 	return out
 }
 
+// appendEach appends n decisions to aggregates prefix0…, the i-th issuing
+// commands(i) commands of kind.
+func (e *relayEnv) appendEach(t *testing.T, prefix, kind string, n int, commands func(i int) int) []streams.Record {
+	t.Helper()
+	recs := make([]streams.Record, n)
+	for i := range n {
+		recs[i] = e.appendWithCommands(t, fmt.Sprintf("%s%d", prefix, i), kind, commands(i), time.Time{})
+	}
+	return recs
+}
+
+// storedOnce fails unless every command in got is in OUTBOX once.
+func storedOnce(t *testing.T, got map[string]int) {
+	t.Helper()
+	for id, n := range got {
+		if n != 1 {
+			t.Fatalf("command %s stored %d times", id, n)
+		}
+	}
+}
+
 func TestRelayStoresABatchOfCommandsAsOneAtomicBatchInOrder(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
 	e := newRelayEnv(t, s)
-	var recs []streams.Record
-	for i := range 12 {
-		recs = append(recs, e.appendWithCommands(t, fmt.Sprintf("a%d", i), "ship", 1+i%2, time.Time{}))
-	}
+	recs := e.appendEach(t, "a", "ship", 12, func(i int) int { return 1 + i%2 })
 	// A delayed command in the middle goes on its own, as a schedule.
 	recs = append(recs[:6], append([]streams.Record{e.appendWithCommands(t, "later", "remind", 1, time.Now().Add(time.Hour))}, recs[6:]...)...)
 	r, err := NewRelay(t.Context(), e.js, e.ns, RelayConfig{AtomicMin: 4}, nil)
@@ -75,10 +93,7 @@ func TestRelayAtomicBatchWithACommandOutboxHoldsStoresEachOnce(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
 	e := newRelayEnv(t, s)
-	var recs []streams.Record
-	for i := range 10 {
-		recs = append(recs, e.appendWithCommands(t, fmt.Sprintf("d%d", i), "pay", 1, time.Time{}))
-	}
+	recs := e.appendEach(t, "d", "pay", 10, func(int) int { return 1 })
 	out := outgoingOf(e, recs)
 	if _, err := e.js.PublishMsg(t.Context(), wire.EncodeCommand(e.ns, recs[4], recs[4].Commands[0], time.Now())); err != nil {
 		t.Fatal(err)
@@ -94,11 +109,10 @@ func TestRelayAtomicBatchWithACommandOutboxHoldsStoresEachOnce(t *testing.T) {
 		t.Fatalf("stats %+v: want the refused batch sent one by one: 9 commands and 1 duplicate", st)
 	}
 	got := e.outboxByCommand(t)
-	for _, rec := range recs {
-		if n := got[rec.Commands[0].ID]; n != 1 {
-			t.Fatalf("command %s stored %d times", rec.Commands[0].ID, n)
-		}
+	if len(got) != len(recs) {
+		t.Fatalf("OUTBOX holds %d commands, want %d", len(got), len(recs))
 	}
+	storedOnce(t, got)
 }
 
 // Through Run: every command once, with atomic batches under a burst.
@@ -106,11 +120,9 @@ func TestRelayWithAtomicBatchesRelaysEveryCommandOnce(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
 	e := newRelayEnv(t, s)
-	var recs []streams.Record
+	recs := e.appendEach(t, "b", "ship", 60, func(i int) int { return i % 3 })
 	want := 0
-	for i := range 60 {
-		rec := e.appendWithCommands(t, fmt.Sprintf("b%d", i), "ship", i%3, time.Time{})
-		recs = append(recs, rec)
+	for _, rec := range recs {
 		want += len(rec.Commands)
 	}
 	r, _ := runRelay(t, e, RelayConfig{AtomicMin: 2, Batch: 32})
@@ -122,11 +134,7 @@ func TestRelayWithAtomicBatchesRelaysEveryCommandOnce(t *testing.T) {
 	if len(got) != want {
 		t.Fatalf("OUTBOX holds %d commands, want %d", len(got), want)
 	}
-	for id, n := range got {
-		if n != 1 {
-			t.Fatalf("command %s stored %d times", id, n)
-		}
-	}
+	storedOnce(t, got)
 	cons, _ := e.js.Consumer(t.Context(), streams.NamesFor(e.ns).Events, ConsumerName)
 	info, err := cons.Info(t.Context())
 	if err != nil || info.NumAckPending != 0 || info.AckFloor.Stream != recs[len(recs)-1].Seq {
