@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,7 +27,7 @@ func (e *env) e2ePhase(ctx context.Context, progress func(float64)) ([]Phase, er
 		if m.Header.Get(streams.HeaderEventTypes) != "charged" {
 			return
 		}
-		if ch, ok := waiters.LoadAndDelete(m.Header.Get(streams.HeaderAggregateID)); ok {
+		if ch, ok := waiters.LoadAndDelete(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]); ok { // <ns>.evt.acct.<id>
 			close(ch.(chan struct{}))
 		}
 	})

@@ -16,19 +16,25 @@ import (
 // a newer version only after a downgrade and refuses it rather than guess.
 const EnvelopeVersion = 1
 
-// Headers written on every decision message, so `nats stream view` shows what
-// a message is without decoding the payload.
+// Headers of a decision message, so `nats stream view` shows what a message
+// is without decoding the payload. The aggregate is the subject's last two
+// tokens (<ns>.evt.<type>.<id>) and the decision id is Nats-Msg-Id, so
+// nothing derivable is written twice: see [encode] for which are always
+// there and which only when they say something.
 const (
-	HeaderEnvelope      = "Esjet-Envelope"       // envelope version
-	HeaderAggregateType = "Esjet-Aggregate-Type" // aggregate type token
-	HeaderAggregateID   = "Esjet-Aggregate-Id"   // aggregate id token
-	HeaderEventTypes    = "Esjet-Event-Types"    // comma-separated, in order
-	HeaderFirstVersion  = "Esjet-First-Version"  // aggregate version of the first event
-	HeaderLastVersion   = "Esjet-Last-Version"   // aggregate version of the last event
-	HeaderCommandCount  = "Esjet-Command-Count"  // commands recorded in the decision
+	HeaderEnvelope      = "Esjet-Envelope"      // envelope version: marks a message esjet wrote
+	HeaderEventTypes    = "Esjet-Event-Types"   // comma-separated, in order
+	HeaderFirstVersion  = "Esjet-First-Version" // aggregate version of the first event, when not the last's
+	HeaderLastVersion   = "Esjet-Last-Version"  // aggregate version of the last event
+	HeaderCommandCount  = "Esjet-Command-Count" // commands recorded in the decision, when any
 	HeaderCorrelationID = "Esjet-Correlation-Id"
 	HeaderCausationID   = "Esjet-Causation-Id"
 	HeaderTraceParent   = "traceparent" // W3C trace context
+
+	// Written on decision messages before issue 18 (the subject says the
+	// same); still the names of the OUTBOX headers that carry them.
+	HeaderAggregateType = "Esjet-Aggregate-Type"
+	HeaderAggregateID   = "Esjet-Aggregate-Id"
 )
 
 // Position is where an aggregate stands in the log: the stream sequence of
@@ -129,6 +135,9 @@ func prepare(d Decision, after Position, now time.Time) (Decision, error) {
 	if err != nil {
 		return d, invalid("decision id %q is not a UUID: %v", d.ID, err)
 	}
+	if d.CorrelationID == "" {
+		d.CorrelationID = d.ID // what a reader gets back: see appendEnvelope
+	}
 	if len(d.Events) == 0 {
 		return d, invalid("a decision must record at least one event")
 	}
@@ -154,7 +163,7 @@ func prepare(d Decision, after Position, now time.Time) (Decision, error) {
 			return d, invalid("event %d (%s): data is not valid JSON", i, e.Type)
 		}
 		if e.ID == "" {
-			e.ID = uuid.NewSHA1(decisionUUID, []byte("event:"+strconv.Itoa(i))).String()
+			e.ID = eventID(decisionUUID, i)
 		}
 		e.Version = after.Version + uint64(i) + 1
 		if e.Time.IsZero() {
@@ -187,38 +196,52 @@ func prepare(d Decision, after Position, now time.Time) (Decision, error) {
 }
 
 // encode builds the message for a prepared decision.
+//
+// What is always there: Nats-Msg-Id (the decision id), Esjet-Envelope,
+// Esjet-Event-Types and Esjet-Last-Version (the append path reads the
+// aggregate's position from it). Only when they say something: the first
+// version (more than one event), the command count (any commands), the
+// correlation id (not the decision's own id, the default), the causation
+// id and traceparent. Not written since issue 18, because the subject or
+// another header says it: Content-Type, Esjet-Aggregate-Type and -Id.
+// Messages written before still carry them; readers never needed them.
 func encode(subject string, d Decision) (*nats.Msg, error) {
 	data, err := appendEnvelope(make([]byte, 0, 512+envelopeDataLen(d)), d)
 	if err != nil {
 		return nil, fmt.Errorf("encode decision %s: %w", d.ID, err)
 	}
-	m := &nats.Msg{Subject: subject, Header: make(nats.Header, 12)}
-	m.Data = data
-	h := m.Header
-	h.Set(jetstream.MsgIDHeader, d.ID)
-	h.Set("Content-Type", "application/json")
-	h.Set(HeaderEnvelope, strconv.Itoa(EnvelopeVersion))
-	h.Set(HeaderAggregateType, d.AggregateType)
-	h.Set(HeaderAggregateID, d.AggregateID)
-	types := make([]string, len(d.Events))
-	for i, e := range d.Events {
-		types[i] = e.Type
+	h := make(nats.Header, 8)
+	m := &nats.Msg{Subject: subject, Header: h, Data: data}
+	set := func(k, v string) { h[k] = []string{v} }
+	set(jetstream.MsgIDHeader, d.ID)
+	set(HeaderEnvelope, envelopeVersionText)
+	if len(d.Events) == 1 {
+		set(HeaderEventTypes, d.Events[0].Type)
+	} else {
+		types := make([]string, len(d.Events))
+		for i, e := range d.Events {
+			types[i] = e.Type
+		}
+		set(HeaderEventTypes, strings.Join(types, ","))
+		set(HeaderFirstVersion, strconv.FormatUint(d.Events[0].Version, 10))
 	}
-	h.Set(HeaderEventTypes, strings.Join(types, ","))
-	h.Set(HeaderFirstVersion, strconv.FormatUint(d.Events[0].Version, 10))
-	h.Set(HeaderLastVersion, strconv.FormatUint(d.Events[len(d.Events)-1].Version, 10))
-	h.Set(HeaderCommandCount, strconv.Itoa(len(d.Commands)))
-	if d.CorrelationID != "" {
-		h.Set(HeaderCorrelationID, headerSafe(d.CorrelationID))
+	set(HeaderLastVersion, strconv.FormatUint(d.Events[len(d.Events)-1].Version, 10))
+	if len(d.Commands) > 0 {
+		set(HeaderCommandCount, strconv.Itoa(len(d.Commands)))
+	}
+	if d.CorrelationID != "" && d.CorrelationID != d.ID {
+		set(HeaderCorrelationID, headerSafe(d.CorrelationID))
 	}
 	if d.CausationID != "" {
-		h.Set(HeaderCausationID, headerSafe(d.CausationID))
+		set(HeaderCausationID, headerSafe(d.CausationID))
 	}
 	if d.TraceParent != "" {
-		h.Set(HeaderTraceParent, headerSafe(d.TraceParent))
+		set(HeaderTraceParent, headerSafe(d.TraceParent))
 	}
 	return m, nil
 }
+
+var envelopeVersionText = strconv.Itoa(EnvelopeVersion)
 
 // headerSafe drops CR and LF: a header value must stay on one line.
 func headerSafe(s string) string {
@@ -278,6 +301,7 @@ func Decode(data []byte) (Decision, error) {
 			return d, err
 		}
 	}
+	fillDerived(&d)
 	return d, nil
 }
 
@@ -306,9 +330,16 @@ func envelopeDataLen(d Decision) int {
 }
 
 // appendEnvelope writes what json.Marshal(envelope{...}) writes, field for
-// field, without reflection. Raw JSON is embedded as given (prepare checked it).
+// field, without reflection, but for two values a reader derives (see
+// [Decode]): an event id that is the one prepare derives from the decision
+// id and the event's index, and a correlation id that is the decision id.
+// Leaving them out keeps the envelope version 1: an older reader takes an
+// absent key as "" and reads everything else as before. The schema stays,
+// though 1 would be derivable: an older build hands it to user upcasters.
+// Raw JSON is embedded as given (prepare checked it).
 func appendEnvelope(b []byte, d Decision) ([]byte, error) {
 	var err error
+	decisionUUID, derivable := parseUUID(d.ID)
 	b = append(b, `{"v":`...)
 	b = strconv.AppendInt(b, EnvelopeVersion, 10)
 	b = appendField(b, "id", d.ID)
@@ -319,10 +350,15 @@ func appendEnvelope(b []byte, d Decision) ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"id":`...)
-		b = appendString(b, e.ID)
-		b = appendField(b, "type", e.Type)
-		b = append(b, `,"schema":`...)
+		b = append(b, '{')
+		if !derivable || e.ID != eventID(decisionUUID, i) {
+			b = append(b, `"id":`...)
+			b = appendString(b, e.ID)
+			b = append(b, ',')
+		}
+		b = append(b, `"type":`...)
+		b = appendString(b, e.Type)
+		b = append(b, `,"schema":`...) // always: an older build's upcasters see it
 		b = strconv.AppendInt(b, int64(e.Schema), 10)
 		b = append(b, `,"version":`...)
 		b = strconv.AppendUint(b, e.Version, 10)
@@ -363,8 +399,12 @@ func appendEnvelope(b []byte, d Decision) ([]byte, error) {
 		}
 		b = append(b, ']')
 	}
+	correlation := d.CorrelationID
+	if correlation == d.ID {
+		correlation = ""
+	}
 	for _, f := range [...]struct{ k, v string }{
-		{"correlation_id", d.CorrelationID}, {"causation_id", d.CausationID}, {"traceparent", d.TraceParent},
+		{"correlation_id", correlation}, {"causation_id", d.CausationID}, {"traceparent", d.TraceParent},
 		{"idempotency_key", d.IdempotencyKey}, {"request_digest", d.RequestDigest},
 	} {
 		if f.v != "" {
@@ -372,6 +412,44 @@ func appendEnvelope(b []byte, d Decision) ([]byte, error) {
 		}
 	}
 	return append(b, '}'), nil
+}
+
+// eventID is the id prepare gives the index-th event of a decision when the
+// caller gave none.
+func eventID(decision uuid.UUID, index int) string {
+	return uuid.NewSHA1(decision, []byte("event:"+strconv.Itoa(index))).String()
+}
+
+// parseUUID parses a decision id; ok is false when it is not a UUID (a
+// decoded message may hold any string), and then no event id is derived.
+func parseUUID(id string) (uuid.UUID, bool) {
+	u, err := uuid.Parse(id)
+	return u, err == nil
+}
+
+// fillDerived restores what appendEnvelope leaves out (and what an older
+// writer may have left at its zero value): event ids derived from the
+// decision id, schema 1, the decision id as correlation id.
+func fillDerived(d *Decision) {
+	var decisionUUID uuid.UUID
+	derivable := false
+	for i := range d.Events {
+		e := &d.Events[i]
+		if e.Schema == 0 {
+			e.Schema = 1
+		}
+		if e.ID == "" {
+			if i == 0 || !derivable {
+				decisionUUID, derivable = parseUUID(d.ID)
+			}
+			if derivable {
+				e.ID = eventID(decisionUUID, i)
+			}
+		}
+	}
+	if d.CorrelationID == "" {
+		d.CorrelationID = d.ID
+	}
 }
 
 func appendField(b []byte, key, v string) []byte {

@@ -284,12 +284,10 @@ func TestEncodeHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The aggregate is the subject's; Content-Type said nothing.
 	want := map[string]string{
 		jetstream.MsgIDHeader: d.ID,
-		"Content-Type":        "application/json",
 		HeaderEnvelope:        "1",
-		HeaderAggregateType:   "trip",
-		HeaderAggregateID:     "t-1",
 		HeaderEventTypes:      "trip_requested,budget_checked",
 		HeaderFirstVersion:    "3",
 		HeaderLastVersion:     "4",
@@ -307,9 +305,12 @@ func TestEncodeHeaders(t *testing.T) {
 		t.Errorf("encode set %d headers, want %d: %v", len(m.Header), len(want), m.Header)
 	}
 
-	// Optional ids are omitted rather than sent empty.
+	// Optional ids are omitted rather than sent empty, the correlation id
+	// when it is the decision's own, the first version for one event, the
+	// command count for none.
 	bare := sampleDecision()
 	bare.CorrelationID, bare.CausationID, bare.TraceParent, bare.Commands = "", "", "", nil
+	bare.Events = bare.Events[:1]
 	p, err = prepare(bare, Position{}, testNow)
 	if err != nil {
 		t.Fatal(err)
@@ -318,13 +319,13 @@ func TestEncodeHeaders(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{HeaderCorrelationID, HeaderCausationID, HeaderTraceParent} {
+	for _, k := range []string{HeaderCorrelationID, HeaderCausationID, HeaderTraceParent, HeaderFirstVersion, HeaderCommandCount} {
 		if _, ok := m.Header[k]; ok {
-			t.Errorf("header %s is set for an empty value", k)
+			t.Errorf("header %s is set: %q", k, m.Header[k])
 		}
 	}
-	if m.Header.Get(HeaderCommandCount) != "0" {
-		t.Errorf("command count = %q, want 0", m.Header.Get(HeaderCommandCount))
+	if len(m.Header) != 4 || m.Header.Get(HeaderLastVersion) != "1" || m.Header.Get(HeaderEventTypes) != "trip_requested" {
+		t.Errorf("a bare decision's headers = %v, want Nats-Msg-Id, Esjet-Envelope, Esjet-Event-Types, Esjet-Last-Version", m.Header)
 	}
 }
 

@@ -167,8 +167,8 @@ func testRoundTrip(t *testing.T, h *harness) {
 		t.Fatal(err)
 	}
 	for k, want := range map[string]string{
-		jetstream.MsgIDHeader: d2.ID, HeaderAggregateType: "trip", HeaderAggregateID: "t1",
-		HeaderEventTypes: "budget_locked,flight_requested,hotel_requested", HeaderFirstVersion: "2",
+		jetstream.MsgIDHeader: d2.ID,
+		HeaderEventTypes:      "budget_locked,flight_requested,hotel_requested", HeaderFirstVersion: "2",
 		HeaderLastVersion: "4", HeaderCommandCount: "2", HeaderCorrelationID: "corr-1", HeaderEnvelope: "1",
 	} {
 		if got := raw.Header.Get(k); got != want {
