@@ -19,6 +19,18 @@ func groupCommitMin(cfg config.Config) int {
 	return 0
 }
 
+// groupCommit is the group commit of the node's writers: on (see
+// groupCommitMin) it lingers up to 2 ms after a round of 32 or more for the
+// writers of that round to come back, so that under heavy load the batches
+// stay large instead of splitting into two alternating halves.
+func groupCommit(cfg config.Config) streams.GroupCommit {
+	g := streams.GroupCommit{MinBatch: groupCommitMin(cfg)}
+	if g.MinBatch > 0 {
+		g.Linger, g.LingerFrom = 2*time.Millisecond, 32
+	}
+	return g
+}
+
 // receiptCommitter is the group commit of the workers' receipt writes: on
 // when the log's is (one fsync per receipt otherwise; the receipts bucket
 // allows atomic publish, see streams.Provision).
@@ -27,7 +39,7 @@ func receiptCommitter(cfg config.Config, js jetstream.JetStream, logger *slog.Lo
 		return nil
 	}
 	return streams.NewCommitter(js, "KV_"+streams.NamesFor(cfg.Namespace).Receipts,
-		streams.GroupCommit{MinBatch: groupCommitMin(cfg)}, 10*time.Second, logger)
+		groupCommit(cfg), 10*time.Second, logger)
 }
 
 // Receipts is the group commit of the node's receipt writes (nil when off),

@@ -242,7 +242,7 @@ func LogConfig(cfg config.Config) streams.Config {
 		// One server fsyncing every write: concurrent decisions share one
 		// atomic batch. On R3 raft batches by itself; under sync interval a
 		// batch's staging costs more than it saves.
-		GroupCommit: streams.GroupCommit{MinBatch: groupCommitMin(cfg)},
+		GroupCommit: groupCommit(cfg),
 	}
 }
 

@@ -20,7 +20,9 @@ import (
 // lone append is published at once, as before; the appends that queue
 // while a write is in flight go out together when it returns — as one
 // atomic batch when at least MinBatch are waiting, else as concurrent plain
-// publishes (below ~8 a batch is slower than plain publishes).
+// publishes (below ~8 a batch is slower than plain publishes). Under heavy
+// load a round may linger briefly for the writers of the last one to come
+// back (Linger), so the batches stay large.
 //
 // On R3 raft already group-commits concurrent publishes, and under sync
 // interval nothing is fsynced per message while a batch is still staged
@@ -32,6 +34,12 @@ type GroupCommit struct {
 	MinBatch int
 	// MaxBatch caps a batch (JetStream allows 1,000). Zero means 512.
 	MaxBatch int
+	// Linger is how long, after a round of at least LingerFrom appends,
+	// the next round waits for as many appends to queue again (the writers
+	// of the last round coming back with their next append): fewer, larger
+	// batches under heavy load. Zero: no wait.
+	Linger     time.Duration
+	LingerFrom int
 }
 
 func (g *GroupCommit) setDefaults() {
@@ -60,6 +68,8 @@ type committer struct {
 	mu    sync.Mutex
 	queue []*pending
 	busy  bool
+	last  int           // size of the last round
+	wake  chan struct{} // an append queued while a round lingers
 	stats commitStats
 }
 
@@ -117,6 +127,12 @@ func (c *committer) publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubA
 	c.queue = append(c.queue, p)
 	if c.busy {
 		c.mu.Unlock()
+		if c.cfg.Linger > 0 {
+			select {
+			case c.wake <- struct{}{}:
+			default:
+			}
+		}
 		select {
 		case <-p.done:
 			return p.ack, p.err
@@ -157,6 +173,7 @@ func (c *committer) take() []*pending {
 func (c *committer) drain() {
 	for {
 		c.mu.Lock()
+		c.linger()
 		if len(c.queue) == 0 {
 			c.busy = false
 			c.mu.Unlock()
@@ -168,9 +185,32 @@ func (c *committer) drain() {
 	}
 }
 
+// linger waits, after a large round, up to Linger for as many appends as
+// it had to queue again. Holds mu (released while waiting).
+func (c *committer) linger() {
+	if c.cfg.Linger == 0 || c.last < c.cfg.LingerFrom || len(c.queue) >= c.last {
+		return
+	}
+	t := time.NewTimer(c.cfg.Linger)
+	defer t.Stop()
+	for len(c.queue) < c.last {
+		c.mu.Unlock()
+		select {
+		case <-c.wake:
+			c.mu.Lock()
+		case <-t.C:
+			c.mu.Lock()
+			return
+		}
+	}
+}
+
 // round writes its members: as one atomic batch when there are enough,
 // else as concurrent plain publishes, and finishes every member.
 func (c *committer) round(members []*pending) {
+	c.mu.Lock()
+	c.last = len(members)
+	c.mu.Unlock()
 	if len(members) >= max(c.cfg.MinBatch, 2) {
 		c.batch(members)
 		return
@@ -224,7 +264,7 @@ func NewCommitter(js jetstream.JetStream, stream string, cfg GroupCommit, timeou
 	if cfg.MinBatch == 0 {
 		return &Committer{js: js}
 	}
-	return &Committer{js: js, c: &committer{js: js, cfg: cfg, timeout: timeout, logger: logger.With("component", "streams", "stream", stream),
+	return &Committer{js: js, c: &committer{js: js, cfg: cfg, timeout: timeout, wake: make(chan struct{}, 1), logger: logger.With("component", "streams", "stream", stream),
 		subjectAt: func(ctx context.Context, seq uint64) (string, error) {
 			st, err := js.Stream(ctx, stream)
 			if err != nil {

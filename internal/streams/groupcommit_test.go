@@ -252,3 +252,61 @@ func TestProvisionHubUpdatesCompression(t *testing.T) {
 		t.Errorf("hub EVENTS compression %v, want s2", got)
 	}
 }
+
+// After a large round, the next one waits (up to Linger) for as many
+// appends as the last round had: the writers coming back go out as one
+// batch, not one by one as each arrives.
+func TestGroupCommitLingersForTheLastRoundsWritersToComeBack(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	h := provisioned([]*server.Server{s}, 1)(t, Config{GroupCommit: GroupCommit{MinBatch: 2, Linger: time.Minute, LingerFrom: 3}})
+	var first []Decision
+	for i := range 3 {
+		first = append(first, decision("order", fmt.Sprintf("l%d", i), "placed"))
+	}
+	if _, errs := queued(t, h, first, make([]Position, 3)); errors.Join(errs...) != nil {
+		t.Fatal(errs)
+	}
+	// The round lingers now: three appends arriving one after another
+	// (each alone would be published at once) wait for each other.
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	for i := range 3 {
+		wg.Go(func() {
+			_, errs[i] = h.log.Append(t.Context(), decision("order", fmt.Sprintf("m%d", i), "placed"), Position{})
+		})
+		natstest.Eventually(t, 5*time.Second, func() bool {
+			h.log.commit.mu.Lock()
+			defer h.log.commit.mu.Unlock()
+			return len(h.log.commit.queue) == i+1 || i == 2
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.log.CommitStats(); st.Batches != 2 || st.Batched != 6 || st.Plain != 0 {
+		t.Fatalf("stats %+v, want two batches of 3 and nothing alone", st)
+	}
+}
+
+// A lingering round that waits in vain goes out at its deadline with what
+// it has.
+func TestGroupCommitLingerEndsAtItsDeadline(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	h := provisioned([]*server.Server{s}, 1)(t, Config{GroupCommit: GroupCommit{MinBatch: 2, Linger: 200 * time.Millisecond, LingerFrom: 3}})
+	var first []Decision
+	for i := range 3 {
+		first = append(first, decision("order", fmt.Sprintf("d%d", i), "placed"))
+	}
+	if _, errs := queued(t, h, first, make([]Position, 3)); errors.Join(errs...) != nil {
+		t.Fatal(errs)
+	}
+	if _, err := h.log.Append(t.Context(), decision("order", "alone", "placed"), Position{}); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.log.CommitStats(); st.Batches != 1 || st.Plain != 1 {
+		t.Fatalf("stats %+v, want the batch of 3 and the lone append published on its own", st)
+	}
+}

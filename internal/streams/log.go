@@ -120,7 +120,7 @@ func Open(ctx context.Context, js jetstream.JetStream, ns string, cfg Config, lo
 		getter: newBatchGetter(js, names.Events),
 	}
 	if cfg.GroupCommit.MinBatch > 0 {
-		l.commit = &committer{js: js, cfg: cfg.GroupCommit, timeout: cfg.AppendTimeout, logger: l.logger,
+		l.commit = &committer{js: js, cfg: cfg.GroupCommit, timeout: cfg.AppendTimeout, wake: make(chan struct{}, 1), logger: l.logger,
 			subjectAt: func(ctx context.Context, seq uint64) (string, error) {
 				m, err := l.leaderGet(ctx, seq, "")
 				if err != nil {
