@@ -24,8 +24,22 @@ type Config struct {
 	HTTP    HTTP              `yaml:"http"`
 	Console Console           `yaml:"console"`
 	// Edge makes the node an edge site or the hub of a fleet of them.
-	Edge Edge `yaml:"edge"`
-	Log  Log  `yaml:"log"`
+	Edge   Edge   `yaml:"edge"`
+	Memory Memory `yaml:"memory"`
+	Log    Log    `yaml:"log"`
+}
+
+// Memory bounds the node process's memory.
+type Memory struct {
+	// Limit is a soft limit on the node process's memory, the embedded
+	// nats-server's included (Go's debug.SetMemoryLimit): near it the
+	// garbage collector runs more often, which frees the file store's block
+	// caches (the server holds them weakly) before the heap grows. Random
+	// reads over a large store otherwise leave a decompressed copy of every
+	// block they touched for the collector to find later. 0: no limit (GOGC
+	// pacing alone). A GOMEMLIMIT environment variable wins over it. 0 or at
+	// least 64MiB. Default 512MiB.
+	Limit ByteSize `yaml:"limit"`
 }
 
 // Values of [NATS.Mode].
@@ -191,6 +205,11 @@ type Aggregates struct {
 	// SnapshotEvery writes a snapshot after that many events since the last
 	// one; 0 disables snapshots. Default 100.
 	SnapshotEvery int `yaml:"snapshot_every"`
+	// SnapshotSpan also writes a snapshot when an aggregate's events since
+	// its last one span more than this many messages of the log, so a cold
+	// load of an aggregate whose events lie far apart reads only that much
+	// of the log; 0: only SnapshotEvery counts. Default 10000.
+	SnapshotSpan int `yaml:"snapshot_span"`
 	// ConflictRetries is how often a command is decided again on the
 	// reloaded tail after a version conflict before the request fails with
 	// 409. Default 5.
@@ -331,6 +350,7 @@ func Default() Config {
 		Aggregates: Aggregates{
 			CacheSize:          10_000,
 			SnapshotEvery:      100,
+			SnapshotSpan:       10_000,
 			ConflictRetries:    5,
 			IdempotencyHorizon: Duration(24 * time.Hour),
 			Raw:                map[string]RawType{},
@@ -344,6 +364,7 @@ func Default() Config {
 		Demo:    Demo{Services: true},
 		HTTP:    HTTP{Listen: "127.0.0.1:8080"},
 		Edge:    DefaultEdge(),
+		Memory:  Memory{Limit: 512 * MiB},
 		Log:     Log{Level: "info", Format: "text"},
 	}
 }
@@ -409,3 +430,6 @@ func RedactURL(raw string) string {
 	}
 	return prefix + redacted + tail
 }
+
+// MinMemoryLimit is the smallest memory.limit other than 0.
+const MinMemoryLimit = 64 * MiB

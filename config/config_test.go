@@ -183,8 +183,8 @@ func TestEveryFieldHasAnEnvVariable(t *testing.T) {
 		}
 	}
 	// Every leaf can be set from text; an unsupported type would fail here.
-	if len(fields) != 62 {
-		t.Errorf("got %d env fields, want 62 (update this count when the schema changes)", len(fields))
+	if len(fields) != 64 {
+		t.Errorf("got %d env fields, want 64 (update this count when the schema changes)", len(fields))
 	}
 	for name, f := range fields {
 		var c Config
@@ -275,6 +275,9 @@ func TestValidateRules(t *testing.T) {
 	}{
 		{"sync interval needs a period", func(c *Config) { c.NATS.Embedded.Sync = SyncInterval; c.NATS.Embedded.SyncInterval = 0 }, "nats.embedded.sync_interval"},
 		{"sync interval ok", func(c *Config) { c.NATS.Embedded.Sync = SyncInterval }, ""},
+		{"memory limit off", func(c *Config) { c.Memory.Limit = 0 }, ""},
+		{"memory limit too small", func(c *Config) { c.Memory.Limit = 16 * MiB }, "memory.limit"},
+		{"snapshot span negative", func(c *Config) { c.Aggregates.SnapshotSpan = -1 }, "aggregates.snapshot_span"},
 		{"listen none", func(c *Config) { c.NATS.Embedded.Listen = ListenNone }, ""},
 		{"listen port 0", func(c *Config) { c.NATS.Embedded.Listen = "127.0.0.1:0" }, ""},
 		{"listen ipv6 loopback", func(c *Config) { c.NATS.Embedded.Listen = "[::1]:4222" }, ""},

@@ -53,6 +53,9 @@ func (c *Config) Validate() error {
 	if a.SnapshotEvery < 0 {
 		v.add("aggregates.snapshot_every", a.SnapshotEvery, "must be 0 (no snapshots) or a positive event count")
 	}
+	if a.SnapshotSpan < 0 {
+		v.add("aggregates.snapshot_span", a.SnapshotSpan, "must be 0 (snapshot by event count only) or a positive count of log messages, e.g. 10000")
+	}
 	if a.ConflictRetries < 0 || a.ConflictRetries > 100 {
 		v.add("aggregates.conflict_retries", a.ConflictRetries, "use 0 to 100")
 	}
@@ -60,6 +63,9 @@ func (c *Config) Validate() error {
 		v.add("aggregates.idempotency_horizon", a.IdempotencyHorizon, "must be greater than 0, e.g. 24h")
 	}
 	a.validateRaw(v)
+	if l := c.Memory.Limit; l != 0 && l < MinMemoryLimit {
+		v.add("memory.limit", l, "use 0 (no limit) or at least 64MiB: below that the garbage collector would run all the time")
+	}
 	o := c.Outbox
 	if o.RelayBatch < 1 || o.RelayBatch > 10_000 {
 		v.add("outbox.relay_batch", o.RelayBatch, "use 1 to 10000")

@@ -27,6 +27,9 @@ type entry struct {
 	outstanding map[string]string
 	// sinceSnapshot counts events folded since the last snapshot.
 	sinceSnapshot int
+	// snapSeq is the log sequence a cold load would read from: the last
+	// snapshot's, else the first event folded (0 before any).
+	snapSeq uint64
 }
 
 // lru is a bounded map of hot aggregates, least recently used evicted first.

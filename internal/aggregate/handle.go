@@ -223,7 +223,7 @@ func (r *Repository) settle(ctx context.Context, q *request, e *entry, rec strea
 		r.cache.remove(q.key)
 		return Result{}, err
 	}
-	if r.cfg.SnapshotEvery > 0 && e.sinceSnapshot >= r.cfg.SnapshotEvery {
+	if r.snapshotDue(e) {
 		r.writeSnapshot(ctx, q.def, cmd.Type, cmd.ID, e)
 	}
 	r.cache.put(q.key, e)

@@ -27,7 +27,7 @@ func (r *Repository) get(ctx context.Context, def *Definition, typ, id string) (
 	if err := r.refresh(ctx, def, typ, id, e, 0); err != nil {
 		return nil, false, err
 	}
-	if r.cfg.SnapshotEvery > 0 && e.sinceSnapshot >= r.cfg.SnapshotEvery {
+	if r.snapshotDue(e) {
 		r.writeSnapshot(ctx, def, typ, id, e)
 	}
 	if e.pos.Seq > 0 {
@@ -77,6 +77,9 @@ func (r *Repository) fold(def *Definition, e *entry, rec streams.Record) (err er
 		state = def.evolve(state, eventFrom(ev))
 	}
 	e.state = state
+	if e.snapSeq == 0 {
+		e.snapSeq = rec.Seq
+	}
 	e.pos = rec.Position()
 	e.sinceSnapshot += len(rec.Events)
 	e.remember(rec, r.horizon())

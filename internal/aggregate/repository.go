@@ -27,6 +27,13 @@ type Config struct {
 	// SnapshotEvery writes a snapshot after that many events since the
 	// last one. Zero means 100; negative disables snapshots.
 	SnapshotEvery int
+	// SnapshotSpan also writes a snapshot when an aggregate's newest event
+	// lies more than that many messages of the log after its last snapshot
+	// (after its first event when it has none), so a cold load reads at
+	// most that stretch of the log, however far apart its events are.
+	// Zero means 10,000; negative: only SnapshotEvery counts. Snapshots
+	// off (SnapshotEvery negative) turns it off too.
+	SnapshotSpan int
 	// ConflictRetries is how many times a conflicting command is decided
 	// again on the reloaded tail before [ErrConflict]. Zero means 5.
 	ConflictRetries int
@@ -53,6 +60,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SnapshotEvery == 0 {
 		c.SnapshotEvery = 100
+	}
+	if c.SnapshotSpan == 0 {
+		c.SnapshotSpan = DefaultSnapshotSpan
 	}
 	if c.ConflictRetries == 0 {
 		c.ConflictRetries = 5

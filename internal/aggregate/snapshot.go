@@ -85,13 +85,34 @@ func (r *Repository) readSnapshot(ctx context.Context, def *Definition, typ, id 
 	}
 	r.stats.snapshotHits.Add(1)
 	e := &entry{state: state, pos: streams.Position{Seq: s.Seq, Version: s.Version}, recent: s.Recent, recentSince: s.RecentSince,
-		outstanding: s.Outstanding}
+		outstanding: s.Outstanding, snapSeq: s.Seq}
 	for _, rd := range e.recent {
 		if e.oldest.IsZero() || rd.At.Before(e.oldest) {
 			e.oldest = rd.At
 		}
 	}
 	return e, true
+}
+
+// DefaultSnapshotSpan is [Config.SnapshotSpan]'s default: about one file
+// store block (8 MB) of ~800-byte decisions.
+const DefaultSnapshotSpan = 10_000
+
+// snapshotDue says whether e, just folded, should be snapshotted: after
+// SnapshotEvery events, or when its events since the last snapshot span
+// more than SnapshotSpan messages of the log. A cold load reads the log
+// from the snapshot on, walking every file store block in between (the
+// server's per-subject index knows an aggregate's first and last block,
+// not the ones between), so the span, not the event count, is what a
+// cold load costs when an aggregate's events lie far apart.
+func (r *Repository) snapshotDue(e *entry) bool {
+	if r.cfg.SnapshotEvery <= 0 || e.sinceSnapshot == 0 {
+		return false
+	}
+	if e.sinceSnapshot >= r.cfg.SnapshotEvery {
+		return true
+	}
+	return r.cfg.SnapshotSpan > 0 && e.snapSeq > 0 && e.pos.Seq-e.snapSeq > uint64(r.cfg.SnapshotSpan)
 }
 
 // writeSnapshot stores e. A failure is logged, not returned: a snapshot only
@@ -113,7 +134,7 @@ func (r *Repository) writeSnapshot(ctx context.Context, def *Definition, typ, id
 		r.logger.Warn("snapshot not written", "aggregate_type", typ, "aggregate_id", id, "error", err)
 		return
 	}
-	e.sinceSnapshot = 0
+	e.sinceSnapshot, e.snapSeq = 0, e.pos.Seq
 	r.stats.snapshotsWritten.Add(1)
 }
 

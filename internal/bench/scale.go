@@ -18,6 +18,7 @@ import (
 
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/api"
+	"github.com/esjet/esjet/internal/node"
 	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
@@ -239,8 +240,9 @@ func (e *env) coldLoads(ctx context.Context, names streams.Names, sc *Scale) err
 	if err != nil {
 		return err
 	}
-	repo := aggregate.NewRepository(e.node.Log(), snaps, reg, aggregate.Config{
-		Namespace: e.ns, CacheSize: -1, SnapshotEvery: e.cfg.Aggregates.SnapshotEvery}, nil)
+	rc := node.RepositoryConfig(e.cfg) // snapshots as the node takes them
+	rc.CacheSize = -1
+	repo := aggregate.NewRepository(e.node.Log(), snaps, reg, rc, nil)
 	sc.RSSBefore = settledRSS()
 	var lat Recorder
 	rng := rand.New(rand.NewPCG(1, 2))

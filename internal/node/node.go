@@ -110,6 +110,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 		}
 	}()
 
+	applyMemoryLimit(cfg.Memory, n.logger)
 	if err := n.startTelemetry(ctx, opts); err != nil {
 		return nil, err
 	}
@@ -212,6 +213,7 @@ func RepositoryConfig(cfg config.Config) aggregate.Config {
 		Namespace:          cfg.Namespace,
 		CacheSize:          a.CacheSize,
 		SnapshotEvery:      a.SnapshotEvery,
+		SnapshotSpan:       a.SnapshotSpan,
 		ConflictRetries:    a.ConflictRetries,
 		IdempotencyHorizon: a.IdempotencyHorizon.Std(),
 		RawCommands:        map[string][]string{},
@@ -226,6 +228,9 @@ func RepositoryConfig(cfg config.Config) aggregate.Config {
 	}
 	if rc.SnapshotEvery == 0 {
 		rc.SnapshotEvery = -1
+	}
+	if rc.SnapshotSpan == 0 {
+		rc.SnapshotSpan = -1
 	}
 	if rc.ConflictRetries == 0 {
 		rc.ConflictRetries = -1
