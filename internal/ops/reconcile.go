@@ -27,6 +27,10 @@ type ReconcileConfig struct {
 	// (the zero value), re-checks everything and writes a new one, or
 	// neither reads nor writes one.
 	Checkpoint CheckpointMode
+	// Chunk is how many EVENTS messages a run reads before it settles what
+	// it can (see reconcile_chunks.go), so its memory follows the open
+	// commands, not the log. Zero means 100,000; negative: one chunk.
+	Chunk int
 }
 
 func (c *ReconcileConfig) setDefaults() {
@@ -35,6 +39,9 @@ func (c *ReconcileConfig) setDefaults() {
 	}
 	if c.Batch == 0 {
 		c.Batch = 1000
+	}
+	if c.Chunk == 0 {
+		c.Chunk = DefaultReconcileChunk
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -146,14 +153,15 @@ func (r *Reconciler) Run(ctx context.Context, progress func(done, total uint64))
 			rep.Checkpoint.FullBecause = err.Error()
 		}
 	}
-	s, err := r.scanAll(ctx, cp, b, progress, &rep)
+	s, err := r.scanAll(ctx, cp, b, progress, &rep, r.chunk())
 	if errors.Is(err, errTouchedClosed) {
-		// Something changed a command the checkpoint had settled: a
-		// duplicate, a late outcome. Only a full run can say what.
+		// Something changed a command the checkpoint (or an earlier chunk
+		// of this run) had settled: a duplicate, a late outcome. Only a
+		// run that keeps every command can say what.
 		rep.Checkpoint.FullBecause = err.Error()
 		cp = nil
 		rep.Undecodable = 0
-		s, err = r.scanAll(ctx, nil, b, progress, &rep)
+		s, err = r.scanAll(ctx, nil, b, progress, &rep, 0)
 	}
 	if err != nil {
 		return rep, err
@@ -185,13 +193,16 @@ func (r *Reconciler) Run(ctx context.Context, progress func(done, total uint64))
 }
 
 // scanAll reads each stream from the checkpoint (nil: from the beginning)
-// to its bound.
-func (r *Reconciler) scanAll(ctx context.Context, cp *checkpoint, b bounds, progress func(done, total uint64), rep *Report) (*scan, error) {
-	s := &scan{entries: map[string]*entry{}, kinds: map[string]string{}, unsettled: map[uint64]*entry{}}
+// to its bound, chunk EVENTS messages at a time (0: in one go), settling
+// after each chunk what it can.
+func (r *Reconciler) scanAll(ctx context.Context, cp *checkpoint, b bounds, progress func(done, total uint64), rep *Report, chunk uint64) (*scan, error) {
+	s := &scan{entries: map[string]*entry{}, kinds: map[string]string{}, unsettled: map[uint64]*entry{}, closed: map[string]Counts{}}
 	var from bounds
 	if cp != nil {
 		s.restore(cp)
 		from = cp.bounds()
+	}
+	if cp != nil || chunk > 0 {
 		log, err := streams.Open(ctx, r.js, r.names.Namespace, streams.Config{}, nil)
 		if err != nil {
 			return nil, err
@@ -210,29 +221,53 @@ func (r *Reconciler) scanAll(ctx context.Context, cp *checkpoint, b bounds, prog
 	if progress != nil {
 		progress(0, total)
 	}
-	if err := r.scanEvents(ctx, s, from.events.Last, b.events.Last, tick, rep); err != nil {
-		return nil, err
-	}
-	if err := r.scanOutbox(ctx, s, from.outbox.Last, b.outbox.Last, tick); err != nil {
-		return nil, err
-	}
-	if b.dlq.Last > from.dlq.Last {
-		if err := r.scanDLQ(ctx, s, from.dlq.Last, b.dlq.Last, tick); err != nil {
+	for {
+		to, last := b, true
+		if chunk > 0 && b.events.Last > from.events.Last+chunk {
+			var err error
+			if to, err = r.boundsAt(ctx, from, b, from.events.Last+chunk); err != nil {
+				return nil, err
+			}
+			last = false
+		}
+		if err := r.scanRange(ctx, s, from, to, tick, rep); err != nil {
 			return nil, err
 		}
-	}
-	for _, e := range s.unsettled {
-		e.dead = true
-	}
-	if b.receipts.Last > from.receipts.Last {
-		if err := r.scanReceipts(ctx, s, from.receipts.Last, b.receipts.Last, tick); err != nil {
-			return nil, err
+		rep.Checkpoint.PeakHeld = max(rep.Checkpoint.PeakHeld, len(s.entries))
+		if last {
+			break
 		}
+		r.settleChunk(s, rep, to)
+		from = to
 	}
 	if progress != nil {
 		progress(done, max(total, done))
 	}
 	return s, nil
+}
+
+// scanRange reads each stream over (from, to].
+func (r *Reconciler) scanRange(ctx context.Context, s *scan, from, to bounds, tick func(), rep *Report) error {
+	if err := r.scanEvents(ctx, s, from.events.Last, to.events.Last, tick, rep); err != nil {
+		return err
+	}
+	if err := r.scanOutbox(ctx, s, from.outbox.Last, to.outbox.Last, tick); err != nil {
+		return err
+	}
+	if to.dlq.Last > from.dlq.Last {
+		if err := r.scanDLQ(ctx, s, from.dlq.Last, to.dlq.Last, tick); err != nil {
+			return err
+		}
+	}
+	for _, e := range s.unsettled {
+		e.dead = true
+	}
+	if to.receipts.Last > from.receipts.Last {
+		if err := r.scanReceipts(ctx, s, from.receipts.Last, to.receipts.Last, tick); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // scan is one Run's working set.
@@ -249,8 +284,10 @@ type scan struct {
 	settledThrough uint64
 	// checked are ids touched found not to be settled ones.
 	checked map[string]bool
-	log     *streams.Log // to look ids up in (incremental runs)
+	log     *streams.Log // to look ids up in (incremental runs, chunks)
 	scanned Scanned
+	// closed counts the commands earlier chunks of this run settled.
+	closed map[string]Counts
 }
 
 func (s *scan) kind(k string) string {

@@ -61,6 +61,9 @@ type CheckpointInfo struct {
 	FullBecause string `json:"full_because,omitempty"`
 	// Open is how many commands the run left open (in its checkpoint).
 	Open int `json:"open"`
+	// PeakHeld is the most commands the run held in memory at once (at
+	// the end of a chunk): the open ones and one chunk's, not the log's.
+	PeakHeld int `json:"peak_held"`
 	// Saved: the run wrote its checkpoint; else SaveError says why not.
 	Saved     bool   `json:"saved"`
 	SaveError string `json:"save_error,omitempty"`

@@ -27,6 +27,12 @@ func (r *Reconciler) classify(s *scan, rep *Report, now time.Time, cp *checkpoin
 		addClosed(rep, cp.Closed)
 		maps.Copy(closed, cp.Closed)
 	}
+	addClosed(rep, s.closed) // earlier chunks of this run
+	for k, n := range s.closed {
+		c := closed[k]
+		c.add(n)
+		closed[k] = c
+	}
 	rep.Orphans, rep.Duplicates, rep.Stuck, rep.LateEffects = []Orphan{}, []Duplicate{}, []Stuck{}, []LateEffect{}
 	for id, e := range s.entries {
 		var c Counts
