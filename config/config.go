@@ -202,6 +202,11 @@ type Aggregates struct {
 	// CacheSize is how many hot aggregates are kept in memory (LRU); 0
 	// disables the cache. Default 10000.
 	CacheSize int `yaml:"cache_size"`
+	// CacheBytes also bounds the cache by the aggregates' estimated memory
+	// (state as of the last snapshot plus the events folded since, recent
+	// idempotency keys, outstanding commands): least recently used first
+	// out. 0: by count only. Default 64MiB.
+	CacheBytes ByteSize `yaml:"cache_bytes"`
 	// SnapshotEvery writes a snapshot after that many events since the last
 	// one; 0 disables snapshots. Default 100.
 	SnapshotEvery int `yaml:"snapshot_every"`
@@ -349,6 +354,7 @@ func Default() Config {
 		},
 		Aggregates: Aggregates{
 			CacheSize:          10_000,
+			CacheBytes:         64 * MiB,
 			SnapshotEvery:      100,
 			SnapshotSpan:       10_000,
 			ConflictRetries:    5,

@@ -183,8 +183,8 @@ func TestEveryFieldHasAnEnvVariable(t *testing.T) {
 		}
 	}
 	// Every leaf can be set from text; an unsupported type would fail here.
-	if len(fields) != 64 {
-		t.Errorf("got %d env fields, want 64 (update this count when the schema changes)", len(fields))
+	if len(fields) != 65 {
+		t.Errorf("got %d env fields, want 65 (update this count when the schema changes)", len(fields))
 	}
 	for name, f := range fields {
 		var c Config
@@ -277,6 +277,7 @@ func TestValidateRules(t *testing.T) {
 		{"sync interval ok", func(c *Config) { c.NATS.Embedded.Sync = SyncInterval }, ""},
 		{"memory limit off", func(c *Config) { c.Memory.Limit = 0 }, ""},
 		{"memory limit too small", func(c *Config) { c.Memory.Limit = 16 * MiB }, "memory.limit"},
+		{"cache bytes negative", func(c *Config) { c.Aggregates.CacheBytes = -1 }, "aggregates.cache_bytes"},
 		{"snapshot span negative", func(c *Config) { c.Aggregates.SnapshotSpan = -1 }, "aggregates.snapshot_span"},
 		{"listen none", func(c *Config) { c.NATS.Embedded.Listen = ListenNone }, ""},
 		{"listen port 0", func(c *Config) { c.NATS.Embedded.Listen = "127.0.0.1:0" }, ""},

@@ -50,6 +50,9 @@ func (c *Config) Validate() error {
 	if a.CacheSize < 0 {
 		v.add("aggregates.cache_size", a.CacheSize, "must be 0 (no cache) or a positive count")
 	}
+	if a.CacheBytes < 0 {
+		v.add("aggregates.cache_bytes", a.CacheBytes, "must be 0 (bounded by count only) or a size, e.g. 64MiB")
+	}
 	if a.SnapshotEvery < 0 {
 		v.add("aggregates.snapshot_every", a.SnapshotEvery, "must be 0 (no snapshots) or a positive event count")
 	}

@@ -30,23 +30,51 @@ type entry struct {
 	// snapSeq is the log sequence a cold load would read from: the last
 	// snapshot's, else the first event folded (0 before any).
 	snapSeq uint64
+	// stateBytes estimates the state's size: its encoded size when last
+	// snapshotted or read from a snapshot, plus the payloads of the events
+	// folded since (0 before either).
+	stateBytes int
 }
 
-// lru is a bounded map of hot aggregates, least recently used evicted first.
+// DefaultCacheBytes is [Config.CacheBytes]'s default.
+const DefaultCacheBytes = 64 << 20
+
+// Rough sizes, in bytes, of what an entry holds besides its state (map
+// buckets, strings and the LRU's element included).
+const (
+	entryOverhead        = 400
+	recentDecisionBytes  = 200 // a 36-byte id, a 64-byte digest, a time
+	outstandingCmdBytes  = 120 // a command id and a kind
+	maxEntryEstimateSize = 1 << 40
+)
+
+// size estimates the memory e holds.
+func (e *entry) size() int64 {
+	n := int64(entryOverhead) + int64(e.stateBytes) + int64(len(e.recent))*recentDecisionBytes + int64(len(e.outstanding))*outstandingCmdBytes
+	return min(n, maxEntryEstimateSize)
+}
+
+// lru is a bounded map of hot aggregates, least recently used evicted
+// first: at most max entries and, when maxBytes > 0, about maxBytes of
+// them by [entry.size] (the newest entry is kept even when it alone is
+// larger).
 type lru struct {
-	mu    sync.Mutex
-	max   int
-	order *list.List // front = most recent; values are *lruItem
-	items map[string]*list.Element
+	mu       sync.Mutex
+	max      int
+	maxBytes int64
+	bytes    int64
+	order    *list.List // front = most recent; values are *lruItem
+	items    map[string]*list.Element
 }
 
 type lruItem struct {
-	key string
-	e   *entry
+	key  string
+	e    *entry
+	size int64 // e.size() when last put
 }
 
-func newLRU(max int) *lru {
-	return &lru{max: max, order: list.New(), items: map[string]*list.Element{}}
+func newLRU(max int, maxBytes int64) *lru {
+	return &lru{max: max, maxBytes: maxBytes, order: list.New(), items: map[string]*list.Element{}}
 }
 
 func (c *lru) get(key string) (*entry, bool) {
@@ -63,31 +91,41 @@ func (c *lru) get(key string) (*entry, bool) {
 	return el.Value.(*lruItem).e, true
 }
 
+// put caches e under key, or takes its new size when it is cached, and
+// evicts the least recently used entries beyond the bounds.
 func (c *lru) put(key string, e *entry) {
 	if c.max <= 0 {
 		return
 	}
+	size := e.size()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.items[key]; ok {
-		el.Value.(*lruItem).e = e
+		it := el.Value.(*lruItem)
+		c.bytes += size - it.size
+		it.e, it.size = e, size
 		c.order.MoveToFront(el)
-		return
+	} else {
+		c.items[key] = c.order.PushFront(&lruItem{key: key, e: e, size: size})
+		c.bytes += size
 	}
-	c.items[key] = c.order.PushFront(&lruItem{key: key, e: e})
-	for c.order.Len() > c.max {
-		last := c.order.Back()
-		c.order.Remove(last)
-		delete(c.items, last.Value.(*lruItem).key)
+	for c.order.Len() > c.max || (c.maxBytes > 0 && c.bytes > c.maxBytes && c.order.Len() > 1) {
+		c.evict(c.order.Back())
 	}
+}
+
+func (c *lru) evict(el *list.Element) {
+	it := el.Value.(*lruItem)
+	c.order.Remove(el)
+	delete(c.items, it.key)
+	c.bytes -= it.size
 }
 
 func (c *lru) remove(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.items[key]; ok {
-		c.order.Remove(el)
-		delete(c.items, key)
+		c.evict(el)
 	}
 }
 
@@ -95,6 +133,13 @@ func (c *lru) len() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.order.Len()
+}
+
+// held is the estimated bytes of the cached entries.
+func (c *lru) held() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.bytes
 }
 
 // stripes serialise work on one aggregate inside this process, so commands

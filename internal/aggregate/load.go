@@ -73,9 +73,12 @@ func (r *Repository) fold(def *Definition, e *entry, rec streams.Record) (err er
 			err = fmt.Errorf("%w: %s.Evolve panicked on %s/%s seq %d: %v", ErrInvalidDecision, def.typ, rec.AggregateType, rec.AggregateID, rec.Seq, p)
 		}
 	}()
+	grew := 0
 	for _, ev := range rec.Events {
 		state = def.evolve(state, eventFrom(ev))
+		grew += len(ev.Data)
 	}
+	e.stateBytes += grew
 	e.state = state
 	if e.snapSeq == 0 {
 		e.snapSeq = rec.Seq

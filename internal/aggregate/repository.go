@@ -24,6 +24,12 @@ type Config struct {
 	// CacheSize bounds the hot aggregates kept in memory. Zero means
 	// 10,000; negative disables the cache.
 	CacheSize int
+	// CacheBytes bounds the cache's estimated memory as well: the least
+	// recently used aggregates go first when their states (the size of
+	// their last snapshot plus the events folded since), their recent
+	// idempotency keys and outstanding commands add up to more. Zero means
+	// 64 MiB; negative: no byte bound.
+	CacheBytes int64
 	// SnapshotEvery writes a snapshot after that many events since the
 	// last one. Zero means 100; negative disables snapshots.
 	SnapshotEvery int
@@ -57,6 +63,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.CacheSize == 0 {
 		c.CacheSize = 10_000
+	}
+	if c.CacheBytes == 0 {
+		c.CacheBytes = DefaultCacheBytes
 	}
 	if c.SnapshotEvery == 0 {
 		c.SnapshotEvery = 100
@@ -140,7 +149,8 @@ type Stats struct {
 	// outstanding command of the aggregate, or rejected by Decide. Each is
 	// logged at WARN with its command id and reason.
 	OutcomesRefused int64
-	Cached          int // aggregates in the cache now
+	Cached          int   // aggregates in the cache now
+	CachedBytes     int64 // their estimated memory (see Config.CacheBytes)
 }
 
 type counters struct {
@@ -182,7 +192,7 @@ func NewRepository(log *streams.Log, snaps jetstream.KeyValue, reg *Registry, cf
 	return &Repository{
 		log: log, snaps: snaps, reg: reg, cfg: cfg,
 		logger:       logger.With("component", "aggregate"),
-		cache:        newLRU(cfg.CacheSize),
+		cache:        newLRU(cfg.CacheSize, max(cfg.CacheBytes, 0)),
 		space:        space,
 		outcomeSpace: wire.OutcomeSpace(ns),
 	}
@@ -201,7 +211,7 @@ func (r *Repository) Stats() Stats {
 		Commands: s.commands.Load(), Replays: s.replays.Load(), CacheHits: s.cacheHits.Load(),
 		ColdLoads: s.coldLoads.Load(), SnapshotHits: s.snapshotHits.Load(), SnapshotsWritten: s.snapshotsWritten.Load(),
 		RecordsRead: s.recordsRead.Load(), TailReads: s.tailReads.Load(), Conflicts: s.conflicts.Load(), OutcomesRefused: s.outcomesRefused.Load(),
-		Cached: r.cache.len(),
+		Cached: r.cache.len(), CachedBytes: r.cache.held(),
 	}
 }
 

@@ -85,7 +85,7 @@ func (r *Repository) readSnapshot(ctx context.Context, def *Definition, typ, id 
 	}
 	r.stats.snapshotHits.Add(1)
 	e := &entry{state: state, pos: streams.Position{Seq: s.Seq, Version: s.Version}, recent: s.Recent, recentSince: s.RecentSince,
-		outstanding: s.Outstanding, snapSeq: s.Seq}
+		outstanding: s.Outstanding, snapSeq: s.Seq, stateBytes: len(s.State)}
 	for _, rd := range e.recent {
 		if e.oldest.IsZero() || rd.At.Before(e.oldest) {
 			e.oldest = rd.At
@@ -134,7 +134,7 @@ func (r *Repository) writeSnapshot(ctx context.Context, def *Definition, typ, id
 		r.logger.Warn("snapshot not written", "aggregate_type", typ, "aggregate_id", id, "error", err)
 		return
 	}
-	e.sinceSnapshot, e.snapSeq = 0, e.pos.Seq
+	e.sinceSnapshot, e.snapSeq, e.stateBytes = 0, e.pos.Seq, len(state)
 	r.stats.snapshotsWritten.Add(1)
 }
 

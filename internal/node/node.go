@@ -212,6 +212,7 @@ func RepositoryConfig(cfg config.Config) aggregate.Config {
 	rc := aggregate.Config{
 		Namespace:          cfg.Namespace,
 		CacheSize:          a.CacheSize,
+		CacheBytes:         int64(a.CacheBytes),
 		SnapshotEvery:      a.SnapshotEvery,
 		SnapshotSpan:       a.SnapshotSpan,
 		ConflictRetries:    a.ConflictRetries,
@@ -228,6 +229,9 @@ func RepositoryConfig(cfg config.Config) aggregate.Config {
 	}
 	if rc.SnapshotEvery == 0 {
 		rc.SnapshotEvery = -1
+	}
+	if rc.CacheBytes == 0 {
+		rc.CacheBytes = -1
 	}
 	if rc.SnapshotSpan == 0 {
 		rc.SnapshotSpan = -1
