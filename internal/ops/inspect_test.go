@@ -219,10 +219,10 @@ func TestInspectCommandFindsAPendingSchedule(t *testing.T) {
 	}
 }
 
-// Looking a command up reads OUTBOX from its decision's time and stops at
-// its copy, or at the first relay copy past the relay's horizon (its
-// consumer's MaxAckPending): the oldest command costs what the newest
-// does, whatever OUTBOX holds after it.
+// Looking a command up bisects OUTBOX to just before its copy (a few
+// direct gets) and reads on to the copy, or to the first relay copy past
+// the relay's horizon (its consumer's MaxAckPending): the oldest command
+// costs what the newest does, whatever OUTBOX holds after it.
 func TestInspectCommandReadsOutboxOnlyAroundItsDecision(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
@@ -252,12 +252,12 @@ func TestInspectCommandReadsOutboxOnlyAroundItsDecision(t *testing.T) {
 		return info, in.outboxRead.Load() - before
 	}
 	info, got := read(recs[1].Commands[0].ID)
-	if len(info.Outbox) != 1 || info.Outbox[0].MsgID != recs[1].Commands[0].ID || got != 1 {
-		t.Fatalf("oldest copy: %+v after reading %d OUTBOX messages, want it first", info.Outbox, got)
+	if len(info.Outbox) != 1 || info.Outbox[0].MsgID != recs[1].Commands[0].ID || got > 10 {
+		t.Fatalf("oldest copy: %+v after reading %d OUTBOX messages, want a few probes and it", info.Outbox, got)
 	}
 	info, got = read(recs[0].Commands[0].ID)
-	if len(info.Outbox) != 0 || got > int64(horizon)+1 || got >= n-1 {
-		t.Fatalf("orphan: %+v after reading %d of %d OUTBOX messages, want at most the horizon %d+1", info.Outbox, got, n-1, horizon)
+	if len(info.Outbox) != 0 || got > int64(horizon)+1+10 || got >= n-1 {
+		t.Fatalf("orphan: %+v after reading %d of %d OUTBOX messages, want at most a few probes and the horizon %d+1", info.Outbox, got, n-1, horizon)
 	}
 	info, got = read(recs[n-1].Commands[0].ID)
 	if len(info.Outbox) != 1 || info.Outbox[0].MsgID != recs[n-1].Commands[0].ID {
