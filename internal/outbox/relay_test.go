@@ -140,7 +140,7 @@ func testRelayOnce(t *testing.T, e *relayEnv) {
 	for k, v := range map[string]string{
 		jetstream.MsgIDHeader: rec.Commands[0].ID, wire.HeaderCommandID: rec.Commands[0].ID, wire.HeaderCommandKind: "ship",
 		wire.HeaderAggregateType: "order", wire.HeaderAggregateID: "o19", wire.HeaderVersion: "1", wire.HeaderDecisionID: rec.ID,
-		wire.HeaderDecisionSeq: fmt.Sprint(rec.Seq), wire.HeaderReport: "true", wire.HeaderCausationID: rec.ID,
+		wire.HeaderDecisionSeq: fmt.Sprint(rec.Seq), wire.HeaderReport: "true",
 	} {
 		if got := m.Header.Get(k); got != v {
 			t.Errorf("header %s = %q, want %q", k, got, v)

@@ -29,7 +29,7 @@ const (
 	HeaderCommandCount  = "Esjet-Command-Count" // commands recorded in the decision, when any
 	HeaderCorrelationID = "Esjet-Correlation-Id"
 	HeaderCausationID   = "Esjet-Causation-Id"
-	HeaderTraceParent   = "traceparent" // W3C trace context
+	HeaderTraceParent   = "traceparent" // W3C trace context (on decisions before issue 18; OUTBOX messages)
 
 	// Written on decision messages before issue 18 (the subject says the
 	// same); still the names of the OUTBOX headers that carry them.
@@ -202,9 +202,10 @@ func prepare(d Decision, after Position, now time.Time) (Decision, error) {
 // aggregate's position from it). Only when they say something: the first
 // version (more than one event), the command count (any commands), the
 // correlation id (not the decision's own id, the default), the causation
-// id and traceparent. Not written since issue 18, because the subject or
-// another header says it: Content-Type, Esjet-Aggregate-Type and -Id.
-// Messages written before still carry them; readers never needed them.
+// id. Not written since issue 18, because the subject, another header or
+// the envelope says it: Content-Type, Esjet-Aggregate-Type and -Id,
+// traceparent (in the envelope; the relay puts it on each command's OUTBOX
+// message). Messages written before still carry them; no reader used them.
 func encode(subject string, d Decision) (*nats.Msg, error) {
 	data, err := appendEnvelope(make([]byte, 0, 512+envelopeDataLen(d)), d)
 	if err != nil {
@@ -234,9 +235,6 @@ func encode(subject string, d Decision) (*nats.Msg, error) {
 	}
 	if d.CausationID != "" {
 		set(HeaderCausationID, headerSafe(d.CausationID))
-	}
-	if d.TraceParent != "" {
-		set(HeaderTraceParent, headerSafe(d.TraceParent))
 	}
 	return m, nil
 }

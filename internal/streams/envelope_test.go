@@ -294,12 +294,14 @@ func TestEncodeHeaders(t *testing.T) {
 		HeaderCommandCount:    "2",
 		HeaderCorrelationID:   "corr-2",
 		HeaderCausationID:     "cause",
-		HeaderTraceParent:     d.TraceParent,
 	}
 	for k, v := range want {
 		if got := m.Header.Values(k); len(got) != 1 || got[0] != v {
 			t.Errorf("header %s = %q, want exactly %q", k, got, v)
 		}
+	}
+	if _, ok := m.Header[HeaderTraceParent]; ok {
+		t.Errorf("traceparent is a header too: the envelope holds it")
 	}
 	if len(m.Header) != len(want) {
 		t.Errorf("encode set %d headers, want %d: %v", len(m.Header), len(want), m.Header)

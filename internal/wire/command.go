@@ -39,12 +39,16 @@ func EncodeCommand(ns string, rec streams.Record, c streams.Command, now time.Ti
 	target := CommandSubject(ns, c.Kind)
 	// Keys are assigned directly, not through Header.Set: they are already
 	// in canonical form, and canonicalising 12 keys per command showed in
-	// the relay's profile.
+	// the relay's profile. Not written since issue 18, as nothing read
+	// them: Content-Type, Esjet-Causation-Id (always the decision id, which
+	// Esjet-Decision-Id holds: DecodeCommand fills it from there), and
+	// Esjet-Report when false. Every header an older worker needs stays:
+	// Esjet-Command-Id (beside the same Nats-Msg-Id), the kind, the issuing
+	// aggregate and its version, the correlation id.
 	h := make(nats.Header, 16)
 	m := &nats.Msg{Subject: target, Header: h, Data: c.Payload}
 	set := func(k, v string) { h[k] = []string{v} }
 	set(jetstream.MsgIDHeader, c.ID)
-	set("Content-Type", "application/json")
 	set(HeaderCommandID, c.ID)
 	set(HeaderCommandKind, c.Kind)
 	set(HeaderAggregateType, rec.AggregateType)
@@ -52,8 +56,9 @@ func EncodeCommand(ns string, rec streams.Record, c streams.Command, now time.Ti
 	set(HeaderVersion, strconv.FormatUint(rec.LastVersion(), 10))
 	set(HeaderDecisionID, rec.ID)
 	set(HeaderDecisionSeq, strconv.FormatUint(rec.Seq, 10))
-	set(HeaderReport, strconv.FormatBool(c.Report))
-	set(HeaderCausationID, rec.ID)
+	if c.Report {
+		set(HeaderReport, "true")
+	}
 	if !rec.Stored.IsZero() {
 		set(HeaderIssued, rec.Stored.UTC().Format(time.RFC3339Nano))
 	}
@@ -61,7 +66,7 @@ func EncodeCommand(ns string, rec streams.Record, c streams.Command, now time.Ti
 		set(HeaderCorrelationID, rec.CorrelationID)
 	}
 	if rec.TraceParent != "" {
-		h.Set(HeaderTraceParent, rec.TraceParent) // not canonical as written: let Set store it as Get will look it up
+		set(HeaderTraceParent, rec.TraceParent)
 	}
 	if !c.DeliverAfter.IsZero() {
 		set(HeaderDeliverAfter, c.DeliverAfter.UTC().Format(time.RFC3339Nano))
@@ -102,6 +107,9 @@ func DecodeCommand(m *nats.Msg) (Command, error) {
 	}
 	c.Version, _ = strconv.ParseUint(h.Get(HeaderVersion), 10, 64)
 	c.DecisionSeq, _ = strconv.ParseUint(h.Get(HeaderDecisionSeq), 10, 64)
+	if c.CausationID == "" {
+		c.CausationID = c.DecisionID // not written since issue 18: it was always the decision id
+	}
 	c.DeliverAfter = parseTime(h.Get(HeaderDeliverAfter))
 	c.Issued = parseTime(h.Get(HeaderIssued))
 	if c.ID == "" {
