@@ -27,6 +27,13 @@ func fillOutbox(t *testing.T, e *rcEnv, n int) []string {
 	stored := time.Now().Add(-time.Hour)
 	var futs []jetstream.PubAckFuture
 	for k := range n {
+		if k%1000 == 999 { // stay under the client's limit of outstanding async publishes
+			select {
+			case <-e.js.PublishAsyncComplete():
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			}
+		}
 		j := k ^ 1 // pairs stored swapped
 		if j >= n {
 			j = k
