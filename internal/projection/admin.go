@@ -33,7 +33,10 @@ func (v *Views) setPaused(ctx context.Context, name string, paused bool) error {
 // Rebuild starts building a new generation of the view from the start of
 // the log, beside the active one (which keeps serving queries); the
 // runners switch queries to it once it has caught up. It returns the new
-// generation.
+// generation. Its bucket is the slot neither the active nor the previous
+// generation holds: emptied first (it may hold a generation dropped by an
+// earlier switch; an owner of that one still running is fenced, as by
+// [Views.Reset]), then named in the control record.
 func (v *Views) Rebuild(ctx context.Context, name string) (int, error) {
 	cs, _, err := v.control(ctx, name)
 	if err != nil {
@@ -43,11 +46,29 @@ func (v *Views) Rebuild(ctx context.Context, name string) (int, error) {
 		if c.Building > 0 {
 			return fmt.Errorf("%w: generation %d of %s is being built already (esjet projections status %s)", ErrInvalid, c.Building, name, name)
 		}
-		c.Latest = max(c.Latest, c.Active, c.Previous) + 1
-		c.Building = c.Latest
+		if c.SlotsFrom == 0 {
+			c.SlotsFrom = max(c.Latest, c.Active, c.Previous) + 1
+		}
+		gen := c.nextGeneration(v.ns, name)
+		if err := v.empty(ctx, c.bucket(v.ns, name, gen)); err != nil {
+			return fmt.Errorf("rebuild %s: empty bucket %s for generation %d: %w", name, c.bucket(v.ns, name, gen), gen, err)
+		}
+		c.Latest, c.Building = gen, gen
 		return nil
 	})
 	return ctl.Building, err
+}
+
+// empty purges bucket's stream, if it exists.
+func (v *Views) empty(ctx context.Context, bucket string) error {
+	st, err := v.js.Stream(ctx, "KV_"+bucket)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return st.Purge(ctx)
 }
 
 // Switch makes generation gen (the active or the previous one) serve
@@ -79,7 +100,7 @@ func (v *Views) Reset(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	st, err := v.js.Stream(ctx, "KV_"+ViewBucket(v.ns, name, ctl.Active))
+	st, err := v.js.Stream(ctx, "KV_"+ctl.bucket(v.ns, name, ctl.Active))
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("%w: %s keeps its view in its own store: reset the position there", ErrInvalid, name)
 	}
@@ -96,7 +117,7 @@ func (v *Views) Parked(ctx context.Context, name string) ([]Parked, error) {
 	if err != nil {
 		return nil, err
 	}
-	kv, err := v.js.KeyValue(ctx, ViewBucket(v.ns, name, ctl.Active))
+	kv, err := v.js.KeyValue(ctx, ctl.bucket(v.ns, name, ctl.Active))
 	if err != nil {
 		return nil, nil
 	}
@@ -173,7 +194,7 @@ func (v *Views) Skips(ctx context.Context, name string) ([]Skipped, error) {
 	if err != nil {
 		return nil, err
 	}
-	kv, err := v.js.KeyValue(ctx, ViewBucket(v.ns, name, ctl.Active))
+	kv, err := v.js.KeyValue(ctx, ctl.bucket(v.ns, name, ctl.Active))
 	if err != nil {
 		return nil, nil
 	}

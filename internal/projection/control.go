@@ -14,7 +14,8 @@ import (
 // bucket): which generation serves queries, which is being built, whether
 // it is paused.
 type Control struct {
-	// Active is the generation queries read (1: bucket <ns>_view_<name>).
+	// Active is the generation queries read (1: bucket <ns>_view_<name>;
+	// see [Control.bucket]).
 	Active int `json:"active"`
 	// Building is a generation being built from the start beside Active
 	// (0: none); it becomes Active when it has caught up.
@@ -31,6 +32,37 @@ type Control struct {
 	// Requests counts the operators' requests ever made: an owner lists
 	// them only when it moved.
 	Requests int `json:"requests,omitempty"`
+	// SlotsFrom is the first generation kept in a slot bucket
+	// ([ViewBucket]); 0 in a record made before slots existed, whose
+	// rebuilt generations have buckets <ns>_view_<name>_g<gen>. The first
+	// rebuild sets it.
+	SlotsFrom int `json:"slots_from,omitempty"`
+}
+
+// bucket is the bucket of generation gen: its slot ([ViewBucket]), or for
+// a generation rebuilt before slots existed its own bucket
+// <ns>_view_<name>_g<gen> (still read where it serves, until the next
+// rebuild replaces it).
+func (c Control) bucket(ns, name string, gen int) string {
+	if gen > 1 && (c.SlotsFrom == 0 || gen < c.SlotsFrom) {
+		return legacyViewBucket(ns, name, gen)
+	}
+	return ViewBucket(ns, name, gen)
+}
+
+// nextGeneration is the generation a rebuild makes: the first after every
+// one made so far whose bucket neither the active nor the previous
+// generation holds (at most [Slots]-1 numbers are passed over).
+func (c Control) nextGeneration(ns, name string) int {
+	g := max(c.Latest, c.Active, c.Previous) + 1
+	busy := func(g int) bool {
+		b := c.bucket(ns, name, g)
+		return b == c.bucket(ns, name, c.Active) || c.Previous > 0 && b == c.bucket(ns, name, c.Previous)
+	}
+	for busy(g) {
+		g++
+	}
+	return g
 }
 
 // generations are the generations that run.

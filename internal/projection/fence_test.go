@@ -22,7 +22,7 @@ func TestAPausedOldOwnerThatWakesUpCannotWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &partition{r: old, def: counter("fenced"), gen: 1, part: 0, logger: old.logger}
+	p := &partition{r: old, def: counter("fenced"), gen: 1, part: 0, bucket: ViewBucket(e.ns, "fenced", 1), logger: old.logger}
 	if err := p.open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +63,8 @@ func TestATakeOverFencesEvenBeforeTheNewOwnerProcessesAnything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &partition{r: r, def: counter("fence2"), gen: 1, logger: r.logger}
-	b := &partition{r: r, def: counter("fence2"), gen: 1, logger: r.logger}
+	a := &partition{r: r, def: counter("fence2"), gen: 1, bucket: ViewBucket(e.ns, "fence2", 1), logger: r.logger}
+	b := &partition{r: r, def: counter("fence2"), gen: 1, bucket: ViewBucket(e.ns, "fence2", 1), logger: r.logger}
 	if err := a.open(t.Context()); err != nil {
 		t.Fatal(err)
 	}

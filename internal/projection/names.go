@@ -48,9 +48,32 @@ func ValidateKey(key string) error {
 // ControlBucket is the namespace's projection control bucket.
 func ControlBucket(ns string) string { return ns + "_projections" }
 
-// ViewBucket is the bucket of generation gen of view name: <ns>_view_<name>
-// for the first, <ns>_view_<name>_g<gen> for the rebuilt ones.
+// Slots is how many buckets a view's generations take turns in: the
+// active, the previous (kept for a switch back) and the one being built
+// never exceed three, so a view has at most three buckets, whose names a
+// NATS role can list (a subject wildcard cannot cover part of a bucket
+// name, as a per-generation name would need).
+const Slots = 3
+
+// SlotBuckets are the names of view name's buckets: <ns>_view_<name>,
+// then <ns>_view_<name>-b and -c ('-' is never in a projection name, so no
+// other view's bucket has these names).
+func SlotBuckets(ns, name string) []string {
+	base := ns + "_view_" + name
+	return []string{base, base + "-b", base + "-c"}
+}
+
+// ViewBucket is the bucket of generation gen of view name: the slot
+// (gen-1) mod [Slots] of [SlotBuckets] (generation 1 is <ns>_view_<name>,
+// as it always was). A rebuild picks a generation whose slot neither the
+// active nor the previous one holds (see [Views.Rebuild]).
 func ViewBucket(ns, name string, gen int) string {
+	return SlotBuckets(ns, name)[(max(gen, 1)-1)%Slots]
+}
+
+// legacyViewBucket is where a generation made before the slots lives:
+// <ns>_view_<name>_g<gen> (generation 1 was <ns>_view_<name>).
+func legacyViewBucket(ns, name string, gen int) string {
 	if gen <= 1 {
 		return ns + "_view_" + name
 	}

@@ -92,7 +92,7 @@ func (p *partition) loadParked(ctx context.Context) error {
 	if !p.def.parking() {
 		return nil
 	}
-	kv, err := p.r.js.KeyValue(ctx, ViewBucket(p.r.ns, p.def.Name, p.gen))
+	kv, err := p.r.js.KeyValue(ctx, p.bucket)
 	if err != nil {
 		return err
 	}
@@ -184,7 +184,7 @@ func (p *partition) handle(ctx context.Context, req Request) error {
 	if !p.def.parking() {
 		return p.handleSingle(ctx, req)
 	}
-	kv, err := p.r.js.KeyValue(ctx, ViewBucket(p.r.ns, p.def.Name, p.gen))
+	kv, err := p.r.js.KeyValue(ctx, p.bucket)
 	if err != nil {
 		return err
 	}

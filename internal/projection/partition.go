@@ -21,6 +21,7 @@ type partition struct {
 	def    Definition
 	gen    int
 	part   int
+	bucket string // the generation's view bucket (Control.bucket)
 	logger *slog.Logger
 
 	leaseRev uint64 // the fencing token: our lease's revision
@@ -71,11 +72,11 @@ func (p *partition) open(ctx context.Context) error {
 		p.committed, p.pos = pos, pos
 		return nil
 	}
-	st, err := p.r.viewStream(ctx, p.def.Name, p.gen)
+	st, err := p.r.viewStream(ctx, p.bucket)
 	if err != nil {
 		return err
 	}
-	p.store = newKVStore(p.r.nc, st, ViewBucket(p.r.ns, p.def.Name, p.gen))
+	p.store = newKVStore(p.r.nc, st, p.bucket)
 	p.tx = newTx(p.store)
 	p.tx.ctx = ctx
 	var cp Checkpoint

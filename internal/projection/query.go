@@ -101,7 +101,7 @@ func (v *Views) Get(ctx context.Context, name, key string, w Wait) (Doc, error) 
 	if err != nil {
 		return Doc{}, err
 	}
-	kv, err := v.js.KeyValue(ctx, ViewBucket(v.ns, name, ctl.Active))
+	kv, err := v.js.KeyValue(ctx, ctl.bucket(v.ns, name, ctl.Active))
 	if err != nil {
 		return Doc{}, fmt.Errorf("view %s: %w", name, err)
 	}
@@ -239,7 +239,7 @@ func (v *Views) List(ctx context.Context, name string, q ListQuery) (Page, error
 	if err != nil {
 		return Page{}, err
 	}
-	kv, err := v.js.KeyValue(ctx, ViewBucket(v.ns, name, ctl.Active))
+	kv, err := v.js.KeyValue(ctx, ctl.bucket(v.ns, name, ctl.Active))
 	if err != nil {
 		return Page{}, fmt.Errorf("view %s: %w", name, err)
 	}

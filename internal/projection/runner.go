@@ -146,8 +146,7 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, bucket string, re
 }
 
 // viewStream opens (creating it when missing) the stream of a view bucket.
-func (r *Runner) viewStream(ctx context.Context, name string, gen int) (jetstream.Stream, error) {
-	bucket := ViewBucket(r.ns, name, gen)
+func (r *Runner) viewStream(ctx context.Context, bucket string) (jetstream.Stream, error) {
 	if _, err := ensureBucket(ctx, r.js, bucket, r.cfg.Replicas, true); err != nil {
 		return nil, err
 	}
@@ -198,7 +197,7 @@ func (r *Runner) claim(ctx context.Context, d Definition, wg *sync.WaitGroup) er
 			if err != nil || !ok {
 				continue
 			}
-			p := &partition{r: r, def: d, gen: gen, part: part, leaseRev: rev, token: rev,
+			p := &partition{r: r, def: d, gen: gen, part: part, bucket: ctl.bucket(r.ns, d.Name, gen), leaseRev: rev, token: rev,
 				logger: r.logger.With("projection", d.Name, "generation", gen, "partition", part)}
 			r.mu.Lock()
 			r.running[key] = p
@@ -243,12 +242,15 @@ func (r *Runner) ensure(ctx context.Context, d Definition) (Control, error) {
 	if rev == 0 && d.Sink == nil {
 		// The view's bucket first: a query that finds the projection finds
 		// its bucket.
-		if _, err := r.viewStream(ctx, d.Name, ctl.Active); err != nil {
+		if _, err := r.viewStream(ctx, ctl.bucket(r.ns, d.Name, ctl.Active)); err != nil {
 			return ctl, err
 		}
 	}
 	if rev == 0 || ctl.Partitions != d.partitions() {
 		return r.ctl.update(ctx, d.Name, func(c *Control) error {
+			if c.SlotsFrom == 0 && c.Latest <= 1 {
+				c.SlotsFrom = 1 // nothing rebuilt yet: every generation in a slot
+			}
 			c.Partitions = d.partitions()
 			return nil
 		})

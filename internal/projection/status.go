@@ -122,7 +122,7 @@ func (v *Views) Status(ctx context.Context, name string) (Status, error) {
 		var buildRate float64
 		for part := range st.Partitions {
 			ps := PartStatus{Generation: gen, Partition: part, State: "unowned"}
-			if kv, err := v.js.KeyValue(ctx, ViewBucket(v.ns, name, gen)); err == nil {
+			if kv, err := v.js.KeyValue(ctx, ctl.bucket(v.ns, name, gen)); err == nil {
 				cp, _ := readCheckpoint(ctx, kv, part)
 				ps.Position = cp.Position
 				if recs, err := listParked(ctx, kv, part); err == nil {
