@@ -152,6 +152,10 @@ func TestRolesEachDoTheirJobAndNothingMore(t *testing.T) {
 	if got := client.request(t, "esjet.sec.trip.lisbon.state", ""); !strings.Contains(got, "confirmed") {
 		t.Fatalf("client's state read: %s", got)
 	}
+	// ... and a view, which the node (as the node role) keeps.
+	natstest.Eventually(t, 30*time.Second, func() bool {
+		return strings.Contains(client.request(t, "esjet.sec.views.traveler_spend.get", `{"key":"ada"}`), `"confirmed":1`)
+	})
 
 	// ... and nothing more.
 	forged := nats.NewMsg("sec.evt.trip.lisbon")
@@ -170,6 +174,9 @@ func TestRolesEachDoTheirJobAndNothingMore(t *testing.T) {
 		{"pull the workers' commands", "$JS.API.CONSUMER.MSG.NEXT.SEC_OUTBOX.esjet-worker-book_flight"},
 		{"re-point the relay", "$JS.API.CONSUMER.CREATE.SEC_EVENTS.esjet-relay.sec.evt.>"},
 		{"change the EVENTS stream", "$JS.API.STREAM.UPDATE.SEC_EVENTS"},
+		{"write a view", "$KV.sec_view_traveler_spend.ada"},
+		{"take a view's lease", "$KV.sec_projections.traveler_spend.g1.p0.lease"},
+		{"purge a view", "$JS.API.STREAM.PURGE.KV_sec_view_traveler_spend"},
 	}
 	for _, a := range attacks {
 		forged.Subject = a.subject

@@ -10,10 +10,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/demo/trip"
 	"github.com/esjet/esjet/internal/broker"
+	"github.com/esjet/esjet/internal/projection"
 )
 
 type permissionsFlags struct {
+	views   []string
 	role    string
 	subject string
 	bucket  string
@@ -26,16 +29,20 @@ func newPermissionsCmd(g *globals) *cobra.Command {
 		Use:   "permissions",
 		Short: "Print the NATS permissions of each role of a namespace (server config or user JWT)",
 		Long: `Print the least-privilege NATS permissions of the roles that use a namespace,
-derived from the config (namespace, workers' target subjects, demo services):
+derived from the config (namespace, workers' target subjects, demo services)
+and the read models the node runs (the demo's views, and --view):
 
-  node      runs the API, relay, workers: the only role that may publish to
-            <ns>.evt.>, <ns>.outbox.>, <ns>.schedule.>, <ns>.dlq.> and the
-            <ns>_snapshots/<ns>_receipts buckets, or serve the API's queue group
-  client    calls the command and query API (esjet.<ns>.>)
+  node      runs the API, relay, workers and read models: the only role that
+            may publish to <ns>.evt.>, <ns>.outbox.>, <ns>.schedule.>, <ns>.dlq.>,
+            the <ns>_snapshots/<ns>_receipts buckets and the views' buckets
+            (<ns>_projections, <ns>_view_<name> and its -b, -c), or serve the
+            API's queue group
+  client    calls the command and query API (esjet.<ns>.>, views included)
   receiver  serves one target subject and replies (one per nats worker
             subject, or --subject)
-  operator  reads streams, consumers, state and history; asks the node to retry
-            or discard dead letters on its own esjet.<ns>.ops.<user>.> only
+  operator  reads streams, consumers, state, history and views; asks the node
+            to retry or discard dead letters, or to act on a projection, on its
+            own esjet.<ns>.ops.<user>.> only
   admin     everything, including deleting and purging streams
 
 --format server prints a nats-server authorization block: each password is
@@ -44,7 +51,8 @@ nats server passwd). --format json prints the permissions to put in each
 user's JWT (nsc edit user, or an auth callout).`,
 		Example: `  esjet permissions --namespace trips > auth.conf
   esjet permissions --namespace trips --role client --format json
-  esjet permissions --role receiver --subject billing.charge --bucket billing_keys`,
+  esjet permissions --role receiver --subject billing.charge --bucket billing_keys
+  esjet permissions --namespace shop --view orders_by_status --view revenue`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := g.load(cmd.Flags())
@@ -55,6 +63,7 @@ user's JWT (nsc edit user, or an auth callout).`,
 		},
 	}
 	fl := cmd.Flags()
+	fl.StringSliceVar(&f.views, "view", nil, "a read model your node runs besides the demo's (its projection's name; repeat, or comma-separate)")
 	fl.StringVar(&f.role, "role", "", "print only this role: "+strings.Join(broker.Roles, ", "))
 	fl.StringVar(&f.subject, "subject", "", "the receiver's one subject (default: one receiver per nats worker subject)")
 	fl.StringVar(&f.bucket, "bucket", "", "the receiver's idempotency KV bucket, if it keeps one")
@@ -63,11 +72,26 @@ user's JWT (nsc edit user, or an auth callout).`,
 }
 
 // nodeSpec is what the node role derives from the config: the subjects its
-// workers request (with the trip's routes, as esjet run adds them) and the
-// demo services it may run in-process.
-func nodeSpec(cfg config.Config) broker.RoleSpec {
+// workers request (with the trip's routes, as esjet run adds them), the
+// demo services it may run in-process, and the views it runs: the trip's
+// (esjet run runs them) and views.
+func nodeSpec(cfg config.Config, views []string) (broker.RoleSpec, error) {
 	cfg.Workers = tripRoutes(cfg)
-	return broker.NodeSpec(cfg)
+	names := []string{}
+	for _, d := range trip.Views() {
+		if d.Sink == nil {
+			names = append(names, d.Name)
+		}
+	}
+	for _, v := range views {
+		if err := projection.ValidateName(v); err != nil {
+			return broker.RoleSpec{}, fmt.Errorf("--view: %w", err)
+		}
+		if !slices.Contains(names, v) {
+			names = append(names, v)
+		}
+	}
+	return broker.NodeSpec(cfg, names...), nil
 }
 
 // workerSubjects are the distinct subjects of the nats workers `esjet run`
@@ -101,8 +125,12 @@ func roleUsers(cfg config.Config, f *permissionsFlags) ([]broker.RoleUser, error
 		users = append(users, broker.RoleUser{Name: name, Role: role, Permissions: p})
 		return nil
 	}
+	nspec, err := nodeSpec(cfg, f.views)
+	if err != nil {
+		return nil, err
+	}
 	for _, role := range roles {
-		spec := nodeSpec(cfg)
+		spec := nspec
 		name := cfg.Namespace + "-" + role
 		if role != broker.RoleReceiver {
 			if err := add(name, role, spec); err != nil {

@@ -57,11 +57,29 @@ func (b *Broker) fail(err error) {
 	}
 }
 
+// StartOption adds to what [Start] takes from the config.
+type StartOption func(*startOptions)
+
+type startOptions struct {
+	views []string
+}
+
+// WithViews names the read models the node runs with the built-in store:
+// with nats.embedded.users, the node role may write their buckets and the
+// operator role read them (see [RoleSpec.Views]).
+func WithViews(names ...string) StartOption {
+	return func(o *startOptions) { o.views = append(o.views, names...) }
+}
+
 // Start starts the broker cfg describes and returns once JetStream answers: an
 // embedded nats-server (cfg.NATS.Mode "embedded") or a connection to an external
 // cluster. cfg must be valid (see [config.Config.Validate]). A nil logger discards.
 // The caller must call [Broker.Close].
-func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker, error) {
+func Start(ctx context.Context, cfg config.Config, logger *slog.Logger, opts ...StartOption) (*Broker, error) {
+	var so startOptions
+	for _, o := range opts {
+		o(&so)
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -69,7 +87,7 @@ func Start(ctx context.Context, cfg config.Config, logger *slog.Logger) (*Broker
 	logger = logger.With("component", "broker")
 	switch cfg.NATS.Mode {
 	case config.ModeEmbedded:
-		return startEmbedded(ctx, cfg, base, logger)
+		return startEmbedded(ctx, cfg, so, base, logger)
 	case config.ModeExternal:
 		return startExternal(ctx, cfg, logger)
 	default:

@@ -26,7 +26,7 @@ const (
 
 // startEmbedded runs nats-server in-process. base is the caller's logger, from
 // which the server's own log lines get component=nats-server.
-func startEmbedded(ctx context.Context, cfg config.Config, base, logger *slog.Logger) (*Broker, error) {
+func startEmbedded(ctx context.Context, cfg config.Config, so startOptions, base, logger *slog.Logger) (*Broker, error) {
 	e := cfg.NATS.Embedded
 	opts, err := serverOptions(cfg)
 	if err != nil {
@@ -38,7 +38,7 @@ func startEmbedded(ctx context.Context, cfg config.Config, base, logger *slog.Lo
 	if err != nil {
 		return nil, fmt.Errorf("start embedded nats-server: %w", err)
 	}
-	b, err := runEmbedded(ctx, cfg, opts, base, logger)
+	b, err := runEmbedded(ctx, cfg, so, opts, base, logger)
 	if err != nil {
 		_ = lock.Release()
 		return nil, err
@@ -54,9 +54,9 @@ func startEmbedded(ctx context.Context, cfg config.Config, base, logger *slog.Lo
 
 // runEmbedded starts the server on a data dir the caller has locked and
 // connects to it in-process.
-func runEmbedded(ctx context.Context, cfg config.Config, opts *server.Options, base, logger *slog.Logger) (*Broker, error) {
+func runEmbedded(ctx context.Context, cfg config.Config, so startOptions, opts *server.Options, base, logger *slog.Logger) (*Broker, error) {
 	e := cfg.NATS.Embedded
-	asNode, err := addUsers(cfg, opts)
+	asNode, err := addUsers(cfg, so.views, opts)
 	if err != nil {
 		return nil, fmt.Errorf("create embedded nats-server: %w", err)
 	}

@@ -49,6 +49,12 @@ type RoleSpec struct {
 	// Bucket is the receiver's idempotency KV bucket (receiver.Config.Bucket);
 	// "" gives the receiver no JetStream access at all.
 	Bucket string
+	// Views are the names of the read models the node runs with the
+	// built-in store (projection.Definition.Name): the node owns their
+	// buckets ([ViewBuckets]), the operator reads them, and no other role
+	// touches them. Every projection shares the control bucket
+	// <ns>_projections, granted whenever Views is not empty.
+	Views []string
 	// User is the operator's NATS user (its name, or its nkey for an nkey
 	// user): the one ops subject token it may publish under, which the
 	// node's DLQ audit records name (RoleOperator; required there).
@@ -85,10 +91,52 @@ func OpsPrefix(ns, user string) string { return apiPrefix(ns) + ".ops." + user }
 func Protected(ns string) []string {
 	return []string{
 		ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>", apiPrefix(ns) + ".ops.>",
-		"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>",
+		"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>", "$KV." + ProjectionsBucket(ns) + ".>",
 		"$JS.API.STREAM.DELETE.*", "$JS.API.STREAM.PURGE.*", "$JS.API.STREAM.MSG.DELETE.*",
 		"$JS.API.ACCOUNT.PURGE.*",
 	}
+}
+
+// ProjectionsBucket is the namespace's projection control bucket: leases,
+// control records, operators' requests (projection.ControlBucket; the
+// broker does not import projection).
+func ProjectionsBucket(ns string) string { return ns + "_projections" }
+
+// ViewBuckets are the buckets view name's generations take turns in
+// (projection.SlotBuckets): <ns>_view_<name>, its -b and its -c.
+func ViewBuckets(ns, name string) []string {
+	base := ns + "_view_" + name
+	return []string{base, base + "-b", base + "-c"}
+}
+
+// viewStreams are the streams of spec's views' buckets (none without
+// views).
+func viewStreams(spec RoleSpec) []string {
+	var s []string
+	for _, v := range spec.Views {
+		for _, b := range ViewBuckets(spec.Namespace, v) {
+			s = append(s, "KV_"+b)
+		}
+	}
+	return s
+}
+
+// readModelStreams are the control bucket's stream and the views' (none
+// without views).
+func readModelStreams(spec RoleSpec) []string {
+	if len(spec.Views) == 0 {
+		return nil
+	}
+	return append([]string{"KV_" + ProjectionsBucket(spec.Namespace)}, viewStreams(spec)...)
+}
+
+// kvSubjects are the subjects of the buckets whose streams are streams.
+func kvSubjects(streams []string) []string {
+	out := make([]string, len(streams))
+	for i, s := range streams {
+		out[i] = "$KV." + strings.TrimPrefix(s, "KV_") + ".>"
+	}
+	return out
 }
 
 // reconcileBucket is the object store of esjet reconcile's checkpoint
@@ -97,6 +145,21 @@ func reconcileBucket(ns string) string { return ns + "_reconcile" }
 
 // destructive are the JetStream API requests only admin may make.
 var destructive = []string{"$JS.API.STREAM.DELETE.*", "$JS.API.STREAM.PURGE.*", "$JS.API.STREAM.MSG.DELETE.*", "$JS.API.ACCOUNT.PURGE.*"}
+
+// nodeDenied are the destructive requests denied to the node: all of them
+// but purging its views' buckets (a rebuild empties the bucket it takes, a
+// reset the serving one), which the node may; so purges are denied stream
+// by stream for every other stream it owns (a deny overrides any allow).
+func nodeDenied(spec RoleSpec, owned []string) []string {
+	if len(spec.Views) == 0 {
+		return slices.Clone(destructive)
+	}
+	deny := []string{"$JS.API.STREAM.DELETE.*", "$JS.API.STREAM.MSG.DELETE.*", "$JS.API.ACCOUNT.PURGE.*"}
+	for _, s := range owned {
+		deny = append(deny, "$JS.API.STREAM.PURGE."+s)
+	}
+	return append(deny, "$JS.API.STREAM.PURGE.KV_"+ProjectionsBucket(spec.Namespace))
+}
 
 // nodeStreams are the streams the node owns, KV buckets by their streams.
 func nodeStreams(ns string, buckets ...string) []string {
@@ -153,20 +216,33 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 			pub = append(pub, "$KV."+b+".>")
 		}
 		pub = append(pub, jsAccount...)
-		for _, s := range nodeStreams(ns, spec.Buckets...) {
+		owned := nodeStreams(ns, spec.Buckets...)
+		for _, s := range owned {
 			pub = append(pub, streamOwner(s)...)
+		}
+		// Read models: the control bucket and each view's buckets, which
+		// a rebuild or a reset may empty.
+		rm := readModelStreams(spec)
+		pub = append(pub, kvSubjects(rm)...)
+		for _, s := range rm {
+			pub = append(pub, streamOwner(s)...)
+		}
+		for _, s := range viewStreams(spec) {
+			pub = append(pub, "$JS.API.STREAM.PURGE."+s)
 		}
 		pub = append(pub, spec.Targets...)
 		sub := []string{NodeInboxPrefix(ns) + ".>", api + ".> " + APIQueue(ns), "$SRV.>"}
 		sub = append(sub, spec.Targets...)
 		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: pub, Deny: slices.Clone(destructive)},
+			Publish:   &server.SubjectPermission{Allow: pub, Deny: nodeDenied(spec, owned)},
 			Subscribe: &server.SubjectPermission{Allow: sub},
 			Response:  allResponses,
 		}, nil
 	case RoleClient:
+		// Views are read through the API (esjet.<ns>.views…), as the node
+		// serves them; their buckets are the node's.
 		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{api + ".>", "$SRV.>"}, Deny: Protected(ns)},
+			Publish:   &server.SubjectPermission{Allow: []string{api + ".>", "$SRV.>"}, Deny: append(Protected(ns), kvSubjects(viewStreams(spec))...)},
 			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}, Deny: []string{api + ".>"}},
 		}, nil
 	case RoleOperator:
@@ -174,8 +250,11 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 			return nil, fmt.Errorf("permissions of role operator: %w: user %q is not one subject token (its ops subject is %s.ops.<user>.>; name the user without '.', '*', '>' or spaces)", ErrRole, spec.User, api)
 		}
 		pub := []string{api + ".*.*.state", api + ".*.*.events", api + ".types", api + ".raw.events.*.*", "$SRV.>", UserInfoSubject}
+		// The views, read through the node (esjet projections ls|status|parked,
+		// GET-like queries) and straight from their buckets.
+		pub = append(pub, api+".views", api+".views.>")
 		pub = append(pub, jsAccount...)
-		for _, s := range nodeStreams(ns) {
+		for _, s := range append(nodeStreams(ns), readModelStreams(spec)...) {
 			pub = append(pub, streamReads(s)...)
 		}
 		// Retrying and discarding a dead letter: a request to the node on
@@ -188,6 +267,7 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 		pub = append(pub, streamOwner("OBJ_"+reconcileBucket(ns))...)
 		deny := []string{ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>",
 			"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>"}
+		deny = append(deny, kvSubjects(readModelStreams(spec))...)
 		deny = append(deny, destructive...)
 		return &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: pub, Deny: deny},
@@ -204,6 +284,9 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 		if spec.Bucket == "" {
 			p.Publish = &server.SubjectPermission{Deny: []string{">"}}
 			return p, nil
+		}
+		if b := spec.Bucket; b == ns+"_snapshots" || b == ns+"_receipts" || b == ProjectionsBucket(ns) || strings.HasPrefix(b, ns+"_view_") {
+			return nil, fmt.Errorf("permissions of role receiver: %w: bucket %q is the node's own (namespace %s keeps its snapshots, receipts and read models in %s_*); name the receiver's idempotency bucket otherwise, e.g. billing_receipts", ErrRole, b, ns, ns)
 		}
 		s := "KV_" + spec.Bucket
 		pub := append(slices.Clone(jsAccount), "$KV."+spec.Bucket+".>",

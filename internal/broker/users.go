@@ -21,10 +21,11 @@ const (
 )
 
 // NodeSpec is what the node role of cfg derives from: the namespace, the
-// subjects of its nats workers (cfg.Workers as the node runs them), and the
-// demo services when it runs them in-process.
-func NodeSpec(cfg config.Config) RoleSpec {
-	spec := RoleSpec{Namespace: cfg.Namespace}
+// subjects of its nats workers (cfg.Workers as the node runs them), the
+// demo services when it runs them in-process, and the views it runs (the
+// names of its projections with the built-in store).
+func NodeSpec(cfg config.Config, views ...string) RoleSpec {
+	spec := RoleSpec{Namespace: cfg.Namespace, Views: slices.Clone(views)}
 	seen := map[string]bool{}
 	for _, w := range cfg.Workers {
 		if w.Target == config.TargetNATS {
@@ -40,12 +41,13 @@ func NodeSpec(cfg config.Config) RoleSpec {
 	return spec
 }
 
-// UserSpec is what the permissions of a configured user derive from.
-func UserSpec(cfg config.Config, u config.User) RoleSpec {
+// UserSpec is what the permissions of a configured user derive from; views
+// are the node's (see [NodeSpec]).
+func UserSpec(cfg config.Config, u config.User, views ...string) RoleSpec {
 	if u.Role == config.RoleNode {
-		return NodeSpec(cfg)
+		return NodeSpec(cfg, views...)
 	}
-	spec := RoleSpec{Namespace: cfg.Namespace, Subject: u.Subject, Bucket: u.Bucket, User: u.Name}
+	spec := RoleSpec{Namespace: cfg.Namespace, Subject: u.Subject, Bucket: u.Bucket, User: u.Name, Views: slices.Clone(views)}
 	if u.NKey != "" {
 		spec.User = u.NKey // what the server authenticates an nkey user as
 	}
@@ -56,15 +58,16 @@ func UserSpec(cfg config.Config, u config.User) RoleSpec {
 // with its role's permissions, and a node user known only to this process:
 // a fresh nkey whose seed never leaves memory. It returns the option that
 // connects as that node user, or nil when there are no users (the server
-// then has nats.embedded.auth, if any, as its one user).
-func addUsers(cfg config.Config, opts *server.Options) (nats.Option, error) {
+// then has nats.embedded.auth, if any, as its one user). views are the
+// node's read models (see [NodeSpec]).
+func addUsers(cfg config.Config, views []string, opts *server.Options) (nats.Option, error) {
 	e := cfg.NATS.Embedded
 	if len(e.Users) == 0 {
 		return nil, nil
 	}
 	opts.Username, opts.Password, opts.Authorization = "", "", ""
 	for _, u := range e.Users {
-		p, err := RolePermissions(u.Role, UserSpec(cfg, u))
+		p, err := RolePermissions(u.Role, UserSpec(cfg, u, views...))
 		if err != nil {
 			return nil, fmt.Errorf("nats.embedded.users %s: %w", u.Name, err)
 		}
@@ -82,7 +85,7 @@ func addUsers(cfg config.Config, opts *server.Options) (nats.Option, error) {
 	if err != nil {
 		return nil, fmt.Errorf("node key: %w", err)
 	}
-	p, err := RolePermissions(RoleNode, NodeSpec(cfg))
+	p, err := RolePermissions(RoleNode, NodeSpec(cfg, views...))
 	if err != nil {
 		return nil, err
 	}

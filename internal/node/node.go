@@ -114,7 +114,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	if err := n.startTelemetry(ctx, opts); err != nil {
 		return nil, err
 	}
-	n.broker, err = broker.Start(ctx, cfg, logger)
+	n.broker, err = broker.Start(ctx, cfg, logger, broker.WithViews(viewNames(opts.Projections)...))
 	if err != nil {
 		return nil, err
 	}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nuid"
 
-	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/projection"
 )
 
@@ -17,19 +16,22 @@ import (
 // given projections also runs them, sharing their partitions with the
 // other nodes that run the same ones (a lease per partition).
 
+// viewNames are the names of the projections with the built-in store (a
+// Sink keeps its view elsewhere): with NATS users, the node role may write
+// their buckets (broker.WithViews).
+func viewNames(defs []projection.Definition) []string {
+	var names []string
+	for _, d := range defs {
+		if d.Sink == nil {
+			names = append(names, d.Name)
+		}
+	}
+	return names
+}
+
 // startProjections starts the runner of opts.Projections, if any.
 func (n *Node) startProjections(ctx context.Context, opts Options, logger *slog.Logger) error {
 	if len(opts.Projections) == 0 {
-		return nil
-	}
-	// With NATS users the node role has no permissions on the view buckets
-	// yet (<ns>_projections, <ns>_view_<name>): run no read models rather
-	// than hit permission violations.
-	wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-	id, werr := broker.WhoAmI(wctx, n.broker.Conn())
-	wcancel()
-	if werr != nil || id.User != "" {
-		n.logger.Warn("projections not started: the server has NATS users, and the node role has no permissions on the view buckets yet", "user", id.User)
 		return nil
 	}
 	host, _ := os.Hostname()
@@ -39,9 +41,10 @@ func (n *Node) startProjections(ctx context.Context, opts Options, logger *slog.
 	r, err := projection.NewRunner(nctx, n.broker.JetStream(), n.log, opts.Projections, cfg, logger)
 	if err != nil {
 		// The node serves commands without its read models rather than not
-		// at all; with NATS users the node role has no permissions on the
-		// view buckets yet (<ns>_projections, <ns>_view_<name>).
-		n.logger.Error("projections not started: the node runs without its read models", "error", err)
+		// at all: on a server with users, the node's user may lack the
+		// views' permissions (esjet permissions names the views it grants).
+		n.logger.Error("projections not started: the node runs without its read models", "error", err,
+			"views", viewNames(opts.Projections))
 		return nil
 	}
 	n.projections = r
