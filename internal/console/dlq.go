@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/esjet/esjet/internal/ops"
+	"github.com/esjet/esjet/internal/telemetry"
 )
 
 // DeadLetters is the DLQ page: the unsettled dead letters, oldest first.
@@ -95,7 +96,7 @@ func (c *Console) dlqAction(r *http.Request) (ops.ActionReply, error) {
 		return ops.ActionReply{}, fmt.Errorf("%w: seq %d is a dead letter of %s, not of %s", ops.ErrDeadLetterNotFound, seq, dl.ID, req.CommandID)
 	}
 	by := "console at " + remoteHost(r)
-	rep := ops.ActionReply{Seq: dl.Seq, CommandID: dl.ID, Kind: dl.Kind, Attempts: dl.Attempts, Error: dl.Error, By: by}
+	rep := ops.NewActionReply(dl, by)
 	if action == ops.ActionRetry {
 		mode := ops.RetryUnlessReportedFailure
 		if req.AfterFailed {
@@ -110,6 +111,7 @@ func (c *Console) dlqAction(r *http.Request) (ops.ActionReply, error) {
 	if err != nil {
 		return ops.ActionReply{}, err
 	}
-	c.logger.Info("dlq action", "action", rep.Action, "seq", rep.Seq, "command_id", rep.CommandID, "by", by)
+	c.logger.Info("dlq action", "action", rep.Action, "seq", rep.Seq, "command_id", rep.CommandID, "decision_id", rep.DecisionID,
+		"trace_id", telemetry.TraceIDOf(rep.TraceParent), "by", by)
 	return rep, nil
 }

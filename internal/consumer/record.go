@@ -60,7 +60,7 @@ func (w *Worker) report(ctx context.Context, log *slog.Logger, d Delivery, ok bo
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
 	err := w.fb.Report(rctx, Report{AggregateType: d.AggregateType, AggregateID: d.AggregateID, Kind: kind, Payload: payload,
-		IdempotencyKey: key, CorrelationID: d.CorrelationID, CausationID: d.CommandID, TraceParent: telemetry.TraceParent(ctx)})
+		IdempotencyKey: key, CorrelationID: d.CorrelationID, CausationID: d.CommandID, TraceParent: telemetry.TraceParent(ctx), DecisionID: d.DecisionID})
 	switch {
 	case err == nil:
 		return true

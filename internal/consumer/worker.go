@@ -93,6 +93,9 @@ type Report struct {
 	// parent where the report travels without its ctx (an edge hub's
 	// outcome, pulled by the site).
 	TraceParent string `json:",omitempty"`
+	// DecisionID is the decision that emitted the command (for the log
+	// lines of an edge site applying a hub's outcome).
+	DecisionID string `json:",omitempty"`
 }
 
 // ErrFeedbackRefused wraps a feedback error that no retry will change (the

@@ -15,6 +15,7 @@ import (
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/telemetry"
 	"github.com/esjet/esjet/internal/wire"
 )
 
@@ -201,7 +202,8 @@ func (n *Node) applyOutcome(ctx context.Context, logger *slog.Logger, receipts j
 		return
 	}
 	if err := (feedback{repo: n.repo, tel: n.tel}).Report(ctx, r); err != nil && !errors.Is(err, consumer.ErrFeedbackRefused) {
-		logger.Warn("hub outcome not applied yet", "kind", r.Kind, "aggregate_type", r.AggregateType, "aggregate_id", r.AggregateID, "error", err)
+		logger.Warn("hub outcome not applied yet", "kind", r.Kind, "aggregate_type", r.AggregateType, "aggregate_id", r.AggregateID,
+			"command_id", r.CausationID, "decision_id", r.DecisionID, "trace_id", telemetry.TraceIDOf(r.TraceParent), "error", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}

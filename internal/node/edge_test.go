@@ -101,6 +101,18 @@ func TestEdgeSitesLandAtTheHubOnceAndHubKindsReportBack(t *testing.T) {
 			t.Errorf("site %d EVENTS holds %d messages, want its own 6 only", i+1, got)
 		}
 	}
+	// The hub's outcomes name the decision that issued the command (the
+	// site logs it with the outcome: TestHubOutcomeNotAppliedYetCarriesItsIds).
+	if outs, err := hub.JetStream().Stream(t.Context(), names.Outcomes()); err != nil {
+		t.Errorf("hub outcomes stream: %v", err)
+	} else if m, err := outs.GetMsg(t.Context(), 1); err != nil {
+		t.Errorf("hub's first outcome: %v", err)
+	} else {
+		var r consumer.Report
+		if err := json.Unmarshal(m.Data, &r); err != nil || r.DecisionID == "" || r.CausationID == "" {
+			t.Errorf("hub's first outcome names no decision or command: %s (%v)", m.Data, err)
+		}
+	}
 	if charged.Load() != 4 || shippedAtSites.Load() != 4 {
 		t.Errorf("charge ran %d times at the hub, ship %d times at the sites; want 4 and 4", charged.Load(), shippedAtSites.Load())
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/ops"
+	"github.com/esjet/esjet/internal/telemetry"
 )
 
 // opsHandler serves the operator's DLQ actions (esjet dlq retry/discard) on
@@ -38,7 +39,8 @@ func opsHandler(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, ns s
 		if err != nil {
 			return nil, opsError(err)
 		}
-		logger.Info("dlq action", "action", rep.Action, "seq", rep.Seq, "command_id", rep.CommandID, "by", rep.By)
+		logger.Info("dlq action", "action", rep.Action, "seq", rep.Seq, "command_id", rep.CommandID, "decision_id", rep.DecisionID,
+			"trace_id", telemetry.TraceIDOf(rep.TraceParent), "by", rep.By)
 		return rep, nil
 	}
 }

@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"github.com/esjet/esjet/demo/services"
 	"github.com/esjet/esjet/demo/trip"
 	"github.com/esjet/esjet/internal/natstest"
+	"github.com/esjet/esjet/internal/ops"
 )
 
 // seen records the traceparent each target request carried, by
@@ -216,6 +218,17 @@ func TestCommandLogLinesCarryTheirIds(t *testing.T) {
 		return tripStatus(n, "t1") == trip.StatusConfirmed && tripStatus(n, "t2") == trip.StatusCancelled &&
 			strings.Contains(logs.String(), `"msg":"retrying"`) && strings.Contains(logs.String(), `"msg":"dead-lettered"`)
 	})
+	// An operator discards t2's dead letter through the node: the node's
+	// "dlq action" line names the command's decision and trace too.
+	dl, err := ops.OpenDLQ(n.JetStream(), "tel").Get(t.Context(), "trip:t2:2:0")
+	if err != nil {
+		t.Fatalf("t2's dead letter: %v", err)
+	}
+	m, err := n.Broker().Conn().Request(ops.ActionSubject("tel", "tester", ops.ActionDiscard), []byte(fmt.Sprintf(`{"seq":%d,"reason":"test"}`, dl.Seq)), 10*time.Second)
+	if err != nil || !strings.Contains(string(m.Data), `"discarded"`) {
+		t.Fatalf("discard t2's dead letter: %v %s", err, m.Data)
+	}
+	natstest.Eventually(t, 10*time.Second, func() bool { return strings.Contains(logs.String(), `"msg":"dlq action"`) })
 	about := 0
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var rec map[string]any

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // The node serves the DLQ actions on esjet.<ns>.ops.<user>.dlq.<action>
@@ -86,6 +88,16 @@ type ActionReply struct {
 	MsgID string `json:"msg_id,omitempty"`
 	// By is who the audit record names.
 	By string `json:"by"`
+	// DecisionID is the decision that emitted the command; TraceParent the
+	// command's trace (for the node's log line, not sent).
+	DecisionID  string `json:"decision_id,omitempty"`
+	TraceParent string `json:"-"`
+}
+
+// NewActionReply starts the reply to an action on dl by by.
+func NewActionReply(dl DeadLetter, by string) ActionReply {
+	return ActionReply{Seq: dl.Seq, CommandID: dl.ID, Kind: dl.Kind, Attempts: dl.Attempts, Error: dl.Error, By: by,
+		DecisionID: dl.DecisionID, TraceParent: dl.Header.Get(wire.HeaderTraceParent)}
 }
 
 // Server runs the DLQ actions a node serves.
@@ -150,7 +162,7 @@ func (s *Server) Serve(ctx context.Context, user, action string, body []byte) (A
 		return ActionReply{}, fmt.Errorf("%w: seq %d is a dead letter of %s, not of %s", ErrDeadLetterNotFound, req.Seq, dl.ID, req.CommandID)
 	}
 	by := s.By(user)
-	rep := ActionReply{Seq: dl.Seq, CommandID: dl.ID, Kind: dl.Kind, Attempts: dl.Attempts, Error: dl.Error, By: by}
+	rep := NewActionReply(dl, by)
 	switch action {
 	case ActionRetry:
 		mode := RetryUnlessReportedFailure
