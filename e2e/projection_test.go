@@ -17,6 +17,7 @@ import (
 
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/projection"
+	"github.com/esjet/esjet/internal/streams"
 )
 
 // TestViewsSurviveKilledNodesExactly: two nodes share the trip views of
@@ -104,6 +105,22 @@ func TestViewsSurviveKilledNodesExactly(t *testing.T) {
 		nodes[i] = startNodeEnv(t, dirs[i], noDemo, "--url", url)
 	}
 	waitActive(killed)
+	// Generation 1, the live one, stops when the next rebuild switches in
+	// (the previous generation is then the killed rebuild): let it reach
+	// the log's end first, as it would on a log that keeps growing.
+	natstest.Eventually(t, 60*time.Second, func() bool {
+		st, err := views.Status(t.Context(), "traveler_spend")
+		if err != nil {
+			return false
+		}
+		caught := 0
+		for _, p := range st.Parts {
+			if seq, _ := streams.SplitPosition(p.Position); p.Generation == 1 && seq >= st.LogEnd {
+				caught++
+			}
+		}
+		return caught == st.Partitions
+	})
 	// The reference: a rebuild from scratch with nothing killed.
 	clean := rebuild()
 	waitActive(clean)
