@@ -72,8 +72,15 @@ type Scale struct {
 	RepeatSecs          float64 `json:"reconcile_repeat_seconds"`
 	RepeatRSS           int64   `json:"reconcile_repeat_peak_rss_bytes"`
 	ReconcileDrift      uint64  `json:"reconcile_drift"` // orphans + duplicates + stuck + late effects: 0 expected
-	// OutboxOldestSecs is `esjet outbox <oldest command id>`.
-	OutboxOldestSecs float64 `json:"outbox_oldest_seconds"`
+	// OutboxOldestSecs is `esjet outbox <oldest command id>`, and
+	// OutboxOldestReads the OUTBOX messages it read (direct gets and the
+	// scan to the copy); the same for the command halfway through OUTBOX.
+	// The time includes loading the issuing aggregate's history from
+	// EVENTS; the reads must not grow with OUTBOX.
+	OutboxOldestSecs  float64 `json:"outbox_oldest_seconds"`
+	OutboxOldestReads int64   `json:"outbox_oldest_reads"`
+	OutboxMiddleSecs  float64 `json:"outbox_middle_seconds"`
+	OutboxMiddleReads int64   `json:"outbox_middle_reads"`
 	// Cold loads of random aggregates, the cache off.
 	ColdP50MS float64 `json:"cold_load_p50_ms"`
 	ColdP99MS float64 `json:"cold_load_p99_ms"`
@@ -156,15 +163,16 @@ func (e *env) scalePhase(ctx context.Context, progress func(float64)) ([]Phase, 
 	}
 	progress(0.9)
 
-	oldest, err := oldestCommand(ctx, e.nodeJS, names)
+	oldest, middle, err := commandsToLookUp(ctx, e.nodeJS, names)
 	if err != nil {
 		return nil, err
 	}
-	t0 := time.Now()
-	if _, err := ops.Inspect(e.nodeJS, e.ns).Command(ctx, oldest); err != nil {
-		return nil, fmt.Errorf("outbox %s: %w", oldest, err)
+	if sc.OutboxOldestSecs, sc.OutboxOldestReads, err = lookUp(ctx, ops.Inspect(e.nodeJS, e.ns), oldest); err != nil {
+		return nil, err
 	}
-	sc.OutboxOldestSecs = time.Since(t0).Seconds()
+	if sc.OutboxMiddleSecs, sc.OutboxMiddleReads, err = lookUp(ctx, ops.Inspect(e.nodeJS, e.ns), middle); err != nil {
+		return nil, err
+	}
 
 	if err := e.coldLoads(ctx, names, sc); err != nil {
 		return nil, err
@@ -259,19 +267,40 @@ func (e *env) coldLoads(ctx context.Context, names streams.Names, sc *Scale) err
 	return nil
 }
 
-// oldestCommand is the id of the first command in OUTBOX.
-func oldestCommand(ctx context.Context, js jetstream.JetStream, names streams.Names) (string, error) {
+// commandsToLookUp returns the ids of the first command in OUTBOX and of
+// the one halfway through it.
+func commandsToLookUp(ctx context.Context, js jetstream.JetStream, names streams.Names) (oldest, middle string, err error) {
 	s := streams.NewScanner(js, names.Outbox, 1)
 	defer s.Close()
-	var id string
-	_, err := s.Scan(ctx, streams.ScanRange{Filter: names.OutboxFilter()}, func(m *jetstream.RawStreamMsg) error {
-		id = m.Header.Get(wire.HeaderCommandID)
+	_, err = s.Scan(ctx, streams.ScanRange{Filter: names.OutboxFilter()}, func(m *jetstream.RawStreamMsg) error {
+		oldest = m.Header.Get(wire.HeaderCommandID)
 		return streams.ErrStopScan
 	})
-	if err == nil && id == "" {
+	if err == nil && oldest == "" {
 		err = fmt.Errorf("no command in %s", names.Outbox)
 	}
-	return id, err
+	if err != nil {
+		return "", "", err
+	}
+	st, err := js.Stream(ctx, names.Outbox)
+	if err != nil {
+		return "", "", err
+	}
+	state := st.CachedInfo().State
+	m, err := st.GetMsg(ctx, state.FirstSeq+(state.LastSeq-state.FirstSeq)/2)
+	if err != nil {
+		return "", "", fmt.Errorf("the command halfway through %s: %w", names.Outbox, err)
+	}
+	return oldest, m.Header.Get(wire.HeaderCommandID), nil
+}
+
+// lookUp times `esjet outbox <id>` and counts the OUTBOX messages it read.
+func lookUp(ctx context.Context, in *ops.Inspector, id string) (secs float64, reads int64, err error) {
+	t0 := time.Now()
+	if _, err := in.Command(ctx, id); err != nil {
+		return 0, 0, fmt.Errorf("outbox %s: %w", id, err)
+	}
+	return time.Since(t0).Seconds(), in.OutboxReads(), nil
 }
 
 // peakDuring runs fn and returns its time and the process's peak RSS
@@ -359,7 +388,8 @@ func (s *Scale) write(b *strings.Builder) {
 		{"OUTBOX bytes per command", strconv.FormatFloat(s.BytesPerCommand, 'f', 0, 64)},
 		{"reconcile (full)", fmt.Sprintf("%s, %s msgs/s, peak RSS %s, drift %d", dur(s.ReconcileSecs*1000), rate(s.ReconcileMsgsPerSec), mb(s.ReconcileRSS), s.ReconcileDrift)},
 		{"reconcile after 10k more", fmt.Sprintf("%s, peak RSS %s", dur(s.RepeatSecs*1000), mb(s.RepeatRSS))},
-		{"esjet outbox <oldest id>", dur(s.OutboxOldestSecs * 1000)},
+		{"esjet outbox <oldest id>", fmt.Sprintf("%s (%d OUTBOX messages read)", dur(s.OutboxOldestSecs*1000), s.OutboxOldestReads)},
+		{"esjet outbox <id halfway>", fmt.Sprintf("%s (%d OUTBOX messages read)", dur(s.OutboxMiddleSecs*1000), s.OutboxMiddleReads)},
 		{"cold load p50 / p99 (cache off)", dur(s.ColdP50MS) + " / " + dur(s.ColdP99MS)},
 		{"RSS before / after 1,000 cold loads", mb(s.RSSBefore) + " / " + mb(s.RSSAfter)},
 	}

@@ -29,6 +29,11 @@ func Inspect(js jetstream.JetStream, ns string) *Inspector {
 	return &Inspector{js: js, names: streams.NamesFor(ns), batch: 1000, now: time.Now}
 }
 
+// OutboxReads is how many OUTBOX messages the command lookups of this
+// Inspector have read so far (probes and scans): what `esjet bench
+// --phases scale` shows beside a lookup's time.
+func (in *Inspector) OutboxReads() int64 { return in.outboxRead.Load() }
+
 // Lag is how far the relay is behind the log.
 type Lag struct {
 	// RelayConsumer says whether the relay's consumer exists; without it
