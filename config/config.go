@@ -16,6 +16,8 @@ type Config struct {
 	Streams    Streams    `yaml:"streams"`
 	Aggregates Aggregates `yaml:"aggregates"`
 	Outbox     Outbox     `yaml:"outbox"`
+	// Projections tunes the read models' ownership (a node given projections).
+	Projections Projections `yaml:"projections"`
 	// Workers says who carries out each command kind, keyed by kind. Kinds
 	// without an entry (and without a Go handler) wait in OUTBOX. Only the
 	// config file sets it (no environment variables).
@@ -236,6 +238,21 @@ type RawType struct {
 	Commands []string `yaml:"commands"`
 }
 
+// Projections tunes how the nodes that run the read models share their
+// partitions: one owner each, holding a lease it renews.
+type Projections struct {
+	// LeaseTTL is how long a partition's lease outlives its owner's last
+	// heartbeat: then another node may take the partition over, and status
+	// shows the owner frozen (red). Shorter moves a dead node's partitions
+	// sooner; longer rides out longer pauses (GC, a slow disk) without a
+	// take-over. At least twice Heartbeat. Default 5s.
+	LeaseTTL Duration `yaml:"lease_ttl"`
+	// Heartbeat is how often an owner renews its leases and reads the
+	// control record and the operators' requests (pause, rebuild, retry,
+	// skip are acted on within it). At least 100ms. Default 1s.
+	Heartbeat Duration `yaml:"heartbeat"`
+}
+
 // Outbox tunes the relay that carries recorded commands to OUTBOX.
 type Outbox struct {
 	// RelayBatch is the most decisions relayed together. Default 256.
@@ -365,6 +382,10 @@ func Default() Config {
 			RelayBatch:    256,
 			FailoverAfter: Duration(5 * time.Second),
 			AckWait:       Duration(10 * time.Second),
+		},
+		Projections: Projections{
+			LeaseTTL:  Duration(5 * time.Second),
+			Heartbeat: Duration(time.Second),
 		},
 		Workers: map[string]Worker{},
 		Demo:    Demo{Services: true},

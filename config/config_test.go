@@ -177,14 +177,15 @@ func TestEveryFieldHasAnEnvVariable(t *testing.T) {
 		"ESJET_AGGREGATES_SNAPSHOT_EVERY", "ESJET_AGGREGATES_IDEMPOTENCY_HORIZON",
 		"ESJET_CONSOLE_ALLOW_ACTIONS",
 		"ESJET_HTTP_METRICS_LISTEN",
+		"ESJET_PROJECTIONS_LEASE_TTL", "ESJET_PROJECTIONS_HEARTBEAT",
 	} {
 		if _, ok := fields[name]; !ok {
 			t.Errorf("no field for %s", name)
 		}
 	}
 	// Every leaf can be set from text; an unsupported type would fail here.
-	if len(fields) != 65 {
-		t.Errorf("got %d env fields, want 65 (update this count when the schema changes)", len(fields))
+	if len(fields) != 67 {
+		t.Errorf("got %d env fields, want 67 (update this count when the schema changes)", len(fields))
 	}
 	for name, f := range fields {
 		var c Config
@@ -279,6 +280,12 @@ func TestValidateRules(t *testing.T) {
 		{"memory limit too small", func(c *Config) { c.Memory.Limit = 16 * MiB }, "memory.limit"},
 		{"cache bytes negative", func(c *Config) { c.Aggregates.CacheBytes = -1 }, "aggregates.cache_bytes"},
 		{"snapshot span negative", func(c *Config) { c.Aggregates.SnapshotSpan = -1 }, "aggregates.snapshot_span"},
+		{"projection heartbeat too short", func(c *Config) { c.Projections.Heartbeat = Duration(10 * time.Millisecond) }, "projections.heartbeat"},
+		{"projection lease not past two heartbeats", func(c *Config) { c.Projections.LeaseTTL = Duration(1500 * time.Millisecond) }, "projections.lease_ttl"},
+		{"projection lease as long as the heartbeat", func(c *Config) { c.Projections.Heartbeat = c.Projections.LeaseTTL }, "projections.lease_ttl"},
+		{"projection lease twice the heartbeat", func(c *Config) {
+			c.Projections.Heartbeat, c.Projections.LeaseTTL = Duration(200*time.Millisecond), Duration(400*time.Millisecond)
+		}, ""},
 		{"listen none", func(c *Config) { c.NATS.Embedded.Listen = ListenNone }, ""},
 		{"listen port 0", func(c *Config) { c.NATS.Embedded.Listen = "127.0.0.1:0" }, ""},
 		{"listen ipv6 loopback", func(c *Config) { c.NATS.Embedded.Listen = "[::1]:4222" }, ""},

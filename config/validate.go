@@ -81,6 +81,11 @@ func (c *Config) Validate() error {
 	} else if c.Streams.OutboxDuplicateWindow > 0 && c.Streams.OutboxDuplicateWindow < 2*o.AckWait {
 		v.add("streams.outbox_duplicate_window", c.Streams.OutboxDuplicateWindow, fmt.Sprintf("must be at least twice outbox.ack_wait (%s), so a redelivered decision's commands are still recognised as duplicates", o.AckWait))
 	}
+	if p := c.Projections; p.Heartbeat < Duration(100*time.Millisecond) {
+		v.add("projections.heartbeat", p.Heartbeat, "must be at least 100ms (an owner renews its leases that often), e.g. 1s")
+	} else if p.LeaseTTL < 2*p.Heartbeat {
+		v.add("projections.lease_ttl", p.LeaseTTL, fmt.Sprintf("must be at least twice projections.heartbeat (%s): a lease that lapses between two renewals passes its partition to another node while its owner runs; e.g. 5s", p.Heartbeat))
+	}
 	c.validateRetryHorizon(v, "", Worker{})
 	for kind, w := range c.Workers {
 		if w.MaxAttempts >= 0 && w.BackoffInitial >= 0 && w.BackoffMax >= 0 && w.Timeout >= 0 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nuid"
 
+	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/projection"
 )
 
@@ -29,13 +30,21 @@ func viewNames(defs []projection.Definition) []string {
 	return names
 }
 
+// ProjectionConfig maps the node config to the projection runner's (its
+// NodeID left for the node to name).
+func ProjectionConfig(cfg config.Config) projection.Config {
+	return projection.Config{Replicas: cfg.Streams.Replicas,
+		LeaseTTL: cfg.Projections.LeaseTTL.Std(), Heartbeat: cfg.Projections.Heartbeat.Std()}
+}
+
 // startProjections starts the runner of opts.Projections, if any.
 func (n *Node) startProjections(ctx context.Context, opts Options, logger *slog.Logger) error {
 	if len(opts.Projections) == 0 {
 		return nil
 	}
 	host, _ := os.Hostname()
-	cfg := projection.Config{NodeID: host + "-" + strconv.Itoa(os.Getpid()) + "-" + nuid.Next()[:6], Replicas: n.cfg.Streams.Replicas}
+	cfg := ProjectionConfig(n.cfg)
+	cfg.NodeID = host + "-" + strconv.Itoa(os.Getpid()) + "-" + nuid.Next()[:6]
 	nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	r, err := projection.NewRunner(nctx, n.broker.JetStream(), n.log, opts.Projections, cfg, logger)
