@@ -72,6 +72,9 @@ type Scale struct {
 	RepeatSecs          float64 `json:"reconcile_repeat_seconds"`
 	RepeatRSS           int64   `json:"reconcile_repeat_peak_rss_bytes"`
 	ReconcileDrift      uint64  `json:"reconcile_drift"` // orphans + duplicates + stuck + late effects: 0 expected
+	// ReconcileHeld is the most commands the full run held in memory at
+	// once (it reads in chunks; all of them before issue 18).
+	ReconcileHeld int `json:"reconcile_peak_held_commands"`
 	// OutboxOldestSecs is `esjet outbox <oldest command id>`, and
 	// OutboxOldestReads the OUTBOX messages it read (direct gets and the
 	// scan to the copy); the same for the command halfway through OUTBOX.
@@ -150,6 +153,7 @@ func (e *env) scalePhase(ctx context.Context, progress func(float64)) ([]Phase, 
 	}
 	t := rep.Totals
 	sc.ReconcileDrift = t.Orphans + t.Duplicates + t.Stuck + t.LateEffects
+	sc.ReconcileHeld = rep.Checkpoint.PeakHeld
 	// A repeat run after scaleRepeatDecisions more decisions (deposits on
 	// aggregates of their own).
 	more := RunOps(ctx, Spec{Workers: e.opts.Workers, Ops: scaleRepeatDecisions}, sweep(func(ctx context.Context, i int) error {
@@ -397,7 +401,7 @@ func (s *Scale) write(b *strings.Builder) {
 		{"store on disk", mb(s.StoreBytes)},
 		{"EVENTS bytes per decision", strconv.FormatFloat(s.BytesPerDecision, 'f', 0, 64)},
 		{"OUTBOX bytes per command", strconv.FormatFloat(s.BytesPerCommand, 'f', 0, 64)},
-		{"reconcile (full)", fmt.Sprintf("%s, %s msgs/s, peak RSS %s, drift %d", dur(s.ReconcileSecs*1000), rate(s.ReconcileMsgsPerSec), mb(s.ReconcileRSS), s.ReconcileDrift)},
+		{"reconcile (full)", fmt.Sprintf("%s, %s msgs/s, peak RSS %s, drift %d, held %s commands at most", dur(s.ReconcileSecs*1000), rate(s.ReconcileMsgsPerSec), mb(s.ReconcileRSS), s.ReconcileDrift, rate(float64(s.ReconcileHeld)))},
 		{"reconcile after 10k more", fmt.Sprintf("%s, peak RSS %s", dur(s.RepeatSecs*1000), mb(s.RepeatRSS))},
 		{"esjet outbox <oldest id>", fmt.Sprintf("%s (%d OUTBOX messages read)", dur(s.OutboxOldestSecs*1000), s.OutboxOldestReads)},
 		{"esjet outbox <id halfway>", fmt.Sprintf("%s (%d OUTBOX messages read)", dur(s.OutboxMiddleSecs*1000), s.OutboxMiddleReads)},
