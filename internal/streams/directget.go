@@ -29,8 +29,17 @@ type batchGetter struct {
 	sub     *nats.Subscription
 	subErr  error
 	next    atomic.Uint64
+	try     time.Duration // getTry; tests shorten it
 	mu      sync.Mutex
-	waiting map[string]chan *nats.Msg
+	waiting map[string]*waiter
+}
+
+// waiter is one get's: the channel its replies go to, and which of its
+// tries is answering (set by the router: the first try whose reply comes;
+// the other tries' replies are dropped, so ch never holds two batches).
+type waiter struct {
+	ch        chan *nats.Msg
+	answering string
 }
 
 func newBatchGetter(js jetstream.JetStream, stream string) *batchGetter {
@@ -45,7 +54,8 @@ func newBatchGetter(js jetstream.JetStream, stream string) *batchGetter {
 		nc:      nc,
 		subject: prefix + "DIRECT.GET." + stream,
 		inbox:   nc.NewInbox() + "." + nuid.Next() + ".",
-		waiting: map[string]chan *nats.Msg{},
+		try:     getTry,
+		waiting: map[string]*waiter{},
 	}
 }
 
@@ -54,13 +64,20 @@ func (g *batchGetter) subscribe() error {
 		g.sub, g.subErr = g.nc.Subscribe(g.inbox+"*", func(m *nats.Msg) {
 			token := m.Subject[len(g.inbox):]
 			g.mu.Lock()
-			ch := g.waiting[token]
+			w := g.waiting[token]
 			g.mu.Unlock()
-			if ch != nil {
-				select {
-				case ch <- m:
-				default: // more replies than asked for: cannot happen; never block the router
-				}
+			if w == nil {
+				return
+			}
+			// Only this callback (one at a time) reads and sets answering.
+			if w.answering == "" {
+				w.answering = token
+			} else if w.answering != token {
+				return // another try of the same get answered first
+			}
+			select {
+			case w.ch <- m:
+			default: // more replies than asked for: cannot happen; never block the router
 			}
 		})
 		if g.subErr == nil {
@@ -91,8 +108,16 @@ const batchMaxBytes = 1 << 20
 // stopped process, a VM pause, a partition that keeps TCP up) stays in
 // that group on the other servers until their route to it times out,
 // minutes later, and a request it draws waits for nothing. The next try
-// most likely draws another member.
-const getTry = 2 * time.Second
+// most likely draws another member. Each wait doubles the last, and a
+// reply to any of the tries is taken: a server that is only slow (a batch
+// that walks a large store's blocks can take seconds on a loaded machine,
+// and a connection's requests are served one after another) answers the
+// first try, which a later one must not discard — resending every 2 s
+// while dropping the earlier tries' replies never finished a 2.5 s walk.
+const (
+	getTry    = 2 * time.Second
+	getResend = 4 // at most this many tries after the first
+)
 
 // errNoMessages is the server's 404: nothing matches.
 var errNoMessages = errors.New("no messages")
@@ -116,43 +141,57 @@ func (g *batchGetter) get(ctx context.Context, req batchRequest, fn func(*jetstr
 		ctx, cancel = context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 	}
-	var ch chan *nats.Msg
-	stopLast := func() {}
+	// Every try's replies go to w; the router passes on the first try's
+	// to answer and drops the others'.
+	w := &waiter{ch: make(chan *nats.Msg, req.Batch+2)} // the batch, the end-of-batch marker, slack
+	var tokens []string
+	defer func() {
+		g.mu.Lock()
+		for _, t := range tokens {
+			delete(g.waiting, t) // a late reply to it is dropped
+		}
+		g.mu.Unlock()
+	}()
 	send := func() error {
 		token := strconv.FormatUint(g.next.Add(1), 36)
-		ch = make(chan *nats.Msg, req.Batch+2) // the batch, the end-of-batch marker, slack
+		tokens = append(tokens, token)
 		g.mu.Lock()
-		g.waiting[token] = ch
+		g.waiting[token] = w
 		g.mu.Unlock()
-		stopLast = func() {
-			g.mu.Lock()
-			delete(g.waiting, token) // a late reply to it is dropped
-			g.mu.Unlock()
-		}
 		if err := g.nc.PublishRequest(g.subject, g.inbox+token, body); err != nil {
 			return fmt.Errorf("direct get: %w", err)
 		}
 		return nil
 	}
-	defer func() { stopLast() }()
 	if err := send(); err != nil {
 		return 0, 0, err
 	}
-	// Until the first reply, the request is sent again every getTry.
-	resend := time.NewTimer(getTry)
+	// Until the first reply, the request is sent again after getTry, then
+	// after twice as long, getResend times at most.
+	wait := g.try
+	resend := time.NewTimer(wait)
+	answered := false
 	defer resend.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return got, pending, fmt.Errorf("direct get from %s: %w", g.subject, ctx.Err())
 		case <-resend.C:
-			stopLast()
+			if answered {
+				continue
+			}
 			if err := send(); err != nil {
 				return 0, 0, err
 			}
-			resend.Reset(getTry)
-		case m := <-ch:
-			resend.Stop()
+			if len(tokens) <= getResend {
+				wait *= 2
+				resend.Reset(wait)
+			}
+		case m := <-w.ch:
+			if !answered {
+				answered = true
+				resend.Stop()
+			}
 			if len(m.Data) == 0 && m.Header != nil {
 				switch m.Header.Get("Status") {
 				case "204": // end of batch

@@ -137,3 +137,45 @@ func TestReadNotStuckOnAFrozenReplica(t *testing.T) {
 	}
 	t.Logf("read after %s, %d requests", time.Since(start).Round(time.Millisecond), n.Load())
 }
+
+// A server that is only slow — a batch that walks a large store's blocks
+// can take seconds on a loaded machine, and one connection's requests are
+// served one after another — answers the first try after the getter has
+// sent others: that reply is read, not dropped for the newest try's.
+// Here a stand-in forwards each request to the stream only after holding
+// it three times as long as the getter's first wait, one at a time.
+func TestReadFinishesOnASlowServer(t *testing.T) {
+	t.Parallel()
+	h := provisioned([]*server.Server{natstest.RunServer(t)}, 1)(t, Config{})
+	rec := mustAppend(t, h, decision("trip", "s1", "requested"), Position{})
+	g := newBatchGetter(h.js, h.log.Names().Events)
+	g.try = 100 * time.Millisecond
+	real := g.subject
+	g.subject = h.ns + ".slow"
+	var n atomic.Int64
+	sub, err := h.nc.Subscribe(g.subject, func(m *nats.Msg) {
+		n.Add(1)
+		time.Sleep(3 * g.try) // the slow walk; the callback serves requests one at a time
+		_ = h.nc.PublishRequest(real, m.Reply, m.Data)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := h.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	var seqs []uint64
+	_, _, err = g.get(ctx, batchRequest{Seq: 1, NextFor: rec.Subject, Batch: 10}, func(m *jetstream.RawStreamMsg) error {
+		seqs = append(seqs, m.Sequence)
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("read on a slow server (%d tries): %v", n.Load(), err)
+	}
+	if len(seqs) != 1 || seqs[0] != rec.Seq {
+		t.Fatalf("read seqs %v, want [%d] once", seqs, rec.Seq)
+	}
+}
