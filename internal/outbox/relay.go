@@ -335,11 +335,6 @@ func (r *Relay) ackThrough(ctx context.Context, msgs []jetstream.Msg) {
 // up in OUTBOX (see redelivery.go): only their commands it does not hold
 // are sent.
 func (r *Relay) publish(ctx context.Context, msgs []jetstream.Msg, check recheck) int {
-	type sent struct {
-		msg   int // index in msgs
-		fut   jetstream.PubAckFuture
-		sched bool
-	}
 	type decision struct {
 		rec     streams.Record
 		ok      bool // an esjet decision with metadata
