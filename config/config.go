@@ -40,7 +40,9 @@ type Memory struct {
 	// reads over a large store otherwise leave a decompressed copy of every
 	// block they touched for the collector to find later. 0: no limit (GOGC
 	// pacing alone). A GOMEMLIMIT environment variable wins over it. 0 or at
-	// least 64MiB. Default 512MiB.
+	// least 64MiB. Default 512MiB. Applied by the esjet binary (run, bench)
+	// only: a node embedded in another Go program leaves the process's limit
+	// to it.
 	Limit ByteSize `yaml:"limit"`
 }
 

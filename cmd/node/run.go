@@ -44,7 +44,7 @@ func runNode(cmd *cobra.Command, g *globals) error {
 		logger.Info("demo services are off: the trip's commands go to " + services.SubjectAll +
 			"; run `esjet demo-services` beside this node, or route workers.<kind> elsewhere in the config")
 	}
-	n, err := node.Start(ctx, cfg, node.Options{Logger: logger, Aggregates: []*aggregate.Definition{trip.Definition()}, Version: version(),
+	n, err := node.Start(ctx, cfg, node.Options{Logger: logger, OwnsProcess: true, Aggregates: []*aggregate.Definition{trip.Definition()}, Version: version(),
 		Projections: trip.Views()})
 	if err != nil {
 		return err

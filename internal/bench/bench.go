@@ -180,7 +180,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	n, err := node.Start(ctx, cfg, node.Options{
+	n, err := node.Start(ctx, cfg, node.Options{OwnsProcess: true,
 		Logger: opts.Logger, Aggregates: []*aggregate.Definition{Account()}, Version: opts.Version,
 		Handlers: map[string]consumer.Handler{"charge": consumer.HandlerFunc(noop)},
 	})

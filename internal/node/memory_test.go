@@ -43,12 +43,34 @@ func TestNodeStartAppliesTheMemoryLimit(t *testing.T) {
 	cfg.NATS.Embedded.Listen = config.ListenNone
 	cfg.HTTP.Listen = config.ListenNone
 	cfg.Demo.Services = false
-	n, err := Start(t.Context(), cfg, Options{})
+	n, err := Start(t.Context(), cfg, Options{OwnsProcess: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = n.Close(t.Context()) })
 	if got := debug.SetMemoryLimit(-1); got != int64(config.Default().Memory.Limit) {
 		t.Fatalf("runtime memory limit %d, want memory.limit's default %d", got, config.Default().Memory.Limit)
+	}
+}
+
+// A node embedded in another program leaves the process's memory limit to
+// that program.
+func TestAnEmbeddedNodeLeavesTheProcessMemoryLimitAlone(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	t.Setenv("GOMEMLIMIT", "")
+	debug.SetMemoryLimit(noMemoryLimit)
+	cfg := config.Default()
+	cfg.NATS.Embedded.DataDir = t.TempDir()
+	cfg.NATS.Embedded.Listen = config.ListenNone
+	cfg.HTTP.Listen = config.ListenNone
+	cfg.Demo.Services = false
+	n, err := Start(t.Context(), cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Close(t.Context()) })
+	if got := debug.SetMemoryLimit(-1); got != noMemoryLimit {
+		t.Fatalf("runtime memory limit %d after an embedded node started, want it left at none", got)
 	}
 }

@@ -39,6 +39,13 @@ type Options struct {
 	SpanProcessor sdktrace.SpanProcessor
 	// Projections are the read models the node runs (projections.go).
 	Projections []projection.Definition
+	// OwnsProcess says the node is the program (the esjet binary, esjet
+	// bench): memory.limit then becomes the process's soft memory limit. A
+	// node embedded in another Go program leaves the runtime's limit to that
+	// program (GOMEMLIMIT or debug.SetMemoryLimit): it is process-wide, and
+	// a limit below the host's own heap would make its collector run
+	// without pause.
+	OwnsProcess bool
 }
 
 // Node is a running esjet node. Its methods are safe for concurrent use.
@@ -110,7 +117,9 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 		}
 	}()
 
-	applyMemoryLimit(cfg.Memory, n.logger)
+	if opts.OwnsProcess {
+		applyMemoryLimit(cfg.Memory, n.logger)
+	}
 	if err := n.startTelemetry(ctx, opts); err != nil {
 		return nil, err
 	}
