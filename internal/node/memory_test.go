@@ -32,8 +32,10 @@ func TestMemoryLimitIsApplied(t *testing.T) {
 	}
 }
 
-// A node started with the default config runs under the default limit.
-func TestNodeStartAppliesTheMemoryLimit(t *testing.T) {
+// limitAfterStart starts a node with the default config and opts, from no
+// memory limit, and returns the process's limit afterwards.
+func limitAfterStart(t *testing.T, opts Options) int64 {
+	t.Helper()
 	before := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(before) })
 	t.Setenv("GOMEMLIMIT", "")
@@ -43,12 +45,17 @@ func TestNodeStartAppliesTheMemoryLimit(t *testing.T) {
 	cfg.NATS.Embedded.Listen = config.ListenNone
 	cfg.HTTP.Listen = config.ListenNone
 	cfg.Demo.Services = false
-	n, err := Start(t.Context(), cfg, Options{OwnsProcess: true})
+	n, err := Start(t.Context(), cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = n.Close(t.Context()) })
-	if got := debug.SetMemoryLimit(-1); got != int64(config.Default().Memory.Limit) {
+	return debug.SetMemoryLimit(-1)
+}
+
+// A node that owns its process (esjet run) runs under the default limit.
+func TestNodeStartAppliesTheMemoryLimit(t *testing.T) {
+	if got := limitAfterStart(t, Options{OwnsProcess: true}); got != int64(config.Default().Memory.Limit) {
 		t.Fatalf("runtime memory limit %d, want memory.limit's default %d", got, config.Default().Memory.Limit)
 	}
 }
@@ -56,21 +63,7 @@ func TestNodeStartAppliesTheMemoryLimit(t *testing.T) {
 // A node embedded in another program leaves the process's memory limit to
 // that program.
 func TestAnEmbeddedNodeLeavesTheProcessMemoryLimitAlone(t *testing.T) {
-	before := debug.SetMemoryLimit(-1)
-	t.Cleanup(func() { debug.SetMemoryLimit(before) })
-	t.Setenv("GOMEMLIMIT", "")
-	debug.SetMemoryLimit(noMemoryLimit)
-	cfg := config.Default()
-	cfg.NATS.Embedded.DataDir = t.TempDir()
-	cfg.NATS.Embedded.Listen = config.ListenNone
-	cfg.HTTP.Listen = config.ListenNone
-	cfg.Demo.Services = false
-	n, err := Start(t.Context(), cfg, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Close(t.Context()) })
-	if got := debug.SetMemoryLimit(-1); got != noMemoryLimit {
+	if got := limitAfterStart(t, Options{}); got != noMemoryLimit {
 		t.Fatalf("runtime memory limit %d after an embedded node started, want it left at none", got)
 	}
 }
