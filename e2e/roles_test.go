@@ -329,28 +329,36 @@ func TestRolesEachDoTheirJobAndNothingMore(t *testing.T) {
 	n.stop(t, syscall.SIGTERM)
 }
 
+// startNodeWithUsers runs `esjet run` with nats.embedded.users app
+// (client, password pw-app, as connectAs uses) and oncall (operator,
+// pw-oncall); it returns the node, its directory and its config file.
+func startNodeWithUsers(t *testing.T) (n *node, dir, cfgFile string) {
+	t.Helper()
+	dir = t.TempDir()
+	cfgFile = filepath.Join(dir, "esjet.yaml")
+	if err := os.WriteFile(cfgFile, []byte(`nats:
+  embedded:
+    allow_plaintext_passwords: true
+    users:
+      - {name: app, password: pw-app, role: client}
+      - {name: oncall, password: pw-oncall, role: operator}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startNode(t, dir, "--config", cfgFile), dir, cfgFile
+}
+
 // TestEmbeddedNodeWithUsersRunsAsNode runs `esjet run` with
 // nats.embedded.users: the node (in-process, as role node, with the demo
 // services) runs the trip saga; the CLI reaches it only as one of the users.
 func TestEmbeddedNodeWithUsersRunsAsNode(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	cfgFile := filepath.Join(dir, "esjet.yaml")
-	if err := os.WriteFile(cfgFile, []byte(`nats:
-  embedded:
-    allow_plaintext_passwords: true
-    users:
-      - {name: app, password: app-pw, role: client}
-      - {name: oncall, password: oncall-pw, role: operator}
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	n := startNode(t, dir, "--config", cfgFile)
+	n, dir, cfgFile := startNodeWithUsers(t)
 	sendTrip(t, n, "lisbon", tripRequest)
 	waitTrip(t, n, "lisbon", sagaTimeout, "confirmed", func(s tripState) bool { return s.Status == "confirmed" })
 
 	listen := "ESJET_NATS_EMBEDDED_LISTEN=" + n.natsListen
-	out, stderr, code := runCLIFailEnv(t, dir, []string{listen, "ESJET_NATS_EMBEDDED_AUTH_USER=oncall", "ESJET_NATS_EMBEDDED_AUTH_PASSWORD=oncall-pw"}, "--config", cfgFile, "state", "trip", "lisbon")
+	out, stderr, code := runCLIFailEnv(t, dir, []string{listen, "ESJET_NATS_EMBEDDED_AUTH_USER=oncall", "ESJET_NATS_EMBEDDED_AUTH_PASSWORD=pw-oncall"}, "--config", cfgFile, "state", "trip", "lisbon")
 	if code != 0 || !strings.Contains(out, "confirmed") {
 		t.Fatalf("esjet state as the operator: exit %d\n%s%s", code, out, stderr)
 	}
@@ -362,7 +370,7 @@ func TestEmbeddedNodeWithUsersRunsAsNode(t *testing.T) {
 	// user the server authenticated, not $USER@host.
 	sendTrip(t, n, "atl", strings.Replace(tripRequest, "Lisbon", "Atlantis", 1))
 	waitTrip(t, n, "atl", sagaTimeout, "cancelled", func(s tripState) bool { return s.Status == "cancelled" })
-	oncall := []string{listen, "ESJET_NATS_EMBEDDED_AUTH_USER=oncall", "ESJET_NATS_EMBEDDED_AUTH_PASSWORD=oncall-pw"}
+	oncall := []string{listen, "ESJET_NATS_EMBEDDED_AUTH_USER=oncall", "ESJET_NATS_EMBEDDED_AUTH_PASSWORD=pw-oncall"}
 	out, stderr, code = runCLIFailEnv(t, dir, oncall, "--config", cfgFile, "dlq", "discard", "trip:atl:2:0", "--reason", "refunded by hand")
 	if code != 0 {
 		t.Fatalf("esjet dlq discard as the operator: exit %d\n%s%s", code, out, stderr)

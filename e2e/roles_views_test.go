@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,18 +20,7 @@ import (
 // nor an operator can write a view's bucket (nor the projections' leases).
 func TestReadModelsRunWithNATSUsers(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	cfgFile := filepath.Join(dir, "esjet.yaml")
-	if err := os.WriteFile(cfgFile, []byte(`nats:
-  embedded:
-    allow_plaintext_passwords: true
-    users:
-      - {name: app, password: pw-app, role: client}
-      - {name: oncall, password: pw-oncall, role: operator}
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	n := startNode(t, dir, "--config", cfgFile)
+	n, dir, cfgFile := startNodeWithUsers(t)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("node's log:\n%s", n.stderr.String())
