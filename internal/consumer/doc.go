@@ -6,14 +6,17 @@
 // workers per kind and pulls only as many messages as it has free workers,
 // so no lease starts before its work does. While a handler runs, the worker
 // keeps the lease alive with in-progress heartbeats; a handler past its
-// deadline is cancelled through its context.
+// deadline is cancelled through its context. A worker is free again when
+// its call returns: the records that follow (receipt, report, ack) are
+// written beside the pool (pull.go), so receipts waiting for a group
+// commit round do not idle the pool.
 //
 // Outcomes:
 //   - success → a receipt in KV <ns>_receipts (once per command id) → the
 //     result back to the issuing aggregate as <kind>_done when the decision
 //     asked for it (idempotency key <command id>/done, the same bytes on
-//     every report) → ack, waiting for the
-//     server to confirm it;
+//     every report) → ack (without waiting for the server once the
+//     receipt is stored: the receipt folds a redelivery);
 //   - retryable error → nak with exponential backoff and jitter (or the
 //     handler's retry-after), up to the kind's max attempts;
 //   - target unavailable (NATS no responders, HTTP connection refused) →

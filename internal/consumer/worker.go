@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -191,88 +190,12 @@ func (w *Worker) Stats() Stats {
 		Poison: w.poison.Load(), FeedbackErrors: w.feedbackErrors.Load(), Stale: w.stale.Load()}
 }
 
-// Run pulls and handles commands until ctx ends, then stops pulling, lets
-// the handlers in flight finish (each bounded by its timeout), and returns.
-func (w *Worker) Run(ctx context.Context) error {
-	free := make(chan struct{}, w.cfg.Workers)
-	for range w.cfg.Workers {
-		free <- struct{}{}
-	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	handleCtx := context.WithoutCancel(ctx) // in-flight work finishes after ctx ends
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-free:
-		}
-		// Pull as many as are free right now, no more: a pulled message's
-		// lease starts at once, so it must start at once.
-		n := 1
-	more:
-		for n < w.cfg.Workers {
-			select {
-			case <-free:
-				n++
-			default:
-				break more
-			}
-		}
-		msgs, fetched := w.fetch(ctx, n)
-		for range n - len(msgs) {
-			free <- struct{}{}
-		}
-		for _, m := range msgs {
-			wg.Add(1)
-			go func() {
-				defer func() { free <- struct{}{}; wg.Done() }()
-				w.handle(handleCtx, ctx.Done(), m, newLease(fetched, w.cfg.AckWait, w.now))
-			}()
-		}
-	}
-}
-
-// fetch takes up to n messages that are there now, or else waits (briefly,
-// to notice ctx) for one. It also returns when it sent the pull request:
-// the server delivered the messages after that, so their leases run at
-// least until then plus AckWait.
-func (w *Worker) fetch(ctx context.Context, n int) ([]jetstream.Msg, time.Time) {
-	var msgs []jetstream.Msg
-	sent := w.now()
-	if b, err := w.cons.FetchNoWait(n); err == nil {
-		for m := range b.Messages() {
-			msgs = append(msgs, m)
-		}
-	}
-	if len(msgs) > 0 || ctx.Err() != nil {
-		return msgs, sent
-	}
-	// Wait for the next message, up to 2s so ctx is noticed (FetchContext
-	// carries the deadline; it cannot be combined with FetchMaxWait), and
-	// at most a quarter of AckWait, which is how early the lease's start
-	// may be counted.
-	fctx, cancel := context.WithTimeout(ctx, min(2*time.Second, max(w.cfg.AckWait/4, 10*time.Millisecond)))
-	defer cancel()
-	sent = w.now()
-	b, err := w.cons.Fetch(1, jetstream.FetchContext(fctx))
-	if err != nil {
-		if ctx.Err() == nil {
-			w.logger.Debug("fetch", "error", err)
-			time.Sleep(100 * time.Millisecond)
-		}
-		return nil, sent
-	}
-	for m := range b.Messages() {
-		msgs = append(msgs, m)
-	}
-	return msgs, sent
-}
-
 // handle runs one delivery, held under lease l, to its outcome. stop is
 // closed when the worker is stopping: a call in flight finishes, but a
-// target that is unavailable is not called again (see attempt).
-func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.Msg, l *lease) {
+// target that is unavailable is not called again (see attempt). The
+// delivery holds place in the pool until its call is over; what follows
+// the call (receipt, report, ack) moves to the records (see place).
+func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.Msg, l *lease, p *place) {
 	meta, err := m.Metadata()
 	if err != nil {
 		w.logger.Error("message without metadata", "subject", m.Subject(), "error", err)
@@ -315,6 +238,7 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		w.pause(d)
 	}
 	result, herr := w.tracedAttempt(ctx, stop, log, m, d, l)
+	p.handOff()
 	failpoint.Hit(failpoint.WorkerAfterCall)
 	if errors.Is(herr, errStopping) {
 		// Nothing was applied: give it back now, for another node's

@@ -1,0 +1,144 @@
+package consumer
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Pulling: the pool's places, the pull that fills the free ones, and the
+// hand-off of a finished call's records to a place of their own.
+//
+// A place in the pool is a handler's: it is taken when a command is pulled
+// (its lease starts then, so its call must start at once) and given back
+// when the call is over. What follows a successful call — the receipt, the
+// report to the aggregate, the ack — waits mostly for a group commit round,
+// and holding the pool's place through it would leave the pool idle while
+// the receipts wait: the pool would run at pool ÷ (call + round) commands a
+// second however fast the handler. So the records move to a place among
+// records (recordsFor) and the pool's place pulls the next command. The
+// handler's concurrency stays at most the pool; what the node holds
+// unacknowledged is at most pool + records, all of it done or being done.
+
+// recordsFor is how many finished calls may be recording at once beside a
+// pool of n: enough for a full group commit round (512) beyond the pool, at
+// most half of the consumer's MaxAckPending.
+func recordsFor(n int) int {
+	return min(max(2*n, 512), 5_000)
+}
+
+// place is one delivery's hold on the pool, then on the records.
+type place struct {
+	free, records chan struct{}
+	mu            sync.Mutex
+	state         int // 0: in the pool; 1: in the records; 2: released
+}
+
+// handOff gives the pool's place back and takes one among the records (it
+// waits while they are all taken: the records then pace the pool).
+func (p *place) handOff() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state != 0 {
+		return
+	}
+	p.records <- struct{}{}
+	p.free <- struct{}{}
+	p.state = 1
+}
+
+// release gives back whichever place the delivery holds.
+func (p *place) release() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch p.state {
+	case 0:
+		p.free <- struct{}{}
+	case 1:
+		<-p.records
+	}
+	p.state = 2
+}
+
+// Run pulls and handles commands until ctx ends, then stops pulling, lets
+// the handlers in flight finish (each bounded by its timeout) and their
+// records be written, and returns.
+func (w *Worker) Run(ctx context.Context) error {
+	free := make(chan struct{}, w.cfg.Workers)
+	for range w.cfg.Workers {
+		free <- struct{}{}
+	}
+	records := make(chan struct{}, recordsFor(w.cfg.Workers))
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	handleCtx := context.WithoutCancel(ctx) // in-flight work finishes after ctx ends
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-free:
+		}
+		// Pull as many as are free right now, no more: a pulled message's
+		// lease starts at once, so it must start at once.
+		n := 1
+	more:
+		for n < w.cfg.Workers {
+			select {
+			case <-free:
+				n++
+			default:
+				break more
+			}
+		}
+		msgs, fetched := w.fetch(ctx, n)
+		for range n - len(msgs) {
+			free <- struct{}{}
+		}
+		for _, m := range msgs {
+			wg.Add(1)
+			p := &place{free: free, records: records}
+			go func() {
+				defer func() { p.release(); wg.Done() }()
+				w.handle(handleCtx, ctx.Done(), m, newLease(fetched, w.cfg.AckWait, w.now), p)
+			}()
+		}
+	}
+}
+
+// fetch takes up to n messages that are there now, or else waits (briefly,
+// to notice ctx) for one. It also returns when it sent the pull request:
+// the server delivered the messages after that, so their leases run at
+// least until then plus AckWait.
+func (w *Worker) fetch(ctx context.Context, n int) ([]jetstream.Msg, time.Time) {
+	var msgs []jetstream.Msg
+	sent := w.now()
+	if b, err := w.cons.FetchNoWait(n); err == nil {
+		for m := range b.Messages() {
+			msgs = append(msgs, m)
+		}
+	}
+	if len(msgs) > 0 || ctx.Err() != nil {
+		return msgs, sent
+	}
+	// Wait for the next message, up to 2s so ctx is noticed (FetchContext
+	// carries the deadline; it cannot be combined with FetchMaxWait), and
+	// at most a quarter of AckWait, which is how early the lease's start
+	// may be counted.
+	fctx, cancel := context.WithTimeout(ctx, min(2*time.Second, max(w.cfg.AckWait/4, 10*time.Millisecond)))
+	defer cancel()
+	sent = w.now()
+	b, err := w.cons.Fetch(1, jetstream.FetchContext(fctx))
+	if err != nil {
+		if ctx.Err() == nil {
+			w.logger.Debug("fetch", "error", err)
+			time.Sleep(100 * time.Millisecond)
+		}
+		return nil, sent
+	}
+	for m := range b.Messages() {
+		msgs = append(msgs, m)
+	}
+	return msgs, sent
+}
