@@ -38,21 +38,20 @@ type receiptEntry struct {
 // scanReceipts calls fn with every message of the receipts bucket, oldest
 // first. A namespace without the bucket has none: fn is never called.
 func scanReceipts(ctx context.Context, js jetstream.JetStream, names streams.Names, batch int, fn func(receiptEntry)) error {
-	return scanReceiptRange(ctx, js, names, batch, 0, 0, func(e receiptEntry) bool { fn(e); return true })
+	read := directReader(js, batch)
+	return scanReceiptRange(ctx, js, names, read, 0, 0, func(e receiptEntry) bool { fn(e); return true })
 }
 
 // scanReceiptRange is scanReceipts over the stream sequences (after, to]
-// (to 0: to the end); fn returns false to stop.
-func scanReceiptRange(ctx context.Context, js jetstream.JetStream, names streams.Names, batch int, after, to uint64, fn func(receiptEntry) bool) error {
+// (to 0: to the end), read with read; fn returns false to stop.
+func scanReceiptRange(ctx context.Context, js jetstream.JetStream, names streams.Names, read reader, after, to uint64, fn func(receiptEntry) bool) error {
 	st, err := optionalStream(ctx, js, kvStream(names.Receipts))
 	if err != nil || st == nil {
 		return err
 	}
 	prefix := "$KV." + names.Receipts + "."
-	sc := streams.NewScanner(js, kvStream(names.Receipts), batch)
-	defer sc.Close()
 	// The bucket's stream has no other subject: read it unfiltered.
-	_, err = sc.Scan(ctx, streams.ScanRange{From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
+	err = read(ctx, kvStream(names.Receipts), streams.ScanRange{From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
 		if !strings.HasPrefix(m.Subject, prefix) {
 			return nil
 		}

@@ -196,7 +196,8 @@ func (r *Reconciler) Run(ctx context.Context, progress func(done, total uint64))
 // to its bound, chunk EVENTS messages at a time (0: in one go), settling
 // after each chunk what it can.
 func (r *Reconciler) scanAll(ctx context.Context, cp *checkpoint, b bounds, progress func(done, total uint64), rep *Report, chunk uint64) (*scan, error) {
-	s := &scan{entries: map[string]*entry{}, kinds: map[string]string{}, unsettled: map[uint64]*entry{}, closed: map[string]Counts{}}
+	s := &scan{entries: map[string]*entry{}, kinds: map[string]string{}, unsettled: map[uint64]*entry{}, closed: map[string]Counts{},
+		read: r.reader(ctx)}
 	var from bounds
 	if cp != nil {
 		s.restore(cp)
@@ -285,6 +286,7 @@ type scan struct {
 	// checked are ids touched found not to be settled ones.
 	checked map[string]bool
 	log     *streams.Log // to look ids up in (incremental runs, chunks)
+	read    reader       // how the run reads its ranges
 	scanned Scanned
 	// closed counts the commands earlier chunks of this run settled.
 	closed map[string]Counts

@@ -20,10 +20,8 @@ func (r *Reconciler) scanEvents(ctx context.Context, s *scan, after, to uint64, 
 	if to <= after {
 		return nil
 	}
-	sc := streams.NewScanner(r.js, r.names.Events, r.cfg.Batch)
 	space := wire.OutcomeSpace(r.names.Namespace)
-	defer sc.Close()
-	_, err := sc.Scan(ctx, streams.ScanRange{Filter: r.onlyFilter(ctx, r.names.Events, r.names.EventsFilter()), From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
+	err := s.read(ctx, r.names.Events, streams.ScanRange{Filter: r.onlyFilter(ctx, r.names.Events, r.names.EventsFilter()), From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
 		tick()
 		s.scanned.Events++
 		rec, err := streams.DecodeRecord(m)
@@ -70,10 +68,8 @@ func (r *Reconciler) scanOutbox(ctx context.Context, s *scan, after, to uint64, 
 	if to <= after {
 		return nil
 	}
-	sc := streams.NewScanner(r.js, r.names.Outbox, r.cfg.Batch)
-	defer sc.Close()
 	outboxPrefix, schedulePrefix := r.names.Namespace+".outbox.", r.names.Namespace+".schedule."
-	_, err := sc.Scan(ctx, streams.ScanRange{From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
+	err := s.read(ctx, r.names.Outbox, streams.ScanRange{From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
 		tick()
 		s.scanned.Outbox++
 		id := m.Header.Get(wire.HeaderCommandID)
@@ -111,12 +107,10 @@ func (r *Reconciler) scanOutbox(ctx context.Context, s *scan, after, to uint64, 
 }
 
 func (r *Reconciler) scanDLQ(ctx context.Context, s *scan, after, to uint64, tick func()) error {
-	sc := streams.NewScanner(r.js, r.names.DLQ, r.cfg.Batch)
-	defer sc.Close()
 	prefix, auditPrefix := r.names.Namespace+".dlq.", r.names.Namespace+".dlq.audit."
 	// The DLQ denies deletes: a retried or discarded dead letter stays, and
 	// the audit record naming its sequence (written after it) settles it.
-	_, err := sc.Scan(ctx, streams.ScanRange{Filter: r.onlyFilter(ctx, r.names.DLQ, r.names.DLQFilter()), From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
+	err := s.read(ctx, r.names.DLQ, streams.ScanRange{Filter: r.onlyFilter(ctx, r.names.DLQ, r.names.DLQFilter()), From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
 		tick()
 		s.scanned.DLQ++
 		id := m.Header.Get(wire.HeaderCommandID)
@@ -147,7 +141,7 @@ func (r *Reconciler) scanDLQ(ctx context.Context, s *scan, after, to uint64, tic
 
 func (r *Reconciler) scanReceipts(ctx context.Context, s *scan, after, to uint64, tick func()) error {
 	var touchErr error
-	err := scanReceiptRange(ctx, r.js, r.names, r.cfg.Batch, after, to, func(re receiptEntry) bool {
+	err := scanReceiptRange(ctx, r.js, r.names, s.read, after, to, func(re receiptEntry) bool {
 		tick()
 		s.scanned.Receipts++
 		if touchErr = s.touched(ctx, re.ID, "receipt %s", re.Key); touchErr != nil {
@@ -183,4 +177,36 @@ func (r *Reconciler) onlyFilter(ctx context.Context, stream, filter string) stri
 		return ""
 	}
 	return filter
+}
+
+// reader reads a stream's messages over a range, in order.
+type reader func(ctx context.Context, stream string, rng streams.ScanRange, fn func(*jetstream.RawStreamMsg) error) error
+
+// directReader reads with batched direct gets of batch messages.
+func directReader(js jetstream.JetStream, batch int) reader {
+	return func(ctx context.Context, stream string, rng streams.ScanRange, fn func(*jetstream.RawStreamMsg) error) error {
+		sc := streams.NewScanner(js, stream, batch)
+		defer sc.Close()
+		_, err := sc.Scan(ctx, rng, fn)
+		return err
+	}
+}
+
+// reader is how a run reads its ranges: a range of more than a batch
+// through a consumer of its own when the connection may create one
+// ([streams.ReadRange]: the server streams the messages instead of
+// answering batch after batch, several times faster on a large log), else
+// with direct gets.
+func (r *Reconciler) reader(ctx context.Context) reader {
+	direct := directReader(r.js, r.cfg.Batch)
+	if !streams.ConsumersAllowed(ctx, r.js, r.names.Events, r.names.Outbox, r.names.DLQ, kvStream(r.names.Receipts)) {
+		return direct
+	}
+	return func(ctx context.Context, stream string, rng streams.ScanRange, fn func(*jetstream.RawStreamMsg) error) error {
+		if rng.From == 0 || rng.To == 0 || rng.To-rng.From < uint64(r.cfg.Batch) {
+			return direct(ctx, stream, rng, fn)
+		}
+		_, err := streams.ReadRange(ctx, r.js, stream, rng, r.cfg.Batch, fn)
+		return err
+	}
 }

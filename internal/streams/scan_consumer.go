@@ -1,0 +1,192 @@
+package streams
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Reading a long range through a consumer.
+//
+// A batched direct get is one round trip per batch, served while the
+// reader waits, and the server writes six headers into every message it
+// returns (stream, subject, sequence, time, pending, last) through
+// net/http's header writer: at a million decisions that was a sixth of a
+// full reconcile's CPU and most of its garbage, which under memory.limit
+// keeps the collector running. An ordered consumer streams the messages
+// with their own headers only (the metadata rides in the reply subject)
+// while the reader works on the ones before: 2–4× the messages per second
+// on the same store. It needs the right to create consumers on the stream,
+// which the operator role does not have ([ConsumersAllowed]); direct gets
+// stay the way for the rest.
+
+// consumeIdle is how long a [ReadRange] waits for the next message before
+// it asks the server whether any is still coming.
+const consumeIdle = time.Second
+
+// ReadRange calls fn for each stored message of stream over [r.From, r.To]
+// (both required; r.Since is not used), in stream order, through an
+// ephemeral ordered consumer, and returns how many it passed to fn. fn may
+// return [ErrStopScan] to end early. The consumer is deleted before it
+// returns. batch is how many messages the client asks for at a time (≤ 0:
+// 1000).
+func ReadRange(ctx context.Context, js jetstream.JetStream, stream string, r ScanRange, batch int, fn func(*jetstream.RawStreamMsg) error) (int, error) {
+	if r.From == 0 || r.To == 0 {
+		return 0, fmt.Errorf("read %s: a range needs its first and last sequence (from %d, to %d)", stream, r.From, r.To)
+	}
+	if r.To < r.From {
+		return 0, nil
+	}
+	if batch <= 0 {
+		batch = 1000
+	}
+	cfg := jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: r.From,
+		InactiveThreshold: 30 * time.Second, MaxResetAttempts: 5,
+	}
+	if r.Filter != "" && r.Filter != ">" {
+		cfg.FilterSubjects = []string{r.Filter}
+	}
+	oc, err := js.OrderedConsumer(ctx, stream, cfg)
+	if err != nil {
+		return 0, fmt.Errorf("read %s: %w", stream, err)
+	}
+	it, err := oc.Messages(jetstream.PullMaxMessages(batch))
+	if err != nil {
+		return 0, fmt.Errorf("read %s from seq %d: %w", stream, r.From, err)
+	}
+	defer func() {
+		it.Stop()
+		if info := oc.CachedInfo(); info != nil {
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = js.DeleteConsumer(dctx, stream, info.Name) // else it goes after InactiveThreshold
+			cancel()
+		}
+	}()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	if info := oc.CachedInfo(); info != nil && info.NumPending == 0 {
+		return 0, nil // nothing stored from r.From on
+	}
+	n, last := 0, uint64(0)
+	for {
+		m, err := it.Next(jetstream.NextMaxWait(consumeIdle))
+		switch {
+		case ctx.Err() != nil:
+			return n, ctx.Err()
+		case errors.Is(err, nats.ErrTimeout):
+			// Nothing came for a while: the rest of the range may have
+			// been deleted (or aged out) since the consumer counted it.
+			info, err := oc.Info(ctx)
+			if err != nil {
+				return n, fmt.Errorf("read %s after seq %d: %w", stream, last, err)
+			}
+			if info.NumPending == 0 && info.Delivered.Stream <= max(last, r.From-1) {
+				return n, nil
+			}
+			continue
+		case err != nil:
+			return n, fmt.Errorf("read %s after seq %d: %w", stream, last, err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return n, fmt.Errorf("read %s after seq %d: %w", stream, last, err)
+		}
+		seq := meta.Sequence.Stream
+		if seq > r.To {
+			return n, nil
+		}
+		last = seq
+		n++
+		raw := &jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: seq, Header: m.Headers(), Data: m.Data(), Time: meta.Timestamp}
+		if err := fn(raw); err != nil {
+			if errors.Is(err, ErrStopScan) {
+				return n, nil
+			}
+			return n, err
+		}
+		if seq >= r.To || meta.NumPending == 0 {
+			return n, nil
+		}
+	}
+}
+
+// userInfoSubject is where a connection asks the server who it is and with
+// which permissions.
+const userInfoSubject = "$SYS.REQ.USER.INFO"
+
+// ConsumersAllowed says whether js's connection may read the named streams
+// through consumers of its own ([ReadRange]): true when the server reports
+// no publish permissions for it, or ones that allow creating, pulling
+// from and deleting a consumer on each stream. Anything else — an API
+// prefix or domain, a server that does not answer — is false: direct gets,
+// which every reader may use, stay the way.
+func ConsumersAllowed(ctx context.Context, js jetstream.JetStream, streams ...string) bool {
+	if o := js.Options(); o.APIPrefix != "" || o.Domain != "" {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Second) // a user who may not ask waits this long
+	defer cancel()
+	m, err := js.Conn().RequestWithContext(ctx, userInfoSubject, nil)
+	if err != nil {
+		return false
+	}
+	var resp struct {
+		Data *struct {
+			Permissions *struct {
+				Publish *struct {
+					Allow []string `json:"allow"`
+					Deny  []string `json:"deny"`
+				} `json:"publish"`
+			} `json:"permissions"`
+		} `json:"data"`
+	}
+	if json.Unmarshal(m.Data, &resp) != nil || resp.Data == nil {
+		return false
+	}
+	if resp.Data.Permissions == nil || resp.Data.Permissions.Publish == nil {
+		return true
+	}
+	pub := resp.Data.Permissions.Publish
+	allowed := func(subject string) bool {
+		ok := len(pub.Allow) == 0
+		for _, a := range pub.Allow {
+			ok = ok || subjectMatches(a, subject)
+		}
+		for _, d := range pub.Deny {
+			ok = ok && !subjectMatches(d, subject)
+		}
+		return ok
+	}
+	for _, s := range streams {
+		for _, api := range []string{"CREATE." + s + ".c.f", "CREATE." + s + ".c", "MSG.NEXT." + s + ".c", "DELETE." + s + ".c", "INFO." + s + ".c"} {
+			if !allowed("$JS.API.CONSUMER." + api) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// subjectMatches says whether subject matches pattern (* one token, > the
+// rest).
+func subjectMatches(pattern, subject string) bool {
+	pt, st := strings.Split(pattern, "."), strings.Split(subject, ".")
+	for i, p := range pt {
+		switch {
+		case p == ">":
+			return i < len(st)
+		case i >= len(st):
+			return false
+		case p != "*" && p != st[i]:
+			return false
+		}
+	}
+	return len(pt) == len(st)
+}
