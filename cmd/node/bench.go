@@ -149,6 +149,9 @@ func (b *benchFlags) options(cmd *cobra.Command, g *globals) (bench.Options, err
 	}
 	opts := b.opts
 	opts.Config = cfg
+	if flags.Changed("data-dir") { // kept afterwards; a scale run reuses its fill
+		opts.DataDir = cfg.NATS.Embedded.DataDir
+	}
 	opts.Version = semver()
 	opts.Logger = newLogger(cfg, g.stderr)
 	opts.Sweep = b.workers

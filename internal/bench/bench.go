@@ -78,7 +78,11 @@ type Options struct {
 	Phases []string
 	// Decisions is the scale phase's fill; 0 means DefaultScaleDecisions.
 	Decisions int
-	Version   string
+	// DataDir, in embedded mode, is the server's data directory instead of
+	// a temporary one, and is kept afterwards: a later run with the same
+	// DataDir and Decisions reuses the scale phase's fill (see scale.go).
+	DataDir string
+	Version string
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger
 	// Progress, when set, is called at the start of each phase; it returns
@@ -162,11 +166,17 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	cfg.Workers = map[string]config.Worker{"charge": {Target: config.TargetGo, Pool: opts.Workers}}
 	embedded := cfg.NATS.Mode == config.ModeEmbedded
 	if embedded {
-		dir, err := os.MkdirTemp("", "esjet-bench-")
-		if err != nil {
+		dir := opts.DataDir
+		if dir == "" {
+			tmp, err := os.MkdirTemp("", "esjet-bench-")
+			if err != nil {
+				return nil, err
+			}
+			defer os.RemoveAll(tmp)
+			dir = tmp
+		} else if err := os.MkdirAll(dir, 0o755); err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(dir)
 		cfg.NATS.Embedded.DataDir = dir
 		cfg.NATS.Embedded.Listen = "127.0.0.1:0"
 	}
