@@ -7,7 +7,8 @@
 // group, with failover when the pinned client stops pulling. For each
 // decision it publishes every recorded command to <ns>.outbox.<kind> with
 // Nats-Msg-Id = the command id (<type>:<id>:<version>:<index>), waits for
-// OUTBOX's acks, then acks the decisions. A crash anywhere re-delivers the
+// OUTBOX's acks, then acks the decisions (the confirmation of those acks is
+// awaited beside the next batch, confirm.go). A crash anywhere re-delivers the
 // decisions; a decision that may have been relayed before is first looked
 // up in OUTBOX, and only the commands OUTBOX does not hold are published
 // (redelivery.go), so no copy is stored twice however late it comes back.

@@ -210,9 +210,11 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	r.lostServer()
 	r.logger.Info("relay started", "stream", r.names.Events)
+	conf := r.startConfirmer(ctx)
 	defer func() {
 		cc.Stop()
 		<-cc.Closed()
+		conf.stop()
 		// Hand back what was prefetched but not relayed, so the next relay
 		// gets it now rather than after AckWait.
 		for {
@@ -247,7 +249,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			}
 		}
 		r.cfg.Telemetry.RelayBatch(len(batch))
-		r.relay(ctx, batch)
+		r.relay(ctx, conf, batch)
 	}
 }
 
@@ -256,7 +258,7 @@ func (r *Relay) Run(ctx context.Context) error {
 // before the first such one and then tries again from it, holding the
 // lease, until they land or ctx ends: it never acks past a decision whose
 // commands are not in OUTBOX, so commands reach OUTBOX in decision order.
-func (r *Relay) relay(ctx context.Context, msgs []jetstream.Msg) {
+func (r *Relay) relay(ctx context.Context, conf *confirmer, msgs []jetstream.Msg) {
 	failpoint.Hit(failpoint.RelayBeforePublish)
 	backoff := 100 * time.Millisecond
 	check := recheckSuspect
@@ -265,7 +267,7 @@ func (r *Relay) relay(ctx context.Context, msgs []jetstream.Msg) {
 		check = recheckAll // what did not land may have landed in part
 		failpoint.Hit(failpoint.RelayAfterPublish)
 		if failedAt > 0 {
-			r.ackThrough(ctx, msgs[:failedAt])
+			r.ackThrough(conf, msgs[:failedAt])
 		}
 		msgs = msgs[failedAt:]
 		if len(msgs) == 0 {
@@ -307,26 +309,13 @@ func (r *Relay) count(ack *jetstream.PubAck, scheduled bool) {
 	}
 }
 
-// ackThrough acks the relayed decisions: each one, the last with a
-// confirmation (acks on one connection are processed in order).
-func (r *Relay) ackThrough(ctx context.Context, msgs []jetstream.Msg) {
+// ackThrough acks the relayed decisions: each one but the last, whose
+// confirmation conf awaits without holding up the next batch (confirm.go).
+func (r *Relay) ackThrough(conf *confirmer, msgs []jetstream.Msg) {
 	for _, m := range msgs[:len(msgs)-1] {
 		_ = m.Ack()
 	}
-	last := msgs[len(msgs)-1]
-	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	err := last.DoubleAck(actx)
-	cancel()
-	if err != nil {
-		// Not confirmed: the decisions may come back, and their commands are
-		// deduplicated by OUTBOX. Nothing is lost.
-		r.logger.Warn("relay: ack", "error", err)
-		return
-	}
-	r.decisions.Add(int64(len(msgs)))
-	if meta, err := last.Metadata(); err == nil {
-		r.lastSeq.Store(meta.Sequence.Stream)
-	}
+	conf.push(len(msgs), msgs[len(msgs)-1])
 }
 
 // publish sends the commands of msgs and waits for OUTBOX's answers. It
