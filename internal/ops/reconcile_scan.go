@@ -24,7 +24,7 @@ func (r *Reconciler) scanEvents(ctx context.Context, s *scan, after, to uint64, 
 	err := s.read(ctx, r.names.Events, streams.ScanRange{Filter: r.onlyFilter(ctx, r.names.Events, r.names.EventsFilter()), From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
 		tick()
 		s.scanned.Events++
-		rec, err := streams.DecodeRecord(m)
+		rec, err := streams.DecodeCommands(m) // the events are not needed, only checked
 		if err != nil {
 			// The relay skips these too: they carry no commands.
 			rep.Undecodable++

@@ -1,0 +1,181 @@
+package streams
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// DecodeCommands decodes a message read from the event stream as
+// [DecodeRecord] does, with the same checks — it fails exactly where
+// DecodeRecord fails — but keeps no events (Record.Events is nil): what a
+// tool that reads a whole log for its commands and outcomes needs
+// (reconcile), without building a slice of events and their strings for
+// every decision. Upcasters are not applied.
+func DecodeCommands(m *jetstream.RawStreamMsg) (Record, error) {
+	d, err := decodeLean(m.Data)
+	if err != nil {
+		return Record{}, &DecodeError{Seq: m.Sequence, Subject: m.Subject, Err: err}
+	}
+	if !strings.HasSuffix(m.Subject, ".evt."+d.AggregateType+"."+d.AggregateID) {
+		return Record{}, &DecodeError{Seq: m.Sequence, Subject: m.Subject,
+			Err: fmt.Errorf("envelope names aggregate %s/%s, not the subject's", d.AggregateType, d.AggregateID)}
+	}
+	return Record{Decision: d, Seq: m.Sequence, Subject: m.Subject, Stored: m.Time}, nil
+}
+
+// leanEvents is what [Decode] checks of a decision's events, gathered
+// while they are parsed and dropped.
+type leanEvents struct {
+	n        int
+	prev     uint64 // the last event's version
+	firstErr error  // the first event that fails Decode's checks
+}
+
+// decodeLean is [Decode] without keeping the events.
+func decodeLean(data []byte) (Decision, error) {
+	var env envelope
+	var evs leanEvents
+	d := &envDecoder{b: data}
+	err := d.object(func(key string) error {
+		var err error
+		switch fold(key, envelopeKeys) {
+		case "v":
+			env.V, _, err = d.int()
+		case "id":
+			env.ID, err = d.strOrNull()
+		case "aggregate_type":
+			env.AggregateType, err = d.strOrNull()
+		case "aggregate_id":
+			env.AggregateID, err = d.strOrNull()
+		case "correlation_id":
+			env.CorrelationID, err = d.strOrNull()
+		case "causation_id":
+			env.CausationID, err = d.strOrNull()
+		case "traceparent":
+			env.TraceParent, err = d.strOrNull()
+		case "idempotency_key":
+			env.IdempotencyKey, err = d.strOrNull()
+		case "request_digest":
+			env.RequestDigest, err = d.strOrNull()
+		case "events":
+			evs = leanEvents{} // a repeated key: the last one counts, as in decodeList
+			_, err = d.array(func() error { return d.leanEvent(&evs) })
+		case "commands":
+			env.Commands, err = decodeList(d, env.Commands, d.command)
+		default:
+			_, err = d.skipValid()
+		}
+		return err
+	})
+	if err != nil {
+		return Decision{}, err
+	}
+	if d.peek() != 0 || d.i < len(d.b) {
+		return Decision{}, d.fail("data after the envelope")
+	}
+	// Decode's checks, in its order.
+	if env.V != EnvelopeVersion {
+		return Decision{}, fmt.Errorf("envelope version %d is not supported (this build reads %d)", env.V, EnvelopeVersion)
+	}
+	dec := env.Decision
+	if dec.ID == "" {
+		return dec, fmt.Errorf("envelope: missing decision id")
+	}
+	if err := ValidateToken("aggregate type", dec.AggregateType); err != nil {
+		return dec, err
+	}
+	if err := ValidateToken("aggregate id", dec.AggregateID); err != nil {
+		return dec, err
+	}
+	if evs.n == 0 {
+		return dec, fmt.Errorf("envelope: no events")
+	}
+	if evs.firstErr != nil {
+		return dec, evs.firstErr
+	}
+	for _, c := range dec.Commands {
+		if err := ValidateToken("command kind", c.Kind); err != nil {
+			return dec, err
+		}
+	}
+	if dec.CorrelationID == "" {
+		dec.CorrelationID = dec.ID
+	}
+	return dec, nil
+}
+
+// leanEvent parses one event as [envDecoder.event] does and checks it as
+// [Decode] does, keeping only its version.
+func (d *envDecoder) leanEvent(evs *leanEvents) error {
+	var typ string
+	var version uint64
+	err := d.object(func(key string) error {
+		var err error
+		switch fold(key, eventKeys) {
+		case "id":
+			_, err = d.strViewOrNull()
+		case "type":
+			typ, err = d.strViewOrNull()
+		case "schema":
+			_, _, err = d.int()
+		case "version":
+			version, err = d.uint64()
+		case "time":
+			var t time.Time
+			err = d.time(&t)
+		case "data":
+			_, err = d.skipValid()
+		default:
+			_, err = d.skipValid()
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	i := evs.n
+	evs.n++
+	if evs.firstErr == nil {
+		if err := ValidateToken("event type", typ); err != nil {
+			if te, ok := err.(*TokenError); ok {
+				te.Value = strings.Clone(te.Value) // typ is a view of the message
+			}
+			evs.firstErr = err
+		} else if version == 0 || (i > 0 && version != evs.prev+1) {
+			evs.firstErr = fmt.Errorf("envelope: event %d has version %d, not contiguous", i, version)
+		}
+	}
+	evs.prev = version
+	return nil
+}
+
+// strViewOrNull reads a string as strOrNull does; a plain one (no escapes,
+// ASCII) is returned as a view of the message, not a copy: for checks
+// only, never to keep.
+func (d *envDecoder) strViewOrNull() (string, error) {
+	if d.null() {
+		return "", nil
+	}
+	if d.peek() != '"' {
+		return "", d.fail("expected a string")
+	}
+	start := d.i + 1
+	for j := start; j < len(d.b); j++ {
+		c := d.b[j]
+		switch {
+		case c == '"':
+			d.i = j + 1
+			if j == start {
+				return "", nil
+			}
+			return unsafe.String(&d.b[start], j-start), nil
+		case c == '\\' || c < 0x20 || c >= 0x80:
+			return d.str() // the careful way, from the opening quote
+		}
+	}
+	return d.str() // unterminated: str says so
+}
