@@ -190,12 +190,8 @@ func ambiguous(ctx context.Context, err error) bool {
 // findAfter reads the first message on subject after seq: with every write
 // expecting its predecessor, the only place our decision can be.
 func (l *Log) findAfter(ctx context.Context, subject string, seq uint64, id string) (Record, bool, error) {
-	var first *jetstream.RawStreamMsg
-	_, _, err := l.getter.get(ctx, batchRequest{Seq: seq + 1, NextFor: subject, Batch: 1}, func(m *jetstream.RawStreamMsg) error {
-		first = m
-		return nil
-	})
-	if errors.Is(err, errNoMessages) || (err == nil && first == nil) {
+	first, err := l.getter.one(ctx, batchRequest{Seq: seq + 1, NextFor: subject})
+	if errors.Is(err, errNoMessages) {
 		return Record{}, false, nil
 	}
 	if err != nil {

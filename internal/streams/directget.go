@@ -87,11 +87,17 @@ func (g *batchGetter) subscribe() error {
 	return g.subErr
 }
 
-// batchRequest is the direct get request body (JSApiMsgGetRequest).
+// batchRequest is the direct get request body (JSApiMsgGetRequest). Batch 0
+// asks for one message ([batchGetter.one]): the server then reads just
+// that message, where a batch first counts what matches after Seq — for a
+// subject filter starting mid-stream, a walk over the per-block subject
+// index of every block between the subject's first message and Seq (or
+// its last), each loaded from disk when cold.
 type batchRequest struct {
 	Seq       uint64     `json:"seq,omitempty"`
+	LastFor   string     `json:"last_by_subj,omitempty"`
 	NextFor   string     `json:"next_by_subj,omitempty"`
-	Batch     int        `json:"batch"`
+	Batch     int        `json:"batch,omitempty"`
 	MaxBytes  int        `json:"max_bytes,omitempty"`
 	StartTime *time.Time `json:"start_time,omitempty"`
 }
@@ -216,6 +222,26 @@ func (g *batchGetter) get(ctx context.Context, req batchRequest, fn func(*jetstr
 				return got, pending, err
 			}
 		}
+	}
+}
+
+// one gets a single message: the one at req.Seq, the first on req.NextFor
+// at or after req.Seq, or the last on req.LastFor. It returns
+// [errNoMessages] when there is none.
+func (g *batchGetter) one(ctx context.Context, req batchRequest) (*jetstream.RawStreamMsg, error) {
+	req.Batch = 0
+	var out *jetstream.RawStreamMsg
+	_, _, err := g.get(ctx, req, func(m *jetstream.RawStreamMsg) error {
+		out = m
+		return errStop
+	})
+	switch {
+	case out != nil:
+		return out, nil
+	case err == nil:
+		return nil, errNoMessages
+	default:
+		return nil, err
 	}
 }
 

@@ -22,7 +22,8 @@ func AtLeast(seq uint64) LoadOption { return func(o *loadOpts) { o.atLeast = seq
 
 // Load returns the aggregate's decisions stored after position after (the
 // zero Position: its whole history), in order, with upcasters applied. It
-// reads with batched direct get: no consumer is created. A gap in the
+// reads with direct gets, at a cost that follows the aggregate's messages,
+// not the log (tail.go): no consumer is created. A gap in the
 // versions is reported as [ErrCorrupt] rather than folded. A message on the
 // subject that is not an esjet decision is skipped (see [Log.LoadTail], which
 // also returns it and the position that counts it).
@@ -71,27 +72,35 @@ func (l *Log) load(ctx context.Context, typ, id string, after Position) (Tail, e
 	if err != nil {
 		return Tail{}, err
 	}
+	msgs, err := l.tailMsgs(ctx, subject, after)
+	if err != nil {
+		return Tail{}, fmt.Errorf("load %s/%s: %w", typ, id, err)
+	}
 	var t Tail
 	next := after.Version + 1
-	err = l.scan(ctx, subject, after.Seq+1, 0, func(f Foreign) {
-		t.Foreign = append(t.Foreign, f)
-		t.LastSeq = f.Seq
-	}, func(r Record) error {
+	for _, m := range msgs {
+		t.LastSeq = m.Sequence
+		r, err := l.decode(m)
+		var de *DecodeError
+		if errors.As(err, &de) {
+			f := Foreign{Seq: m.Sequence, Subject: m.Subject, Stored: m.Time, Size: len(m.Data), Reason: de.Err.Error()}
+			l.noteForeign(f)
+			t.Foreign = append(t.Foreign, f)
+			continue
+		}
+		if err != nil {
+			return Tail{}, fmt.Errorf("load %s/%s: %w", typ, id, err)
+		}
 		// A caller that knows only the sequence (Version 0 with Seq > 0)
 		// learns the version from the first record.
 		if after.Seq > 0 && after.Version == 0 && len(t.Records) == 0 {
 			next = r.FirstVersion()
 		}
 		if r.FirstVersion() != next {
-			return fmt.Errorf("%w: %s seq %d starts at version %d, expected %d", ErrCorrupt, subject, r.Seq, r.FirstVersion(), next)
+			return Tail{}, fmt.Errorf("load %s/%s: %w: %s seq %d starts at version %d, expected %d", typ, id, ErrCorrupt, subject, r.Seq, r.FirstVersion(), next)
 		}
 		next = r.LastVersion() + 1
 		t.Records = append(t.Records, r)
-		t.LastSeq = r.Seq
-		return nil
-	})
-	if err != nil {
-		return Tail{}, fmt.Errorf("load %s/%s: %w", typ, id, err)
 	}
 	return t, nil
 }

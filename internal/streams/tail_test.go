@@ -1,0 +1,198 @@
+package streams
+
+import (
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+
+	"github.com/esjet/esjet/internal/natstest"
+)
+
+// getLog records the direct get requests sent to a stream.
+type getLog struct {
+	nc     *nats.Conn // the reader's: marks go on it after the reads
+	stream string
+	mu     sync.Mutex
+	reqs   []batchRequest
+	marked bool
+}
+
+// watchGets watches the direct gets that reader's connection sends.
+func watchGets(t *testing.T, s *server.Server, reader *nats.Conn, stream string) *getLog {
+	t.Helper()
+	nc, _ := natstest.Connect(t, s)
+	g := &getLog{nc: reader, stream: stream}
+	if _, err := nc.Subscribe("$JS.API.DIRECT.GET."+stream, func(m *nats.Msg) {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		var r batchRequest
+		if string(m.Data) == "mark" {
+			g.marked = true
+		} else if json.Unmarshal(m.Data, &r) == nil {
+			g.reqs = append(g.reqs, r)
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// take returns the requests sent since the last take: a mark published on
+// the reader's connection after them reaches the watcher after them.
+func (g *getLog) take(t *testing.T) []batchRequest {
+	t.Helper()
+	if err := g.nc.Publish("$JS.API.DIRECT.GET."+g.stream, []byte("mark")); err != nil {
+		t.Fatal(err)
+	}
+	var got []batchRequest
+	natstest.Eventually(t, 5*time.Second, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if !g.marked {
+			return false
+		}
+		got, g.reqs, g.marked = g.reqs, nil, false
+		return true
+	})
+	return got
+}
+
+// pad publishes n messages of other aggregates' subjects: the log between
+// two of one aggregate's decisions.
+func pad(t *testing.T, h *harness, n int) {
+	t.Helper()
+	for i := range n {
+		if _, err := h.js.PublishAsync(fmt.Sprintf("%s.evt.pad.p%d", h.ns, i%50), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-h.js.PublishAsyncComplete():
+	case <-t.Context().Done():
+		t.Fatal(t.Context().Err())
+	}
+}
+
+// TestLoadOfASparseAggregateReadsItsOwnMessagesOnly: an aggregate whose
+// decisions lie far apart in the log is read message by message, backwards
+// along the expectations its appends left, with one direct get per message
+// and no subject-filtered batch (which makes the server walk the subject
+// index of every block in between). Whole, after a snapshot's position,
+// and after a sequence alone, it reads the same records as before.
+func TestLoadOfASparseAggregateReadsItsOwnMessagesOnly(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	h := provisioned([]*server.Server{s}, 1)(t, Config{})
+	var recs []Record
+	var pos Position
+	for i := range 6 {
+		pad(t, h, 600)
+		r := mustAppend(t, h, decision("acct", "a", fmt.Sprintf("moved%d", i)), pos)
+		recs, pos = append(recs, r), r.Position()
+	}
+	pad(t, h, 600)
+	gets := watchGets(t, s, h.nc, h.log.Names().Events)
+	noBatch := func(reqs []batchRequest) error {
+		for _, r := range reqs {
+			if r.Batch > 0 {
+				return fmt.Errorf("a batched get %+v", r)
+			}
+		}
+		return nil
+	}
+
+	for _, c := range []struct {
+		name  string
+		after Position
+		want  int // records
+	}{
+		{"whole", Position{}, 6},
+		{"after a snapshot at version 2", recs[1].Position(), 4},
+		{"after a sequence alone", Position{Seq: recs[3].Seq}, 2},
+		{"after the last", pos, 0},
+	} {
+		got, err := h.log.Load(t.Context(), "acct", "a", c.after)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if len(got) != c.want {
+			t.Fatalf("%s: %d records, want %d", c.name, len(got), c.want)
+		}
+		for i, r := range got {
+			want := recs[len(recs)-c.want+i]
+			if r.Seq != want.Seq || r.ID != want.ID || r.FirstVersion() != want.FirstVersion() {
+				t.Fatalf("%s: record %d is seq %d version %d, want seq %d version %d", c.name, i, r.Seq, r.FirstVersion(), want.Seq, want.FirstVersion())
+			}
+		}
+		// The last message, then one get per record before it.
+		reqs := gets.take(t)
+		if err := noBatch(reqs); err != nil || len(reqs) > max(c.want, 1) {
+			t.Fatalf("%s: %d gets (%v) for %d records: %+v", c.name, len(reqs), err, c.want, reqs)
+		}
+	}
+}
+
+// TestLoadOfASparseAggregateStepsOverAForeignMessage: a message esjet did
+// not write, on the aggregate's subject between two far-apart decisions,
+// carries no expectation: the walk stops at it and the rest is read the
+// old way, foreign message included.
+func TestLoadOfASparseAggregateStepsOverAForeignMessage(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	h := provisioned([]*server.Server{s}, 1)(t, Config{})
+	first := mustAppend(t, h, decision("acct", "b", "opened"), Position{})
+	pad(t, h, 600)
+	ack, err := h.js.Publish(t.Context(), h.ns+".evt.acct.b", []byte("stray"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pad(t, h, 600)
+	second := mustAppend(t, h, decision("acct", "b", "moved"), Position{Seq: ack.Sequence, Version: 1})
+	pad(t, h, 600)
+	third := mustAppend(t, h, decision("acct", "b", "moved"), second.Position())
+
+	tail, err := h.log.LoadTail(t.Context(), "acct", "b", Position{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tail.Records) != 3 || tail.Records[0].Seq != first.Seq || tail.Records[1].Seq != second.Seq || tail.Records[2].Seq != third.Seq {
+		t.Fatalf("records %+v, want the three decisions", tail.Records)
+	}
+	if len(tail.Foreign) != 1 || tail.Foreign[0].Seq != ack.Sequence || tail.LastSeq != third.Seq {
+		t.Fatalf("foreign %+v last %d, want the stray message at %d and last %d", tail.Foreign, tail.LastSeq, ack.Sequence, third.Seq)
+	}
+}
+
+// TestLoadOfADenseAggregateIsOneRangeRead: decisions next to each other in
+// the log (one busy aggregate) are read with one unfiltered range read,
+// not one get per decision.
+func TestLoadOfADenseAggregateIsOneRangeRead(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	h := provisioned([]*server.Server{s}, 1)(t, Config{})
+	var pos Position
+	for i := range 40 {
+		r := mustAppend(t, h, decision("acct", "c", fmt.Sprintf("moved%d", i)), pos)
+		pos = r.Position()
+		if i%4 == 0 {
+			mustAppend(t, h, decision("acct", fmt.Sprintf("o%d", i), "opened"), Position{})
+		}
+	}
+	gets := watchGets(t, s, h.nc, h.log.Names().Events)
+	got, err := h.log.Load(t.Context(), "acct", "c", Position{})
+	if err != nil || len(got) != 40 || got[39].Seq != pos.Seq {
+		t.Fatalf("load: %d records, %v", len(got), err)
+	}
+	reqs := gets.take(t)
+	if len(reqs) != 2 || reqs[1].Batch == 0 || reqs[1].NextFor != "" {
+		t.Fatalf("gets %+v, want the last message and one unfiltered range read", reqs)
+	}
+}
