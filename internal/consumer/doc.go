@@ -6,10 +6,10 @@
 // workers per kind and pulls only as many messages as it has free workers,
 // so no lease starts before its work does. While a handler runs, the worker
 // keeps the lease alive with in-progress heartbeats; a handler past its
-// deadline is cancelled through its context. A worker is free again when
-// its call returns: the records that follow (receipt, report, ack) are
-// written beside the pool (pull.go), so receipts waiting for a group
-// commit round do not idle the pool.
+// deadline is cancelled through its context. In a pool of two or more a
+// worker is free again when its call returns: the records that follow
+// (receipt, report, ack) are written beside the pool (pull.go), so
+// receipts waiting for a group commit round do not idle the pool.
 //
 // Outcomes:
 //   - success → a receipt in KV <ns>_receipts (once per command id) → the

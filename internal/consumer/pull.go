@@ -21,11 +21,21 @@ import (
 // records (recordsFor) and the pool's place pulls the next command. The
 // handler's concurrency stays at most the pool; what the node holds
 // unacknowledged is at most pool + records, all of it done or being done.
+//
+// A pool of one keeps its place through the records: its commands run one
+// after another end to end (a kind served one at a time stays that way),
+// and the next command's receipt read, which waits for any write in flight
+// on the receipts stream, would only wait for the last one's receipt
+// instead (measured: 1.2k commands/s with the hand-off against 1.4–2.4k/s
+// without, with a no-op handler; from a pool of two on the hand-off wins).
 
 // recordsFor is how many finished calls may be recording at once beside a
 // pool of n: enough for a full group commit round (512) beyond the pool, at
-// most half of the consumer's MaxAckPending.
+// most half of the consumer's MaxAckPending; none for a pool of one.
 func recordsFor(n int) int {
+	if n <= 1 {
+		return 0
+	}
 	return min(max(2*n, 512), 5_000)
 }
 
@@ -37,11 +47,12 @@ type place struct {
 }
 
 // handOff gives the pool's place back and takes one among the records (it
-// waits while they are all taken: the records then pace the pool).
+// waits while they are all taken: the records then pace the pool). Without
+// records (a pool of one) the place is kept.
 func (p *place) handOff() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.state != 0 {
+	if p.state != 0 || p.records == nil {
 		return
 	}
 	p.records <- struct{}{}
@@ -70,7 +81,10 @@ func (w *Worker) Run(ctx context.Context) error {
 	for range w.cfg.Workers {
 		free <- struct{}{}
 	}
-	records := make(chan struct{}, recordsFor(w.cfg.Workers))
+	var records chan struct{}
+	if n := recordsFor(w.cfg.Workers); n > 0 {
+		records = make(chan struct{}, n)
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	handleCtx := context.WithoutCancel(ctx) // in-flight work finishes after ctx ends
