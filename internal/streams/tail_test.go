@@ -196,3 +196,42 @@ func TestLoadOfADenseAggregateIsOneRangeRead(t *testing.T) {
 		t.Fatalf("gets %+v, want the last message and one unfiltered range read", reqs)
 	}
 }
+
+// TestGroupCommittedDecisionsKeepTheirExpectation: the walk steps back
+// along Nats-Expected-Last-Subject-Sequence, so the server must store it
+// on decisions committed in an atomic batch too, and a load of aggregates
+// written that way reads them one get per decision.
+func TestGroupCommittedDecisionsKeepTheirExpectation(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	h := provisioned([]*server.Server{s}, 1)(t, Config{GroupCommit: GroupCommit{MinBatch: 2}})
+	const n = 4
+	afters := make([]Position, n)
+	for round := range 3 {
+		pad(t, h, 300)
+		ds := make([]Decision, n)
+		for i := range ds {
+			ds[i] = decision("order", fmt.Sprintf("g%d", i), fmt.Sprintf("step%d", round))
+		}
+		recs, errs := queued(t, h, ds, afters)
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d append %d: %v", round, i, err)
+			}
+			afters[i] = recs[i].Position()
+		}
+	}
+	if st := h.log.CommitStats(); st.Batches < 3 {
+		t.Fatalf("stats %+v, want the rounds committed as batches", st)
+	}
+	gets := watchGets(t, s, h.nc, h.log.Names().Events)
+	for i := range n {
+		got, err := h.log.Load(t.Context(), "order", fmt.Sprintf("g%d", i), Position{})
+		if err != nil || len(got) != 3 || got[2].Seq != afters[i].Seq {
+			t.Fatalf("load g%d: %d records, %v", i, len(got), err)
+		}
+		if reqs := gets.take(t); len(reqs) != 3 {
+			t.Fatalf("load g%d: %d gets %+v, want 3 (the last, then two steps back)", i, len(reqs), reqs)
+		}
+	}
+}
