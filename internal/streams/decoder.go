@@ -391,6 +391,12 @@ func (d *envDecoder) time(t *time.Time) error {
 
 // decodeEnvelope parses data into env.
 func decodeEnvelope(data []byte, env *envelope) error {
+	return decodeEnvelopeInto(data, env, nil)
+}
+
+// decodeEnvelopeInto parses data into env; with lean set, the events are
+// checked into lean instead of kept (env.Events stays nil).
+func decodeEnvelopeInto(data []byte, env *envelope, lean *leanEvents) error {
 	d := &envDecoder{b: data}
 	err := d.object(func(key string) error {
 		var err error
@@ -414,7 +420,11 @@ func decodeEnvelope(data []byte, env *envelope) error {
 		case "request_digest":
 			env.RequestDigest, err = d.strOrNull()
 		case "events":
-			env.Events, err = decodeList(d, env.Events, d.event)
+			if lean != nil {
+				err = d.leanEventList(lean)
+			} else {
+				env.Events, err = decodeList(d, env.Events, d.event)
+			}
 		case "commands":
 			env.Commands, err = decodeList(d, env.Commands, d.command)
 		default:

@@ -270,17 +270,8 @@ func Decode(data []byte) (Decision, error) {
 	if err := decodeEnvelope(data, &env); err != nil {
 		return Decision{}, err
 	}
-	if env.V != EnvelopeVersion {
-		return Decision{}, fmt.Errorf("envelope version %d is not supported (this build reads %d)", env.V, EnvelopeVersion)
-	}
 	d := env.Decision
-	if d.ID == "" {
-		return d, fmt.Errorf("envelope: missing decision id")
-	}
-	if err := ValidateToken("aggregate type", d.AggregateType); err != nil {
-		return d, err
-	}
-	if err := ValidateToken("aggregate id", d.AggregateID); err != nil {
+	if err := checkHead(env.V, &d); err != nil {
 		return d, err
 	}
 	if len(d.Events) == 0 {
@@ -294,13 +285,36 @@ func Decode(data []byte) (Decision, error) {
 			return d, fmt.Errorf("envelope: event %d has version %d, not contiguous", i, e.Version)
 		}
 	}
-	for _, c := range d.Commands {
-		if err := ValidateToken("command kind", c.Kind); err != nil {
-			return d, err
-		}
+	if err := checkCommands(&d); err != nil {
+		return d, err
 	}
 	fillDerived(&d)
 	return d, nil
+}
+
+// checkHead makes Decode's checks that come before the events': the
+// envelope version, the decision id and the aggregate's tokens.
+func checkHead(v int, d *Decision) error {
+	if v != EnvelopeVersion {
+		return fmt.Errorf("envelope version %d is not supported (this build reads %d)", v, EnvelopeVersion)
+	}
+	if d.ID == "" {
+		return fmt.Errorf("envelope: missing decision id")
+	}
+	if err := ValidateToken("aggregate type", d.AggregateType); err != nil {
+		return err
+	}
+	return ValidateToken("aggregate id", d.AggregateID)
+}
+
+// checkCommands makes Decode's check of the commands' kinds.
+func checkCommands(d *Decision) error {
+	for _, c := range d.Commands {
+		if err := ValidateToken("command kind", c.Kind); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // decodeRaw decodes a message read from the stream into a Record.

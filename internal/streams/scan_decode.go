@@ -39,56 +39,13 @@ type leanEvents struct {
 func decodeLean(data []byte) (Decision, error) {
 	var env envelope
 	var evs leanEvents
-	d := &envDecoder{b: data}
-	err := d.object(func(key string) error {
-		var err error
-		switch fold(key, envelopeKeys) {
-		case "v":
-			env.V, _, err = d.int()
-		case "id":
-			env.ID, err = d.strOrNull()
-		case "aggregate_type":
-			env.AggregateType, err = d.strOrNull()
-		case "aggregate_id":
-			env.AggregateID, err = d.strOrNull()
-		case "correlation_id":
-			env.CorrelationID, err = d.strOrNull()
-		case "causation_id":
-			env.CausationID, err = d.strOrNull()
-		case "traceparent":
-			env.TraceParent, err = d.strOrNull()
-		case "idempotency_key":
-			env.IdempotencyKey, err = d.strOrNull()
-		case "request_digest":
-			env.RequestDigest, err = d.strOrNull()
-		case "events":
-			evs = leanEvents{} // a repeated key: the last one counts, as in decodeList
-			_, err = d.array(func() error { return d.leanEvent(&evs) })
-		case "commands":
-			env.Commands, err = decodeList(d, env.Commands, d.command)
-		default:
-			_, err = d.skipValid()
-		}
-		return err
-	})
+	err := decodeEnvelopeInto(data, &env, &evs)
 	if err != nil {
 		return Decision{}, err
 	}
-	if d.peek() != 0 || d.i < len(d.b) {
-		return Decision{}, d.fail("data after the envelope")
-	}
 	// Decode's checks, in its order.
-	if env.V != EnvelopeVersion {
-		return Decision{}, fmt.Errorf("envelope version %d is not supported (this build reads %d)", env.V, EnvelopeVersion)
-	}
 	dec := env.Decision
-	if dec.ID == "" {
-		return dec, fmt.Errorf("envelope: missing decision id")
-	}
-	if err := ValidateToken("aggregate type", dec.AggregateType); err != nil {
-		return dec, err
-	}
-	if err := ValidateToken("aggregate id", dec.AggregateID); err != nil {
+	if err := checkHead(env.V, &dec); err != nil {
 		return dec, err
 	}
 	if evs.n == 0 {
@@ -97,15 +54,20 @@ func decodeLean(data []byte) (Decision, error) {
 	if evs.firstErr != nil {
 		return dec, evs.firstErr
 	}
-	for _, c := range dec.Commands {
-		if err := ValidateToken("command kind", c.Kind); err != nil {
-			return dec, err
-		}
+	if err := checkCommands(&dec); err != nil {
+		return dec, err
 	}
 	if dec.CorrelationID == "" {
 		dec.CorrelationID = dec.ID
 	}
 	return dec, nil
+}
+
+// leanEventList parses a decision's events as [envDecoder.leanEvent] does.
+func (d *envDecoder) leanEventList(evs *leanEvents) error {
+	*evs = leanEvents{} // a repeated key: the last one counts, as in decodeList
+	_, err := d.array(func() error { return d.leanEvent(evs) })
+	return err
 }
 
 // leanEvent parses one event as [envDecoder.event] does and checks it as
