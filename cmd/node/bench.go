@@ -94,6 +94,7 @@ func (b *benchFlags) register(f *pflag.FlagSet) {
 	f.IntSliceVar(&b.nodes, "nodes", nil, "fleet run instead of the phases: node processes sharing one namespace on the --url cluster, e.g. 1,2,4; --count trips each (default 2000)")
 	f.StringVar(&b.svgPath, "svg", "", "also write a chart of the latency percentiles per phase to this SVG file")
 	f.StringVar(&b.cpuProfile, "cpuprofile", "", "write a CPU profile of the run (client, node and embedded server share the process) to this file, for go tool pprof")
+	f.StringVar(&b.opts.HeapProfile, "heapprofile", "", "with the scale phase: write a heap profile taken right after its cold loads (what the node and the server hold live) to this file, for go tool pprof")
 }
 
 // run runs the bench and writes its report: a table, or JSON with --json,

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"path/filepath"
 	"testing"
 
 	"github.com/esjet/esjet/internal/bench"
@@ -63,6 +64,7 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"bench", "--phases", "append,warp"},
 		{"bench", "--skew", "pareto"},
 		{"bench", "--count", "10", "--duration", "1s"},
+		{"bench", "--phases", "append", "--heapprofile", filepath.Join(t.TempDir(), "heap.prof")},
 	} {
 		var stdout, stderr bytes.Buffer
 		if err := run(t.Context(), args, nil, &stdout, &stderr); err == nil {

@@ -82,7 +82,11 @@ type Options struct {
 	// a temporary one, and is kept afterwards: a later run with the same
 	// DataDir and Decisions reuses the scale phase's fill (see scale.go).
 	DataDir string
-	Version string
+	// HeapProfile, when set, is where the scale phase writes a heap profile
+	// right after its cold loads (after a forced collection): what the
+	// node and its server hold live then.
+	HeapProfile string
+	Version     string
 	// Logger receives the node's logs; nil discards them.
 	Logger *slog.Logger
 	// Progress, when set, is called at the start of each phase; it returns
@@ -118,6 +122,8 @@ func (o *Options) setDefaults() error {
 		o.Phases = AllPhases
 	}
 	switch {
+	case o.HeapProfile != "" && !slices.Contains(o.Phases, PhaseScale):
+		return fmt.Errorf("--heapprofile is taken after the scale phase's cold loads: add --phases scale")
 	case o.Aggregates < 1:
 		return fmt.Errorf("--aggregates %d: need at least 1", o.Aggregates)
 	case o.Workers < 1:

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/esjet/esjet/config"
@@ -49,9 +51,13 @@ func TestScalePhaseFillsAndMeasures(t *testing.T) {
 	cfg.Namespace = "scaletest"
 	cfg.NATS.Embedded.Sync = config.SyncInterval
 	const decisions = 400
-	rep, err := Run(t.Context(), Options{Config: cfg, Workers: 8, Decisions: decisions, Phases: []string{PhaseScale}})
+	heap := filepath.Join(t.TempDir(), "heap.prof")
+	rep, err := Run(t.Context(), Options{Config: cfg, Workers: 8, Decisions: decisions, Phases: []string{PhaseScale}, HeapProfile: heap})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(heap); err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b { // a pprof profile is gzipped
+		t.Errorf("--heapprofile wrote %d bytes, not a profile: %v", len(b), err)
 	}
 	sc := rep.Scale
 	if sc == nil {

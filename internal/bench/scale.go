@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -307,7 +308,24 @@ func (e *env) coldLoads(ctx context.Context, names streams.Names, sc *Scale) err
 	sc.ColdPeakRSS = peak
 	sc.ColdP50MS, sc.ColdP99MS = ms(lat.Percentile(50)), ms(lat.Percentile(99))
 	sc.RSSAfter = settledRSS()
+	if e.opts.HeapProfile != "" {
+		return writeHeapProfile(e.opts.HeapProfile)
+	}
 	return nil
+}
+
+// writeHeapProfile writes the process's heap profile (as of the last
+// collection) to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("--heapprofile: %w", err)
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		_ = f.Close()
+		return fmt.Errorf("--heapprofile %s: %w", path, err)
+	}
+	return f.Close()
 }
 
 // commandsToLookUp returns the ids of the first command in OUTBOX and of
