@@ -97,14 +97,19 @@ func (w *Worker) ack(ctx context.Context, log *slog.Logger, m jetstream.Msg) {
 	}
 }
 
-// receipt reads a command's receipt.
-func (w *Worker) receipt(ctx context.Context, id string) (wire.Receipt, bool) {
+// receipt reads a command's receipt: found is false when it has none (or
+// one that does not decode, which saveReceipt then meets). err is set when
+// the read failed, so whether the command is done is not known.
+func (w *Worker) receipt(ctx context.Context, id string) (_ wire.Receipt, found bool, err error) {
 	e, err := w.receipts.Get(ctx, wire.ReceiptKey(id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return wire.Receipt{}, false, nil
+	}
 	if err != nil {
-		return wire.Receipt{}, false
+		return wire.Receipt{}, false, err
 	}
 	rc, err := wire.DecodeReceipt(e.Value())
-	return rc, err == nil
+	return rc, err == nil, nil
 }
 
 // saveReceipt creates the command's receipt, or replaces a failed one (a

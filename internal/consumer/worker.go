@@ -109,8 +109,10 @@ var errStopping = errors.New("the worker is stopping")
 // Stats are a worker's counters. Stale counts deliveries this worker left
 // alone because its lease may have passed to another worker (a pause it
 // slept through) or the receiver refused its attempt as stale.
+// UnreadReceipts counts deliveries given back because their receipt could
+// not be read (so whether they were done already was not known).
 type Stats struct {
-	Done, Retried, Dead, Skipped, Poison, FeedbackErrors, Stale int64
+	Done, Retried, Dead, Skipped, Poison, FeedbackErrors, Stale, UnreadReceipts int64
 }
 
 // Worker runs one kind's commands on this node.
@@ -123,7 +125,7 @@ type Worker struct {
 	cons     jetstream.Consumer
 	receipts jetstream.KeyValue
 
-	done, retried, dead, skipped, poison, feedbackErrors, stale atomic.Int64
+	done, retried, dead, skipped, poison, feedbackErrors, stale, unreadReceipts atomic.Int64
 
 	// pause, if set (tests), runs just before the lease is confirmed for a
 	// call: a stand-in for a process stopped there.
@@ -187,7 +189,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 // Stats returns the worker's counters.
 func (w *Worker) Stats() Stats {
 	return Stats{Done: w.done.Load(), Retried: w.retried.Load(), Dead: w.dead.Load(), Skipped: w.skipped.Load(),
-		Poison: w.poison.Load(), FeedbackErrors: w.feedbackErrors.Load(), Stale: w.stale.Load()}
+		Poison: w.poison.Load(), FeedbackErrors: w.feedbackErrors.Load(), Stale: w.stale.Load(), UnreadReceipts: w.unreadReceipts.Load()}
 }
 
 // handle runs one delivery, held under lease l, to its outcome. stop is
@@ -216,7 +218,16 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, derr)
 		return
 	}
-	if rc, ok := w.receipt(ctx, d.CommandID); ok && rc.Outcome == wire.OutcomeDone {
+	rc, found, rerr := w.receipt(ctx, d.CommandID)
+	if rerr != nil {
+		// Whether it is done already is not known (a redelivery after a
+		// lost ack has a receipt): running it now could apply it twice.
+		w.unreadReceipts.Add(1)
+		log.Warn("receipt not readable; the command waits for the next delivery", "error", rerr)
+		_ = m.NakWithDelay(w.backoff(d.Attempt))
+		return
+	}
+	if found && rc.Outcome == wire.OutcomeDone {
 		// Done already (a redelivery after a lost ack, or a duplicate
 		// copy): do not run it again; make sure its outcome was reported.
 		w.skipped.Add(1)

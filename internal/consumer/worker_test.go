@@ -404,3 +404,60 @@ func testNATSTarget(t *testing.T, e *wEnv) {
 		t.Fatalf("result %s: the idempotency key did not reach the service", rc.Result)
 	}
 }
+
+// unreadableReceipts fails the first fails receipt reads as a server that
+// does not answer in time would.
+type unreadableReceipts struct {
+	jetstream.KeyValue
+	fails, reads atomic.Int64
+}
+
+func (u *unreadableReceipts) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	if u.reads.Add(1) <= u.fails.Load() {
+		return nil, context.DeadlineExceeded
+	}
+	return u.KeyValue.Get(ctx, key)
+}
+
+// TestACommandWhoseReceiptCannotBeReadDoesNotRun: a delivery of a command
+// already done (a redelivery after a lost ack) whose receipt read fails is
+// given back, not run: before, a failed read counted as "no receipt" and
+// the target was called a second time.
+func TestACommandWhoseReceiptCannotBeReadDoesNotRun(t *testing.T) {
+	t.Parallel()
+	e := newWEnv(t, natstest.RunServer(t))
+	kv, err := e.js.KeyValue(t.Context(), streams.NamesFor(e.ns).Receipts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "trip:u1:1:0"
+	rc, _ := json.Marshal(wire.Receipt{CommandID: id, Kind: "ship", Outcome: wire.OutcomeDone, Attempts: 1, Result: json.RawMessage(`{"n":1}`)})
+	if _, err := kv.Create(t.Context(), wire.ReceiptKey(id), rc); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	w, err := NewWorker(t.Context(), e.js, e.ns, fast("ship", HandlerFunc(func(ctx context.Context, d Delivery) (json.RawMessage, error) {
+		calls.Add(1)
+		return nil, nil
+	})), e.fb, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	flaky := &unreadableReceipts{KeyValue: w.receipts}
+	flaky.fails.Store(2)
+	w.receipts = flaky
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	e.command(t, "ship", "u1", `{}`)
+	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Skipped == 1 })
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("the handler ran %d times for a command already done whose receipt could not be read", n)
+	}
+	if s := w.Stats(); s.UnreadReceipts != 2 || flaky.reads.Load() < 3 {
+		t.Fatalf("stats %+v after %d receipt reads; want the two failed reads given back", s, flaky.reads.Load())
+	}
+	natstest.Eventually(t, 5*time.Second, func() bool { return len(e.fb.all()) == 1 })
+}
