@@ -36,7 +36,7 @@ func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.M
 	w.dead.Add(1)
 	log.Warn("dead-lettered", "error", cause)
 	if d.CommandID != "" {
-		_, _ = w.saveReceipt(ctx, log, wire.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: wire.OutcomeFailed,
+		_, _, _ = w.saveReceipt(ctx, log, wire.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: wire.OutcomeFailed,
 			Attempts: d.Attempt, LastError: reason, At: time.Now().UTC()})
 		w.report(ctx, log, d, false, nil, reason) // best effort: the DLQ entry is the record
 	}
@@ -115,32 +115,36 @@ func (w *Worker) receipt(ctx context.Context, id string) (_ wire.Receipt, found 
 // saveReceipt creates the command's receipt, or replaces a failed one (a
 // dead letter re-driven and now done). A done receipt is never replaced: it
 // is returned instead, so the caller reports the outcome on record. stored
-// is false when no receipt could be written.
-func (w *Worker) saveReceipt(ctx context.Context, log *slog.Logger, rc wire.Receipt) (_ wire.Receipt, stored bool) {
+// is false when no receipt could be written; held is true when one is on
+// record that could not be read back, so what it holds is not known and
+// must not be reported in its place.
+func (w *Worker) saveReceipt(ctx context.Context, log *slog.Logger, rc wire.Receipt) (_ wire.Receipt, stored, held bool) {
 	data := rc.Encode()
 	key := wire.ReceiptKey(rc.CommandID)
 	for range 3 {
 		err := w.createReceipt(ctx, key, data)
 		if err == nil {
-			return rc, true
+			return rc, true, false
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
 			log.Error("receipt not written", "error", err)
-			return rc, false
+			return rc, false, false
 		}
 		e, gerr := w.receipts.Get(ctx, key)
 		if gerr != nil {
+			held = true
 			continue
 		}
+		held = false
 		if old, err := wire.DecodeReceipt(e.Value()); err == nil && old.Outcome == wire.OutcomeDone {
-			return old, true
+			return old, true, false
 		}
 		if _, err := w.receipts.Update(ctx, key, data, e.Revision()); err == nil {
-			return rc, true
+			return rc, true, false
 		}
 	}
-	log.Error("receipt not written after retries", "command_id", rc.CommandID)
-	return rc, false
+	log.Error("receipt not written after retries", "command_id", rc.CommandID, "held_by_another", held)
+	return rc, false, held
 }
 
 // createReceipt creates the receipt key, through the node's receipt group

@@ -218,13 +218,8 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, derr)
 		return
 	}
-	rc, found, rerr := w.receipt(ctx, d.CommandID)
-	if rerr != nil {
-		// Whether it is done already is not known (a redelivery after a
-		// lost ack has a receipt): running it now could apply it twice.
-		w.unreadReceipts.Add(1)
-		log.Warn("receipt not readable; the command waits for the next delivery", "error", rerr)
-		_ = m.NakWithDelay(w.backoff(d.Attempt))
+	rc, found, ok := w.readReceipt(ctx, stop, log, m, raw, meta.Sequence.Stream, d, l)
+	if !ok {
 		return
 	}
 	if found && rc.Outcome == wire.OutcomeDone {
@@ -263,8 +258,15 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		// Report what the receipt holds: if another worker finished first
 		// (this one lost its lease), its result is the one on record, and
 		// every report of the command stays identical.
-		rc, stored := w.saveReceipt(ctx, log, wire.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: wire.OutcomeDone,
+		rc, stored, held := w.saveReceipt(ctx, log, wire.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: wire.OutcomeDone,
 			Attempts: d.Attempt, ResultDigest: digest(result), Result: result, At: time.Now().UTC()})
+		if held {
+			// Another delivery's receipt is on record and could not be
+			// read: its result, not this call's, is the one to report. The
+			// next delivery reads it and reports it.
+			_ = m.NakWithDelay(w.backoff(d.Attempt))
+			return
+		}
 		failpoint.Hit(failpoint.WorkerAfterReceipt)
 		if !w.report(ctx, log, d, true, rc.Result, "") {
 			_ = m.NakWithDelay(w.backoff(d.Attempt))
@@ -299,4 +301,42 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		return
 	}
 	w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, herr)
+}
+
+// readReceipt reads the command's receipt before anything runs, and reads
+// it again while the read fails: whether the command is done already (a
+// redelivery after a lost ack has a receipt) is not known until then, and
+// running it could apply it twice. The delivery keeps its lease meanwhile
+// and counts no attempt, so a receipts stream that stalls longer than the
+// retry budget does not dead-letter a command that never ran. ok is false
+// when the delivery was dealt with here: given back because the worker is
+// stopping, left to its next delivery because the lease ran out, or
+// dead-lettered because its id cannot key a receipt.
+func (w *Worker) readReceipt(ctx context.Context, stop <-chan struct{}, log *slog.Logger, m jetstream.Msg, raw *nats.Msg, seq uint64, d Delivery, l *lease) (_ wire.Receipt, found, ok bool) {
+	for try := 1; ; try++ {
+		rc, found, err := w.receipt(ctx, d.CommandID)
+		switch {
+		case err == nil:
+			return rc, found, true
+		case errors.Is(err, jetstream.ErrInvalidKey):
+			// No receipt can ever be kept for it, so it cannot be run
+			// once and only once.
+			w.poison.Add(1)
+			w.deadLetter(ctx, log, m, raw, seq, d, fmt.Errorf("command id %q cannot key a receipt: %w", d.CommandID, err))
+			return wire.Receipt{}, false, false
+		}
+		w.unreadReceipts.Add(1)
+		log.Warn("receipt not readable; reading it again before the command runs", "error", err, "try", try)
+		select {
+		case <-stop:
+			_ = m.Nak()
+			return wire.Receipt{}, false, false
+		case <-time.After(min(w.backoff(try), max(w.cfg.AckWait/3, time.Millisecond))):
+		}
+		if !l.renew(ctx, w.js.Conn(), m) {
+			w.stale.Add(1)
+			log.Warn("the lease ran out while the receipt was unreadable; the command waits for its next delivery")
+			return wire.Receipt{}, false, false
+		}
+	}
 }

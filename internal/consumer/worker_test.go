@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -405,59 +406,121 @@ func testNATSTarget(t *testing.T, e *wEnv) {
 	}
 }
 
-// unreadableReceipts fails the first fails receipt reads as a server that
-// does not answer in time would.
-type unreadableReceipts struct {
+// scriptedReceipts answers receipt reads from a script, then as the bucket
+// does: "fail" as a server that does not answer in time, "absent" as a
+// key not (yet) written.
+type scriptedReceipts struct {
 	jetstream.KeyValue
-	fails, reads atomic.Int64
+	mu     sync.Mutex
+	script []string
+	reads  int
 }
 
-func (u *unreadableReceipts) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
-	if u.reads.Add(1) <= u.fails.Load() {
+func (s *scriptedReceipts) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	s.mu.Lock()
+	step := ""
+	if s.reads < len(s.script) {
+		step = s.script[s.reads]
+	}
+	s.reads++
+	s.mu.Unlock()
+	switch step {
+	case "fail":
 		return nil, context.DeadlineExceeded
+	case "absent":
+		return nil, jetstream.ErrKeyNotFound
 	}
-	return u.KeyValue.Get(ctx, key)
+	return s.KeyValue.Get(ctx, key)
 }
 
-// TestACommandWhoseReceiptCannotBeReadDoesNotRun: a delivery of a command
-// already done (a redelivery after a lost ack) whose receipt read fails is
-// given back, not run: before, a failed read counted as "no receipt" and
-// the target was called a second time.
-func TestACommandWhoseReceiptCannotBeReadDoesNotRun(t *testing.T) {
-	t.Parallel()
-	e := newWEnv(t, natstest.RunServer(t))
-	kv, err := e.js.KeyValue(t.Context(), streams.NamesFor(e.ns).Receipts)
-	if err != nil {
-		t.Fatal(err)
+// startScripted starts a "ship" worker whose receipt reads follow script,
+// with a done receipt already on record for trip:<agg>:1:0 when done is
+// set; it returns the worker and its handler's call count.
+func startScripted(t *testing.T, e *wEnv, agg string, done bool, script ...string) (*Worker, *atomic.Int64) {
+	t.Helper()
+	if done {
+		kv, err := e.js.KeyValue(t.Context(), streams.NamesFor(e.ns).Receipts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		id := "trip:" + agg + ":1:0"
+		rc, _ := json.Marshal(wire.Receipt{CommandID: id, Kind: "ship", Outcome: wire.OutcomeDone, Attempts: 1, Result: json.RawMessage(`{"n":1}`)})
+		if _, err := kv.Create(t.Context(), wire.ReceiptKey(id), rc); err != nil {
+			t.Fatal(err)
+		}
 	}
-	id := "trip:u1:1:0"
-	rc, _ := json.Marshal(wire.Receipt{CommandID: id, Kind: "ship", Outcome: wire.OutcomeDone, Attempts: 1, Result: json.RawMessage(`{"n":1}`)})
-	if _, err := kv.Create(t.Context(), wire.ReceiptKey(id), rc); err != nil {
-		t.Fatal(err)
-	}
-	var calls atomic.Int64
+	calls := &atomic.Int64{}
 	w, err := NewWorker(t.Context(), e.js, e.ns, fast("ship", HandlerFunc(func(ctx context.Context, d Delivery) (json.RawMessage, error) {
 		calls.Add(1)
-		return nil, nil
+		return json.RawMessage(`{"n":2}`), nil
 	})), e.fb, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	flaky := &unreadableReceipts{KeyValue: w.receipts}
-	flaky.fails.Store(2)
-	w.receipts = flaky
+	w.receipts = &scriptedReceipts{KeyValue: w.receipts, script: script}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	stopped := make(chan error, 1)
+	go func() { stopped <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+	return w, calls
+}
 
+// TestACommandWhoseReceiptCannotBeReadDoesNotRun: a delivery of a command
+// already done (a redelivery after a lost ack) whose receipt read fails is
+// not run: the worker reads the receipt again, holding its lease, and
+// counts no attempt, so a stall longer than the retry budget (MaxAttempts
+// 5 here, seven failed reads) does not dead-letter it either. Before, a
+// failed read counted as "no receipt" and the target was called again.
+func TestACommandWhoseReceiptCannotBeReadDoesNotRun(t *testing.T) {
+	t.Parallel()
+	e := newWEnv(t, natstest.RunServer(t))
+	w, calls := startScripted(t, e, "u1", true, "fail", "fail", "fail", "fail", "fail", "fail", "fail")
 	e.command(t, "ship", "u1", `{}`)
 	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Skipped == 1 })
 	if n := calls.Load(); n != 0 {
 		t.Fatalf("the handler ran %d times for a command already done whose receipt could not be read", n)
 	}
-	if s := w.Stats(); s.UnreadReceipts != 2 || flaky.reads.Load() < 3 {
-		t.Fatalf("stats %+v after %d receipt reads; want the two failed reads given back", s, flaky.reads.Load())
+	if s := w.Stats(); s.UnreadReceipts != 7 || s.Dead != 0 {
+		t.Fatalf("stats %+v; want the seven failed reads read again, nothing dead-lettered", s)
 	}
 	natstest.Eventually(t, 5*time.Second, func() bool { return len(e.fb.all()) == 1 })
+	if got := string(e.fb.all()[0].Payload); !strings.Contains(got, `{"n":1}`) {
+		t.Fatalf("reported %s, want the receipt's result", got)
+	}
+}
+
+// TestAReceiptOnRecordButUnreadableIsNotReportedOver: the worker found no
+// receipt, ran the command, and met another's receipt when it stored its
+// own (another delivery finished first), but could not read that one
+// back. It reports nothing then — its result may differ from the one on
+// record — and the next delivery reports what the receipt holds. Before,
+// it reported its own result.
+func TestAReceiptOnRecordButUnreadableIsNotReportedOver(t *testing.T) {
+	t.Parallel()
+	e := newWEnv(t, natstest.RunServer(t))
+	w, calls := startScripted(t, e, "h1", true, "absent", "fail", "fail", "fail")
+	e.command(t, "ship", "h1", `{}`)
+	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Skipped == 1 })
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("the handler ran %d times, want the one call made before the receipt was met", n)
+	}
+	natstest.Eventually(t, 5*time.Second, func() bool { return len(e.fb.all()) == 1 })
+	if got := string(e.fb.all()[0].Payload); !strings.Contains(got, `{"n":1}`) {
+		t.Fatalf("reported %s, want the result on record", got)
+	}
+}
+
+// TestACommandIDThatCannotKeyAReceiptIsDeadLettered: no receipt can be kept
+// for an id that is not a valid key, so the command cannot run once and
+// only once: it is dead-lettered as poison, not run, and not read again
+// forever.
+func TestACommandIDThatCannotKeyAReceiptIsDeadLettered(t *testing.T) {
+	t.Parallel()
+	e := newWEnv(t, natstest.RunServer(t))
+	w, calls := startScripted(t, e, "", false)
+	e.command(t, "ship", "bad id", `{}`)
+	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Dead == 1 })
+	if s := w.Stats(); calls.Load() != 0 || s.Poison != 1 || s.UnreadReceipts != 0 {
+		t.Fatalf("handler calls %d, stats %+v; want one poison dead letter, no call", calls.Load(), s)
+	}
 }
