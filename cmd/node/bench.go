@@ -105,7 +105,18 @@ func (b *benchFlags) run(cmd *cobra.Command, g *globals) error {
 		return err
 	}
 	if len(b.nodes) > 0 {
+		if opts.HeapProfile != "" {
+			return fmt.Errorf("--heapprofile is taken in the scale phase, which a fleet run (--nodes) does not run")
+		}
 		return b.runFleet(cmd, g, opts)
+	}
+	if opts.HeapProfile != "" {
+		// Fail now, not after a fill of hours.
+		f, err := os.Create(opts.HeapProfile)
+		if err != nil {
+			return fmt.Errorf("--heapprofile: %w", err)
+		}
+		_ = f.Close()
 	}
 	if b.cpuProfile != "" {
 		stop, err := startCPUProfile(b.cpuProfile)

@@ -65,6 +65,8 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"bench", "--skew", "pareto"},
 		{"bench", "--count", "10", "--duration", "1s"},
 		{"bench", "--phases", "append", "--heapprofile", filepath.Join(t.TempDir(), "heap.prof")},
+		{"bench", "--phases", "scale", "--heapprofile", filepath.Join(t.TempDir(), "no-such-dir", "heap.prof")},
+		{"bench", "--nodes", "1", "--heapprofile", filepath.Join(t.TempDir(), "heap.prof")},
 	} {
 		var stdout, stderr bytes.Buffer
 		if err := run(t.Context(), args, nil, &stdout, &stderr); err == nil {
