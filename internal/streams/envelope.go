@@ -320,6 +320,13 @@ func checkCommands(d *Decision) error {
 // decodeRaw decodes a message read from the stream into a Record.
 func decodeRaw(m *jetstream.RawStreamMsg) (Record, error) {
 	d, err := Decode(m.Data)
+	return recordOf(m, d, err)
+}
+
+// recordOf is the Record of message m, whose data decoded to d (or failed
+// with err): a DecodeError for a failure, or for an envelope that names
+// another aggregate than the subject.
+func recordOf(m *jetstream.RawStreamMsg, d Decision, err error) (Record, error) {
 	if err != nil {
 		return Record{}, &DecodeError{Seq: m.Sequence, Subject: m.Subject, Err: err}
 	}

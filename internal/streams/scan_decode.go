@@ -17,14 +17,7 @@ import (
 // every decision. Upcasters are not applied.
 func DecodeCommands(m *jetstream.RawStreamMsg) (Record, error) {
 	d, err := decodeLean(m.Data)
-	if err != nil {
-		return Record{}, &DecodeError{Seq: m.Sequence, Subject: m.Subject, Err: err}
-	}
-	if !strings.HasSuffix(m.Subject, ".evt."+d.AggregateType+"."+d.AggregateID) {
-		return Record{}, &DecodeError{Seq: m.Sequence, Subject: m.Subject,
-			Err: fmt.Errorf("envelope names aggregate %s/%s, not the subject's", d.AggregateType, d.AggregateID)}
-	}
-	return Record{Decision: d, Seq: m.Sequence, Subject: m.Subject, Stored: m.Time}, nil
+	return recordOf(m, d, err)
 }
 
 // leanEvents is what [Decode] checks of a decision's events, gathered
