@@ -50,7 +50,8 @@ func (n *Node) watchTelemetry() error {
 			for _, w := range n.workers {
 				s := w.Stats()
 				out = append(out, telemetry.WorkerStats{Kind: w.Kind(), Pool: w.Pool(), Done: s.Done, Retried: s.Retried, Dead: s.Dead,
-					Skipped: s.Skipped, Poison: s.Poison, FeedbackErrors: s.FeedbackErrors, Stale: s.Stale})
+					Skipped: s.Skipped, Poison: s.Poison, FeedbackErrors: s.FeedbackErrors, Stale: s.Stale,
+					UnreadReceipts: s.UnreadReceipts})
 			}
 			return out
 		},

@@ -226,6 +226,7 @@ func TestMetricsMoveWithTheTripSaga(t *testing.T) {
 		{"esjet_worker_handler_duration_seconds", l("kind", "lock_budget"), 2, 2},
 		{"esjet_worker_deliveries_total", l("kind", "lock_budget", "outcome", "done"), 2, 2},
 		{"esjet_worker_deliveries_total", l("kind", "book_flight", "outcome", "dead"), 1, 1},
+		{"esjet_worker_receipt_read_failures_total", l("kind", "lock_budget"), 0, 0},
 		{"esjet_worker_pool", l("kind", "book_flight"), 4, 4},
 		{"esjet_dlq_depth", l("kind", "book_flight"), 1, 1},
 		{"esjet_backlog_up", nil, 1, 1},

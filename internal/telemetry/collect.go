@@ -38,9 +38,9 @@ type RelayStats struct {
 
 // WorkerStats are one kind's worker counters on this node.
 type WorkerStats struct {
-	Kind                                                        string
-	Pool                                                        int
-	Done, Retried, Dead, Skipped, Poison, FeedbackErrors, Stale int64
+	Kind                                                                        string
+	Pool                                                                        int
+	Done, Retried, Dead, Skipped, Poison, FeedbackErrors, Stale, UnreadReceipts int64
 }
 
 // ProjectionLag is how far one projection is behind the log.
@@ -93,6 +93,7 @@ var (
 	dPool           = desc("esjet_worker_pool", "Workers this node runs for a kind.", "kind")
 	dOutcomes       = desc("esjet_worker_deliveries_total", "Deliveries a kind's workers finished, by outcome: done, retried, dead, skipped (done before), poison (undecodable), stale (left to a newer holder).", "kind", "outcome")
 	dFeedbackErrors = desc("esjet_worker_feedback_errors_total", "Outcomes a kind's workers could not report to the aggregate yet (tried again).", "kind")
+	dUnreadReceipts = desc("esjet_worker_receipt_read_failures_total", "Receipt reads that failed before a command could run (read again; the command waits).", "kind")
 	dConnected      = desc("esjet_nats_connected", "1 while the node's NATS connection is connected, else 0.")
 	dReconnects     = desc("esjet_nats_reconnects_total", "Times the node's NATS connection reconnected.")
 	dProjPending    = desc("esjet_projection_lag_decisions", "Decisions (log messages) after a projection's lowest checkpoint: not applied yet.", "projection")
@@ -103,7 +104,7 @@ var (
 
 var allDescs = []*prometheus.Desc{dCacheHits, dColdLoads, dCached, dSnapReads, dSnapWrites, dConflicts, dReplays, dRefused,
 	dRecordsRead, dRelayDecisions, dRelayCommands, dRelayFailures, dRelayUndecod, dRelayPending, dRelayLag, dPending,
-	dInFlight, dWaiting, dDead, dBacklogUp, dPool, dOutcomes, dFeedbackErrors, dConnected, dReconnects, dProjPending, dProjLag, dProjParked, dProjHealth}
+	dInFlight, dWaiting, dDead, dBacklogUp, dPool, dOutcomes, dFeedbackErrors, dUnreadReceipts, dConnected, dReconnects, dProjPending, dProjLag, dProjParked, dProjHealth}
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allDescs {
@@ -152,6 +153,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 				counter(ch, dOutcomes, o.v, w.Kind, o.name)
 			}
 			counter(ch, dFeedbackErrors, w.FeedbackErrors, w.Kind)
+			counter(ch, dUnreadReceipts, w.UnreadReceipts, w.Kind)
 		}
 	}
 	if s.Conn != nil {
