@@ -109,8 +109,8 @@ var errStopping = errors.New("the worker is stopping")
 // Stats are a worker's counters. Stale counts deliveries this worker left
 // alone because its lease may have passed to another worker (a pause it
 // slept through) or the receiver refused its attempt as stale.
-// UnreadReceipts counts deliveries given back because their receipt could
-// not be read (so whether they were done already was not known).
+// UnreadReceipts counts receipt reads that failed before a command could
+// run (each is read again: whether it was done already is not known).
 type Stats struct {
 	Done, Retried, Dead, Skipped, Poison, FeedbackErrors, Stale, UnreadReceipts int64
 }
