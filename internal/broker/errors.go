@@ -18,9 +18,18 @@ type DataDirLockedError struct {
 	Dir      string
 	LockFile string
 	Holder   Holder
+	// Overlaps, when set, is the data dir asked for: not Dir itself, but
+	// one whose store Dir's server shares (Dir/jetstream, or Dir's parent).
+	Overlaps string
 }
 
 func (e *DataDirLockedError) Error() string {
+	if e.Overlaps != "" {
+		return fmt.Sprintf("data dir %s shares its store with data dir %s, which is in use by %s (lock %s): a nats-server keeps its store in "+
+			"<data dir>/jetstream, so the two would be one store, and two servers on one store lose acknowledged writes; "+
+			"stop that process first, or give this one its own data dir (--data-dir / nats.embedded.data_dir, or --store-dir for esjet server) outside the other's",
+			e.Overlaps, e.Dir, e.Holder, e.LockFile)
+	}
 	return fmt.Sprintf("data dir %s is in use by %s (lock %s): two servers on one data dir lose acknowledged writes; "+
 		"stop that process first, or give this one its own data dir (--data-dir / nats.embedded.data_dir, or --store-dir for esjet server)",
 		e.Dir, e.Holder, e.LockFile)

@@ -73,6 +73,11 @@ type DirLock struct {
 // or another broker in this one, holds it. Take it before anything opens the
 // directory's store: two nats-servers on one store lose acknowledged writes.
 func LockDataDir(dir string, holder Holder) (*DirLock, error) {
+	// Before anything is created in a store another server owns; and again
+	// once this lock is held, so of two started at once neither runs.
+	if err := checkOverlap(dir); err != nil {
+		return nil, err
+	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create data dir: %w", err)
 	}
@@ -90,12 +95,52 @@ func LockDataDir(dir string, holder Holder) (*DirLock, error) {
 		return nil, fmt.Errorf("lock data dir %s: %w", dir, err)
 	}
 	l := &DirLock{path: path, f: f}
+	if err := checkOverlap(dir); err != nil {
+		_ = l.Release()
+		return nil, err
+	}
 	if err := l.Update(holder); err != nil {
 		_ = l.Release()
 		return nil, err
 	}
 	return l, nil
 }
+
+// checkOverlap refuses a data dir whose store another data dir's server
+// would share. A nats-server given data dir D keeps its store in
+// D/jetstream, and when that is empty it moves what looks like a store
+// from D into it. So D and D/jetstream are two locks but one store: a
+// server on D/jetstream (the path a node's log prints as its store
+// directory) takes a running node's store on D from under it. dir's
+// parent, when dir is named jetstream, and dir/jetstream are checked for a
+// lock that is held.
+func checkOverlap(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("data dir %s: %w", dir, err)
+	}
+	near := []string{filepath.Join(abs, jetStreamDir)}
+	if filepath.Base(abs) == jetStreamDir {
+		near = append(near, filepath.Dir(abs))
+	}
+	for _, other := range near {
+		path := filepath.Join(other, LockFileName)
+		f, err := os.OpenFile(path, os.O_RDWR, 0)
+		if err != nil {
+			continue // no lock file: no esjet ever held it
+		}
+		err = tryLock(f)
+		_ = f.Close() // drops the lock if this took it
+		if errors.Is(err, errLockHeld) {
+			return &DataDirLockedError{Dir: other, LockFile: path, Holder: readHolder(path), Overlaps: dir}
+		}
+	}
+	return nil
+}
+
+// jetStreamDir is the directory nats-server keeps its store in, inside the
+// data dir it is given.
+const jetStreamDir = "jetstream"
 
 // Update rewrites the holder's details (once the actual listen address is
 // known). A released lock ignores it.

@@ -110,3 +110,51 @@ func TestDataDirLockOfAKilledProcessDoesNotBlock(t *testing.T) {
 	b := start(t, cfg) // the stale lock file does not block
 	roundTrip(t, b.JetStream(), "AFTERKILL", "ok")
 }
+
+// TestADataDirSharingAStoreWithAHeldOneIsRefused: a nats-server keeps its
+// store in <data dir>/jetstream and moves a store it finds in <data dir>
+// into it, so D and D/jetstream are one store. A server started on a
+// running node's D/jetstream (the store directory the node's log prints)
+// moved the node's streams away under it; now either order is refused,
+// naming the holder, and a sibling is not.
+func TestADataDirSharingAStoreWithAHeldOneIsRefused(t *testing.T) {
+	root := t.TempDir()
+	node := filepath.Join(root, "data")
+	store := filepath.Join(node, "jetstream")
+	for _, c := range []struct{ held, asked string }{{node, store}, {store, node}} {
+		held, err := LockDataDir(c.held, NewHolder("esjet node", "127.0.0.1:4222"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := LockDataDir(c.asked, NewHolder("esjet server", "127.0.0.1:4223"))
+		var locked *DataDirLockedError
+		if err == nil || !errors.As(err, &locked) || !errors.Is(err, ErrDataDirLocked) || locked.Dir != c.held || locked.Overlaps != c.asked ||
+			locked.Holder.PID != os.Getpid() || !strings.Contains(err.Error(), "shares its store with data dir "+c.held) {
+			_ = l.Release()
+			t.Fatalf("LockDataDir(%s) while %s is held = %v", c.asked, c.held, err)
+		}
+		if _, err := os.Stat(filepath.Join(c.asked, LockFileName)); c.asked == store && !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the refused lock left a file in the held node's store: %v", err)
+		}
+		if err := held.Release(); err != nil {
+			t.Fatal(err)
+		}
+		// Once the other is released the same dir is taken.
+		l, err = LockDataDir(c.asked, NewHolder("esjet server", "127.0.0.1:4223"))
+		if err != nil {
+			t.Fatalf("LockDataDir(%s) after %s was released: %v", c.asked, c.held, err)
+		}
+		_ = l.Release()
+	}
+	// A sibling shares nothing.
+	a, err := LockDataDir(filepath.Join(root, "a"), NewHolder("esjet node", "127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = a.Release() }()
+	b, err := LockDataDir(filepath.Join(root, "b"), NewHolder("esjet node", "127.0.0.1:2"))
+	if err != nil {
+		t.Fatalf("a sibling data dir was refused: %v", err)
+	}
+	_ = b.Release()
+}
