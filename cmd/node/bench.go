@@ -110,14 +110,6 @@ func (b *benchFlags) run(cmd *cobra.Command, g *globals) error {
 		}
 		return b.runFleet(cmd, g, opts)
 	}
-	if opts.HeapProfile != "" {
-		// Fail now, not after a fill of hours.
-		f, err := os.Create(opts.HeapProfile)
-		if err != nil {
-			return fmt.Errorf("--heapprofile: %w", err)
-		}
-		_ = f.Close()
-	}
 	if b.cpuProfile != "" {
 		stop, err := startCPUProfile(b.cpuProfile)
 		if err != nil {
@@ -172,6 +164,10 @@ func (b *benchFlags) options(cmd *cobra.Command, g *globals) (bench.Options, err
 		if p = strings.TrimSpace(p); p != "" {
 			opts.Phases = append(opts.Phases, p)
 		}
+	}
+	if len(opts.Phases) == 0 {
+		return bench.Options{}, fmt.Errorf("--phases %q names no phase: give one or more of %s (or leave the flag out for the default set)",
+			strings.Join(b.phases, ","), strings.Join(slices.Concat(bench.AllPhases, bench.OnDemandPhases), ", "))
 	}
 	if !b.noProgress && !b.asJSON && isTerminal(g.stderr) {
 		opts.Progress = func(phase string) (func(float64), func()) { return phaseBar(g.stderr, phase) }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -60,11 +61,23 @@ func TestBenchJSON(t *testing.T) {
 }
 
 func TestBenchRejectsBadFlags(t *testing.T) {
+	// A refused run leaves the file --heapprofile names as it was.
+	kept := filepath.Join(t.TempDir(), "kept.prof")
+	if err := os.WriteFile(kept, []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if b, err := os.ReadFile(kept); err != nil || string(b) != "keep" {
+			t.Errorf("a refused run wrote over %s: %q, %v", kept, b, err)
+		}
+	})
 	for _, args := range [][]string{
 		{"bench", "--phases", "append,warp"},
+		{"bench", "--phases", ""},
+		{"bench", "--phases", " , "},
 		{"bench", "--skew", "pareto"},
 		{"bench", "--count", "10", "--duration", "1s"},
-		{"bench", "--phases", "append", "--heapprofile", filepath.Join(t.TempDir(), "heap.prof")},
+		{"bench", "--phases", "append", "--heapprofile", kept},
 		{"bench", "--phases", "scale", "--heapprofile", filepath.Join(t.TempDir(), "no-such-dir", "heap.prof")},
 		{"bench", "--nodes", "1", "--heapprofile", filepath.Join(t.TempDir(), "heap.prof")},
 	} {

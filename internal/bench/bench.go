@@ -163,6 +163,14 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err := opts.setDefaults(); err != nil {
 		return nil, err
 	}
+	if opts.HeapProfile != "" {
+		// Fail now, not after a fill of hours.
+		f, err := os.Create(opts.HeapProfile)
+		if err != nil {
+			return nil, fmt.Errorf("--heapprofile: %w", err)
+		}
+		_ = f.Close()
+	}
 	started := time.Now()
 	cfg := opts.Config
 	cfg.HTTP.Listen = config.ListenNone
