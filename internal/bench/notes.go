@@ -10,7 +10,10 @@ import (
 // mode, and what the counts mean.
 func notes(r *Report, o Options) []string {
 	var n []string
-	n = append(n, "RATIO = esjet ops/s ÷ raw JetStream ops/s (throughput; 1.00 = as fast as raw), each pair measured in interleaved rounds on the same server in this run. Latencies are esjet's (raw's are in --json).")
+	table := len(r.Phases) > 0 // a scale-only run prints no phase table
+	if table {
+		n = append(n, "RATIO = esjet ops/s ÷ raw JetStream ops/s (throughput; 1.00 = as fast as raw), each pair measured in interleaved rounds on the same server in this run. Latencies are esjet's (raw's are in --json).")
+	}
 	noise := fmt.Sprintf("Noise: %d CPU(s), client and server in one process", r.CPUs)
 	if !r.Server.Embedded {
 		noise = fmt.Sprintf("Noise: %d CPU(s) here, server at %s", r.CPUs, r.Server.URL)
@@ -36,7 +39,9 @@ func notes(r *Report, o Options) []string {
 	if len(o.Sweep) > 1 {
 		workers = fmt.Sprintf("workers %s (each phase once per count: ×N in the table)", strings.Trim(strings.Join(strings.Fields(fmt.Sprint(o.Sweep)), ","), "[]"))
 	}
-	n = append(n, fmt.Sprintf("Load: %s, %s, %d aggregates (%s), %s.", load, workers, o.Aggregates, o.Skew, size))
+	if table {
+		n = append(n, fmt.Sprintf("Load: %s, %s, %d aggregates (%s), %s.", load, workers, o.Aggregates, o.Skew, size))
+	}
 	for _, p := range r.Phases {
 		if p.SQLite != nil {
 			mode := "synchronous=FULL: every commit fsynced, as sync always"
