@@ -94,7 +94,11 @@ func (in *Inspector) Command(ctx context.Context, id string) (CommandInfo, error
 	if info.Reported == nil {
 		info.Reported = []ReportedOutcome{}
 	}
+	issued := -1 // commands of the decision at ref.Version, when the log has it
 	for _, rec := range recs {
+		if rec.LastVersion() == ref.Version {
+			issued = len(rec.Commands)
+		}
 		if rec.LastVersion() != ref.Version || ref.Index >= len(rec.Commands) || rec.Commands[ref.Index].ID != id {
 			continue
 		}
@@ -199,6 +203,10 @@ func (in *Inspector) Command(ctx context.Context, id string) (CommandInfo, error
 		info.LateEffect = true
 	}
 	if info.Cause == nil && len(info.Outbox) == 0 && info.Schedule == nil && info.Receipt == nil && len(info.Dead) == 0 {
+		if issued >= 0 {
+			return info, fmt.Errorf("%w %s in namespace %s: %s/%s's decision at version %d issued %d command(s) (index 0 to %d), and OUTBOX, the receipts and the DLQ do not know the id",
+				ErrUnknownCommand, id, in.names.Namespace, ref.AggregateType, ref.AggregateID, ref.Version, issued, issued-1)
+		}
 		return info, fmt.Errorf("%w %s in namespace %s: not in the log, OUTBOX, the receipts or the DLQ", ErrUnknownCommand, id, in.names.Namespace)
 	}
 	if info.Cause != nil {

@@ -3,6 +3,7 @@ package ops
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -194,8 +195,14 @@ func TestInspectCommandFindsCauseOutboxCopyReceiptAndDeadLetter(t *testing.T) {
 		t.Fatalf("orphan: %+v %v", info, err)
 	}
 
-	if _, err := in.Command(ctx, "trip:a:9:0"); !errors.Is(err, ErrUnknownCommand) {
+	if _, err := in.Command(ctx, "trip:a:9:0"); !errors.Is(err, ErrUnknownCommand) || !strings.Contains(err.Error(), "not in the log") {
 		t.Fatalf("unknown id: %v", err)
+	}
+	// The decision is in the log, the index past its commands.
+	badIndex := fmt.Sprintf("trip:a:%d:5", rec.LastVersion())
+	if _, err := in.Command(ctx, badIndex); !errors.Is(err, ErrUnknownCommand) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("decision at version %d issued %d command(s)", rec.LastVersion(), len(rec.Commands))) {
+		t.Fatalf("id %s past its decision's commands: %v", badIndex, err)
 	}
 	for _, bad := range []string{"", "trip:a:1", "trip:a:x:0", "trip:a.b:1:0", "trip:a:0:0", "trip:a:1:-1"} {
 		if _, err := in.Command(ctx, bad); err == nil || errors.Is(err, ErrUnknownCommand) {
