@@ -204,8 +204,12 @@ func (in *Inspector) Command(ctx context.Context, id string) (CommandInfo, error
 	}
 	if info.Cause == nil && len(info.Outbox) == 0 && info.Schedule == nil && info.Receipt == nil && len(info.Dead) == 0 {
 		if issued >= 0 {
-			return info, fmt.Errorf("%w %s in namespace %s: %s/%s's decision at version %d issued %d command(s) (index 0 to %d), and OUTBOX, the receipts and the DLQ do not know the id",
-				ErrUnknownCommand, id, in.names.Namespace, ref.AggregateType, ref.AggregateID, ref.Version, issued, issued-1)
+			what := "no commands"
+			if issued > 0 {
+				what = fmt.Sprintf("%d command(s) (index 0 to %d)", issued, issued-1)
+			}
+			return info, fmt.Errorf("%w %s in namespace %s: %s/%s's decision at version %d issued %s, and OUTBOX, the receipts and the DLQ do not know the id",
+				ErrUnknownCommand, id, in.names.Namespace, ref.AggregateType, ref.AggregateID, ref.Version, what)
 		}
 		return info, fmt.Errorf("%w %s in namespace %s: not in the log, OUTBOX, the receipts or the DLQ", ErrUnknownCommand, id, in.names.Namespace)
 	}
