@@ -48,17 +48,23 @@ func (r *Appender) Append(ctx context.Context, js jetstream.JetStream, a int) (w
 		r.locks[a].Lock()
 	}
 	defer r.locks[a].Unlock()
-	m := &nats.Msg{Subject: r.subjects[a], Data: r.data, Header: make(nats.Header, len(r.header)+2)}
-	for k, v := range r.header {
-		m.Header[k] = v
-	}
-	m.Header.Set(jetstream.MsgIDHeader, uuid.NewString())
-	ack, err := js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(r.last[a]))
+	ack, err := js.PublishMsg(ctx, r.message(a), jetstream.WithExpectLastSequencePerSubject(r.last[a]))
 	if err != nil {
 		return waited, err
 	}
 	r.last[a] = ack.Sequence
 	return waited, nil
+}
+
+// message is a fresh copy of the message for aggregate a's subject, with
+// a Msg-Id of its own and room for the expectation and batch headers.
+func (r *Appender) message(a int) *nats.Msg {
+	m := &nats.Msg{Subject: r.subjects[a], Data: r.data, Header: make(nats.Header, len(r.header)+5)}
+	for k, v := range r.header {
+		m.Header[k] = v
+	}
+	m.Header.Set(jetstream.MsgIDHeader, uuid.NewString())
+	return m
 }
 
 // IsConflict reports whether err is JetStream refusing an append because
