@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -100,16 +101,64 @@ func (w *Worker) ack(ctx context.Context, log *slog.Logger, m jetstream.Msg) {
 // receipt reads a command's receipt: found is false when it has none (or
 // one that does not decode, which saveReceipt then meets). err is set when
 // the read failed, so whether the command is done is not known.
+//
+// Under group commit the read goes through the receipts committer, which
+// sends the reads of the node's workers that wait together as one request
+// (streams.Committer.Last); it reads what kv.Get would.
 func (w *Worker) receipt(ctx context.Context, id string) (_ wire.Receipt, found bool, err error) {
-	e, err := w.receipts.Get(ctx, wire.ReceiptKey(id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return wire.Receipt{}, false, nil
+	key := wire.ReceiptKey(id)
+	var value []byte
+	if w.cfg.Receipts.Batching() {
+		if !validKey(key) {
+			return wire.Receipt{}, false, jetstream.ErrInvalidKey
+		}
+		m, err := w.cfg.Receipts.Last(ctx, "$KV."+w.names.Receipts+"."+key)
+		if errors.Is(err, jetstream.ErrMsgNotFound) || err == nil && deletedEntry(m.Header) {
+			return wire.Receipt{}, false, nil
+		}
+		if err != nil {
+			return wire.Receipt{}, false, err
+		}
+		value = m.Data
+	} else {
+		e, err := w.receipts.Get(ctx, key)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return wire.Receipt{}, false, nil
+		}
+		if err != nil {
+			return wire.Receipt{}, false, err
+		}
+		value = e.Value()
 	}
-	if err != nil {
-		return wire.Receipt{}, false, err
-	}
-	rc, err := wire.DecodeReceipt(e.Value())
+	rc, err := wire.DecodeReceipt(value)
 	return rc, err == nil, nil
+}
+
+// validKey is nats.go's rule for a KV key (kv.Get refuses any other with
+// ErrInvalidKey): the read through the committer applies it too.
+func validKey(key string) bool {
+	if key == "" || key[0] == '.' || key[len(key)-1] == '.' || strings.Contains(key, "..") {
+		return false
+	}
+	for _, c := range []byte(key) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || strings.IndexByte("-/_=.", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// deletedEntry reports a KV delete or purge marker, or a marker the server
+// left for a removed or expired key: kv.Get reads each as no entry.
+func deletedEntry(h nats.Header) bool {
+	if op := h.Get("KV-Operation"); op != "" {
+		return op == "DEL" || op == "PURGE"
+	}
+	switch h.Get(jetstream.MarkerReasonHeader) {
+	case "MaxAge", "Purge", "Remove":
+		return true
+	}
+	return false
 }
 
 // saveReceipt creates the command's receipt, or replaces a failed one (a

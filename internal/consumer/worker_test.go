@@ -154,6 +154,7 @@ func runWorkerSuite(t *testing.T, mk func(t *testing.T) *wEnv) {
 	t.Run("attempts exhausted: dead letter", func(t *testing.T) { t.Parallel(); testExhausted(t, mk(t)) })
 	t.Run("poison payload: dead letter after one attempt", func(t *testing.T) { t.Parallel(); testPoison(t, mk(t)) })
 	t.Run("a command already done is acked without running", func(t *testing.T) { t.Parallel(); testDoneReceipt(t, mk(t)) })
+	t.Run("done, cleared and new commands side by side: each new or cleared one runs once, no done one runs", func(t *testing.T) { t.Parallel(); testReceiptsSideBySide(t, mk(t)) })
 	t.Run("handler past its deadline is cancelled", func(t *testing.T) { t.Parallel(); testDeadline(t, mk(t)) })
 	t.Run("heartbeats keep the lease past AckWait", func(t *testing.T) { t.Parallel(); testHeartbeat(t, mk(t)) })
 	t.Run("two nodes share 1000 commands, each effect once", func(t *testing.T) { t.Parallel(); testTwoNodes(t, mk(t)) })
@@ -263,6 +264,65 @@ func testDoneReceipt(t *testing.T, e *wEnv) {
 		t.Fatal("the handler ran for a command already done")
 	}
 	natstest.Eventually(t, 5*time.Second, func() bool { return len(e.fb.all()) == 1 })
+}
+
+// testReceiptsSideBySide reads many receipts at once (under group commit,
+// the reads made during a receipts round go out together): a command with
+// a done receipt on record is skipped, one whose receipt was cleared (a
+// delete or purge marker, as `esjet dlq retry` leaves) runs as one without.
+func testReceiptsSideBySide(t *testing.T, e *wEnv) {
+	kv, err := e.js.KeyValue(t.Context(), streams.NamesFor(e.ns).Receipts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 150
+	id := func(i int) string { return fmt.Sprintf("trip:m%d:1:0", i) }
+	for i := range n {
+		if i%3 == 2 {
+			continue // new: no receipt
+		}
+		outcome := wire.OutcomeDone
+		if i%3 == 1 {
+			outcome = wire.OutcomeFailed
+		}
+		rc, _ := json.Marshal(wire.Receipt{CommandID: id(i), Kind: "sort", Outcome: outcome, Attempts: 1, Result: json.RawMessage(`{"n":1}`)})
+		if _, err := kv.Create(t.Context(), wire.ReceiptKey(id(i)), rc); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 1 {
+			clear := kv.Delete
+			if i%2 == 0 {
+				clear = kv.Purge
+			}
+			if err := clear(t.Context(), wire.ReceiptKey(id(i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var mu sync.Mutex
+	calls := map[string]int{}
+	kc := fast("sort", HandlerFunc(func(ctx context.Context, d Delivery) (json.RawMessage, error) {
+		mu.Lock()
+		calls[d.CommandID]++
+		mu.Unlock()
+		return nil, nil
+	}))
+	kc.Workers = 16
+	for i := range n {
+		e.command(t, "sort", fmt.Sprintf("m%d", i), `{}`)
+	}
+	w := e.start(t, kc)
+	natstest.Eventually(t, 20*time.Second, func() bool { s := w.Stats(); return s.Done+s.Skipped == n })
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range n {
+		if want := min(i%3, 1); calls[id(i)] != want {
+			t.Errorf("command %d (receipt %s) ran %d time(s), want %d", i, []string{"done", "cleared", "none"}[i%3], calls[id(i)], want)
+		}
+	}
+	if s := w.Stats(); s.Skipped != n/3 || s.Done != n-n/3 {
+		t.Errorf("stats %+v: want %d skipped and %d done", s, n/3, n-n/3)
+	}
 }
 
 func testDeadline(t *testing.T, e *wEnv) {

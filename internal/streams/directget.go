@@ -97,6 +97,7 @@ type batchRequest struct {
 	Seq       uint64     `json:"seq,omitempty"`
 	LastFor   string     `json:"last_by_subj,omitempty"`
 	NextFor   string     `json:"next_by_subj,omitempty"`
+	MultiLast []string   `json:"multi_last,omitempty"` // the last message of each (lastReader)
 	Batch     int        `json:"batch,omitempty"`
 	MaxBytes  int        `json:"max_bytes,omitempty"`
 	StartTime *time.Time `json:"start_time,omitempty"`

@@ -2,6 +2,7 @@ package streams
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -65,12 +66,18 @@ type committer struct {
 	// reply lost after the batch was stored).
 	afterCommit func(error) error
 
-	mu    sync.Mutex
-	queue []*pending
-	busy  bool
-	last  int           // size of the last round
-	wake  chan struct{} // an append queued while a round lingers
-	stats commitStats
+	// reader, when set, serves Committer.Last: reads made while a round
+	// is in flight (inFlight) queue in reads until it returns.
+	reader *lastReader
+
+	mu       sync.Mutex
+	queue    []*pending
+	busy     bool
+	inFlight bool
+	reads    []*lastRead
+	last     int           // size of the last round
+	wake     chan struct{} // an append queued while a round lingers
+	stats    commitStats
 }
 
 // pending is one append waiting for its round.
@@ -99,6 +106,10 @@ type CommitStats struct {
 	Splits    uint64 // batches refused for one stale expectation and recommitted without it
 	Fallbacks uint64 // batches whose members were published one by one instead
 }
+
+// GroupCommitting reports whether the log's appends go through a group
+// commit.
+func (l *Log) GroupCommitting() bool { return l.commit != nil }
 
 // CommitStats reports the log's group commit counters (zero when off).
 func (l *Log) CommitStats() CommitStats {
@@ -207,15 +218,46 @@ func (c *committer) linger() {
 
 // round writes its members: as one atomic batch when there are enough,
 // else as concurrent plain publishes, and finishes every member.
+// The reads made meanwhile are served when it returns, before the next
+// round.
 func (c *committer) round(members []*pending) {
 	c.mu.Lock()
 	c.last = len(members)
+	c.inFlight = true
 	c.mu.Unlock()
 	if len(members) >= max(c.cfg.MinBatch, 2) {
 		c.batch(members)
-		return
+	} else {
+		c.plain(members)
 	}
-	c.plain(members)
+	c.mu.Lock()
+	c.inFlight = false
+	reads := c.reads
+	c.reads = nil
+	c.mu.Unlock()
+	if len(reads) > 0 {
+		c.reader.serve(reads)
+	}
+}
+
+// last reads the last message on subject: now when no round is in
+// flight, else together with the other reads made meanwhile when it
+// returns.
+func (c *committer) lastMsg(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	c.mu.Lock()
+	if !c.inFlight {
+		c.mu.Unlock()
+		return c.reader.one(ctx, subject)
+	}
+	rd := &lastRead{subject: subject, done: make(chan struct{})}
+	c.reads = append(c.reads, rd)
+	c.mu.Unlock()
+	select {
+	case <-rd.done:
+		return rd.msg, rd.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // plain publishes each member on its own, concurrently.
@@ -264,7 +306,7 @@ func NewCommitter(js jetstream.JetStream, stream string, cfg GroupCommit, timeou
 	if cfg.MinBatch == 0 {
 		return &Committer{js: js}
 	}
-	return &Committer{js: js, c: &committer{js: js, cfg: cfg, timeout: timeout, wake: make(chan struct{}, 1), logger: logger.With("component", "streams", "stream", stream),
+	return &Committer{js: js, c: &committer{js: js, reader: newLastReader(js, stream, timeout), cfg: cfg, timeout: timeout, wake: make(chan struct{}, 1), logger: logger.With("component", "streams", "stream", stream),
 		subjectAt: func(ctx context.Context, seq uint64) (string, error) {
 			st, err := js.Stream(ctx, stream)
 			if err != nil {
@@ -286,6 +328,24 @@ func (c *Committer) Publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubA
 		return c.js.PublishMsg(ctx, msg)
 	}
 	return c.c.publish(ctx, msg)
+}
+
+// Batching reports whether the committer group-commits (and batches
+// [Committer.Last]).
+func (c *Committer) Batching() bool { return c != nil && c.c != nil }
+
+// Last reads the last message on subject of the committer's stream (a
+// direct get, as kv.Get's), or returns jetstream.ErrMsgNotFound. A read
+// made while a round of writes is in flight, which it would wait behind
+// anyway, goes out when the round returns, together with the others made
+// meanwhile, as one request: the writers of a stream often read it first
+// (a worker its command's receipt). Only for a committer that is on: see
+// [Committer.Batching].
+func (c *Committer) Last(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	if !c.Batching() {
+		return nil, errors.New("streams: Committer.Last on a committer that is off")
+	}
+	return c.c.lastMsg(ctx, subject)
 }
 
 // Stats reports what the committer has done (zero when off).
