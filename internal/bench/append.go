@@ -54,6 +54,13 @@ func (e *env) setupRaw(ctx context.Context) error {
 		subjects[a] = rawNS + ".evt.acct." + id
 	}
 	e.raw = raw.NewAppender(subjects, sample.Data, sample.Header)
+	if e.node.Log().GroupCommitting() {
+		grouped := make([]string, len(e.ids))
+		for a, id := range e.ids {
+			grouped[a] = rawNS + ".evt.acctg." + id
+		}
+		e.rawGroup = raw.NewGroupAppender(e.nodeJS, grouped, sample.Data, sample.Header, opTimeout)
+	}
 	return nil
 }
 
@@ -97,6 +104,16 @@ func (e *env) pairedCommands(ctx context.Context, name string, progress func(flo
 	if sqliteOp != nil {
 		ops = append(ops, sqliteOp)
 	}
+	// The append phase under group commit also runs raw JetStream's own
+	// group commit: the ceiling esjet's batches are measured against.
+	var groupOp func(context.Context, int) error
+	if name == PhaseAppend && e.rawGroup != nil {
+		groupOp = func(ctx context.Context, a int) error {
+			_, err := e.rawGroup.Append(ctx, a)
+			return err
+		}
+		ops = append(ops, groupOp)
+	}
 	for _, op := range ops {
 		res := RunOps(ctx, Spec{Workers: e.opts.Workers, Ops: warm, Classify: classifyEsjet}, sweep(op))
 		if res.Errors > 0 {
@@ -133,11 +150,26 @@ func (e *env) pairedCommands(ctx context.Context, name string, progress func(flo
 			return RunOps(ctx, p.spec(i, e.opts.Workers, e.opts.Rate, classifyRaw, nil), sqPicked)
 		})
 	}
+	var groupBefore [2]int
+	if groupOp != nil {
+		grPicked, err := e.picked(groupOp)
+		if err != nil {
+			return nil, err
+		}
+		sides = append(sides, func(ctx context.Context, i int) Result {
+			return RunOps(ctx, p.spec(i, e.opts.Workers, e.opts.Rate, classifyRaw, nil), grPicked)
+		})
+		groupBefore[0], groupBefore[1] = e.rawGroup.Batches()
+	}
 	res := interleave(ctx, p, progress, sides...)
 	ph := Phase{Name: name, Description: describe[name], Unit: "command"}
 	ph.pair(&res[0], &res[1])
 	if sqliteOp != nil {
 		ph.withSQLite(&res[2])
+	}
+	if groupOp != nil {
+		b, n := e.rawGroup.Batches()
+		ph.withRawGroup(&res[len(res)-1], b-groupBefore[0], n-groupBefore[1])
 	}
 	ph.VersionConflicts = e.node.Repository().Stats().Conflicts - before
 	gc := e.node.Log().CommitStats()

@@ -30,7 +30,10 @@ type env struct {
 	tcpJS  jetstream.JetStream
 	ids    []string      // aggregate ids of the append and micro phases
 	raw    *raw.Appender // the raw side of append and micro
-	sqlite *sqliteOutbox // the SQLite-outbox baseline of append and effects (sqlite.go)
+	// rawGroup is raw JetStream's own group commit beside the append
+	// phase, when the node group-commits (nil otherwise).
+	rawGroup *raw.GroupAppender
+	sqlite   *sqliteOutbox // the SQLite-outbox baseline of append and effects (sqlite.go)
 	// drained numbers the drain rounds of the whole run (drain.go).
 	drained int
 	// namespaces this run provisioned besides the node's (deleted at the

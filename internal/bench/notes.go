@@ -72,6 +72,9 @@ func notes(r *Report, o Options) []string {
 			n = append(n, fmt.Sprintf("%s: group commit stored %d decision(s) in %d atomic batch(es) (%.1f a batch); the rest were published on their own.",
 				phaseLabel(p), p.Batched, p.Batches, float64(p.Batched)/float64(p.Batches)))
 		}
+		if g := p.RawGroup; g != nil && g.OpsPerSec > 0 {
+			n = append(n, rawGroupNote(p))
+		}
 	}
 	for _, p := range r.Phases {
 		if p.Name == PhaseRelay && p.Batches > 0 {
@@ -90,6 +93,29 @@ func notes(r *Report, o Options) []string {
 		}
 	}
 	return n
+}
+
+// rawGroupNote sets esjet's appends beside raw JetStream's own group
+// commit of the same message: what one stream allows batched appends to
+// reach here.
+func rawGroupNote(p Phase) string {
+	g := p.RawGroup
+	s := fmt.Sprintf("%s: raw JetStream's own group commit (every append waiting while one atomic batch is in flight goes in the next; same message, no esjet code, no relay reading the stream) did %s/s",
+		phaseLabel(p), rate(g.OpsPerSec))
+	if p.RawGroupBatches > 0 {
+		s += fmt.Sprintf(" (%.1f a batch)", float64(p.RawGroupBatched)/float64(p.RawGroupBatches))
+	}
+	var of []string
+	if p.Raw != nil && p.Raw.OpsPerSec > 0 {
+		of = append(of, fmt.Sprintf("%.2f× raw one at a time", g.OpsPerSec/p.Raw.OpsPerSec))
+	}
+	if p.SQLite != nil && p.SQLite.OpsPerSec > 0 {
+		of = append(of, fmt.Sprintf("%.2f× SQLite", g.OpsPerSec/p.SQLite.OpsPerSec))
+	}
+	if len(of) > 0 {
+		s += ": " + strings.Join(of, ", ")
+	}
+	return s + fmt.Sprintf("; esjet did %.2f of it.", p.RawGroupRatio)
 }
 
 // phaseLabel is the phase's name as the table shows it.

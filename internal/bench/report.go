@@ -69,6 +69,15 @@ type Phase struct {
 	// relay) stored through them.
 	Batches uint64 `json:"group_commit_batches,omitempty"`
 	Batched uint64 `json:"group_commit_batched,omitempty"`
+	// RawGroup is raw JetStream's own group commit doing the append
+	// phase's work (raw.GroupAppender: every append waiting while one
+	// atomic batch is in flight goes in the next, no esjet code), when the
+	// node group-commits; RawGroupRatio is esjet's throughput over it, and
+	// RawGroupBatches/Batched its batches and the appends in them.
+	RawGroup        *Side   `json:"raw_group_commit,omitempty"`
+	RawGroupRatio   float64 `json:"raw_group_commit_ratio,omitempty"`
+	RawGroupBatches int     `json:"raw_group_commit_batches,omitempty"`
+	RawGroupBatched int     `json:"raw_group_commit_batched,omitempty"`
 	// Conflicts are esjet operations that ended in a version conflict (409)
 	// after the repository's retries; ConflictRate = Conflicts / attempts.
 	Conflicts    int64   `json:"conflicts"`
@@ -145,6 +154,21 @@ func (p *Phase) withSQLite(r *Result) {
 	}
 	if p.Error == "" && s.FirstErr != "" {
 		p.Error = "sqlite: " + s.FirstErr
+	}
+}
+
+// withRawGroup fills the raw group commit side (append, under group
+// commit) from its result and the batches it formed.
+func (p *Phase) withRawGroup(r *Result, batches, batched int) {
+	s := sideOf(r)
+	p.RawGroup = &s
+	p.RawGroupBatches, p.RawGroupBatched = batches, batched
+	p.Errors += r.Errors
+	if s.OpsPerSec > 0 {
+		p.RawGroupRatio = p.Esjet.OpsPerSec / s.OpsPerSec
+	}
+	if p.Error == "" && s.FirstErr != "" {
+		p.Error = "raw group commit: " + s.FirstErr
 	}
 }
 
