@@ -174,6 +174,10 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 		logger = slog.New(slog.DiscardHandler)
 	}
 	names := streams.NamesFor(ns)
+	if r := cfg.Receipts; r != nil && r.Stream() != "KV_"+names.Receipts {
+		// Its reads would look in another bucket and find no receipt.
+		return nil, fmt.Errorf("worker %s: the receipts committer writes %s, not namespace %s's KV_%s", cfg.Kind, r.Stream(), ns, names.Receipts)
+	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, names.Outbox, ConsumerConfig(ns, cfg))
 	if err != nil {
 		return nil, fmt.Errorf("worker %s: consumer on %s: %w", cfg.Kind, names.Outbox, err)

@@ -139,6 +139,17 @@ func TestWorker(t *testing.T) {
 
 // The same suite with the receipts written through group commit (batches
 // of 2 and more), as a node under sync always writes them.
+func TestWorkerRefusesAReceiptsCommitterOfAnotherNamespace(t *testing.T) {
+	s := natstest.RunServer(t)
+	e := newWEnv(t, s)
+	other := streams.NewCommitter(e.js, "KV_"+streams.NamesFor(e.ns+"x").Receipts, streams.GroupCommit{MinBatch: 2}, time.Second, nil)
+	kc := fast("pay", HandlerFunc(func(context.Context, Delivery) (json.RawMessage, error) { return nil, nil }))
+	kc.Receipts = other
+	if _, err := NewWorker(t.Context(), e.js, e.ns, kc, e.fb, nil); err == nil || !strings.Contains(err.Error(), "receipts committer") {
+		t.Fatalf("worker with another namespace's receipts committer: %v, want refused", err)
+	}
+}
+
 func TestWorkerGroupCommittedReceipts(t *testing.T) {
 	s := natstest.RunServer(t, natstest.SyncAlways())
 	runWorkerSuite(t, func(t *testing.T) *wEnv {
@@ -322,6 +333,11 @@ func testReceiptsSideBySide(t *testing.T, e *wEnv) {
 	}
 	if s := w.Stats(); s.Skipped != n/3 || s.Done != n-n/3 {
 		t.Errorf("stats %+v: want %d skipped and %d done", s, n/3, n-n/3)
+	}
+	// Under group commit, 16 workers over 150 commands read during
+	// receipts rounds: some of those reads went out together.
+	if st := e.receipts.Stats(); e.receipts.Batching() && (st.ReadRounds == 0 || st.ReadsTogether < st.ReadRounds) {
+		t.Errorf("receipts committer %+v: no reads went out together", st)
 	}
 }
 

@@ -129,6 +129,21 @@ const (
 // errNoMessages is the server's 404: nothing matches.
 var errNoMessages = errors.New("no messages")
 
+// notFound is a 404 before any message: errors.Is(err, errNoMessages),
+// with the server's description, which tells "No Results" (nothing
+// matches) from "Message Not Found" (a message that matches could not be
+// loaded).
+type notFound struct{ description string }
+
+func (e *notFound) Error() string        { return "no messages: " + e.description }
+func (e *notFound) Is(target error) bool { return target == errNoMessages }
+
+// noResults reports a 404 that says nothing matches at all.
+func noResults(err error) bool {
+	var nf *notFound
+	return errors.As(err, &nf) && nf.description == "No Results"
+}
+
 // get sends one batch request and calls fn for each message in order. It
 // returns the last message's Nats-Num-Pending (how many more match) and
 // how many messages came.
@@ -205,7 +220,7 @@ func (g *batchGetter) get(ctx context.Context, req batchRequest, fn func(*jetstr
 					return got, pending, nil
 				case "404":
 					if got == 0 {
-						return 0, 0, errNoMessages
+						return 0, 0, &notFound{description: m.Header.Get("Description")}
 					}
 					return got, pending, nil
 				case "":

@@ -96,6 +96,12 @@ func (p *pending) finish(ack *jetstream.PubAck, err error) {
 // commitStats count what the committer did.
 type commitStats struct {
 	batches, batched, plain, splits, fallbacks uint64
+	readRounds, readsTogether                  uint64
+}
+
+func (s commitStats) public() CommitStats {
+	return CommitStats{Batches: s.batches, Batched: s.batched, Plain: s.plain, Splits: s.splits, Fallbacks: s.fallbacks,
+		ReadRounds: s.readRounds, ReadsTogether: s.readsTogether}
 }
 
 // CommitStats is what group commit has done since the log was opened.
@@ -105,6 +111,9 @@ type CommitStats struct {
 	Plain     uint64 // appends published on their own
 	Splits    uint64 // batches refused for one stale expectation and recommitted without it
 	Fallbacks uint64 // batches whose members were published one by one instead
+	// ReadRounds counts the requests that read together what was read
+	// during a round (Committer.Last), ReadsTogether the reads they served.
+	ReadRounds, ReadsTogether uint64
 }
 
 // GroupCommitting reports whether the log's appends go through a group
@@ -119,8 +128,7 @@ func (l *Log) CommitStats() CommitStats {
 	c := l.commit
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := c.stats
-	return CommitStats{Batches: s.batches, Batched: s.batched, Plain: s.plain, Splits: s.splits, Fallbacks: s.fallbacks}
+	return c.stats.public()
 }
 
 // publish stores msg (which already carries its Msg-Id and expectation)
@@ -236,6 +244,7 @@ func (c *committer) round(members []*pending) {
 	c.reads = nil
 	c.mu.Unlock()
 	if len(reads) > 0 {
+		c.count(func(s *commitStats) { s.readRounds++; s.readsTogether += uint64(len(reads)) })
 		c.reader.serve(reads)
 	}
 }
@@ -244,6 +253,9 @@ func (c *committer) round(members []*pending) {
 // flight, else together with the other reads made meanwhile when it
 // returns.
 func (c *committer) lastMsg(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	if c.reader == nil {
+		return nil, errors.New("streams: this committer does not read")
+	}
 	c.mu.Lock()
 	if !c.inFlight {
 		c.mu.Unlock()
@@ -291,8 +303,9 @@ func (c *committer) publishOne(p *pending) {
 // receipts bucket's workers, for one. Its zero value and a nil *Committer
 // are off (Publish then publishes each message on its own).
 type Committer struct {
-	c  *committer
-	js jetstream.JetStream
+	c      *committer
+	js     jetstream.JetStream
+	stream string
 }
 
 // NewCommitter returns the group commit of stream's writers on js; with
@@ -304,9 +317,9 @@ func NewCommitter(js jetstream.JetStream, stream string, cfg GroupCommit, timeou
 		logger = slog.New(slog.DiscardHandler)
 	}
 	if cfg.MinBatch == 0 {
-		return &Committer{js: js}
+		return &Committer{js: js, stream: stream}
 	}
-	return &Committer{js: js, c: &committer{js: js, reader: newLastReader(js, stream, timeout), cfg: cfg, timeout: timeout, wake: make(chan struct{}, 1), logger: logger.With("component", "streams", "stream", stream),
+	return &Committer{js: js, stream: stream, c: &committer{js: js, reader: newLastReader(js, stream, timeout), cfg: cfg, timeout: timeout, wake: make(chan struct{}, 1), logger: logger.With("component", "streams", "stream", stream),
 		subjectAt: func(ctx context.Context, seq uint64) (string, error) {
 			st, err := js.Stream(ctx, stream)
 			if err != nil {
@@ -328,6 +341,14 @@ func (c *Committer) Publish(ctx context.Context, msg *nats.Msg) (*jetstream.PubA
 		return c.js.PublishMsg(ctx, msg)
 	}
 	return c.c.publish(ctx, msg)
+}
+
+// Stream names the stream the committer writes (and reads).
+func (c *Committer) Stream() string {
+	if c == nil {
+		return ""
+	}
+	return c.stream
 }
 
 // Batching reports whether the committer group-commits (and batches
@@ -355,6 +376,5 @@ func (c *Committer) Stats() CommitStats {
 	}
 	c.c.mu.Lock()
 	defer c.c.mu.Unlock()
-	s := c.c.stats
-	return CommitStats{Batches: s.batches, Batched: s.batched, Plain: s.plain, Splits: s.splits, Fallbacks: s.fallbacks}
+	return c.c.stats.public()
 }

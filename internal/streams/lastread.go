@@ -76,6 +76,21 @@ func (r *lastReader) serve(reads []*lastRead) {
 	}
 }
 
+// each reads subjects one at a time into found.
+func (r *lastReader) each(ctx context.Context, subjects []string, found map[string]*jetstream.RawStreamMsg) (map[string]*jetstream.RawStreamMsg, error) {
+	for _, s := range subjects {
+		m, err := r.one(ctx, s)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		found[s] = m
+	}
+	return found, nil
+}
+
 // many reads the last message of each read's subject. A subject missing
 // from the result has no message: the server says how many of the found
 // ones it did not send (a reply cut at max_bytes), and those are asked for
@@ -90,7 +105,7 @@ func (r *lastReader) many(ctx context.Context, reads []*lastRead) (map[string]*j
 			want = append(want, rd.subject)
 		}
 	}
-	for len(want) > 0 {
+	for first := true; len(want) > 0; first = false {
 		got, pending, err := r.g.get(ctx, batchRequest{MultiLast: want, Batch: len(want)}, func(m *jetstream.RawStreamMsg) error {
 			if seen[m.Subject] {
 				found[m.Subject] = m
@@ -98,7 +113,14 @@ func (r *lastReader) many(ctx context.Context, reads []*lastRead) (map[string]*j
 			return nil
 		})
 		if errors.Is(err, errNoMessages) {
-			return found, nil
+			if first && noResults(err) {
+				return found, nil // none of them has a message
+			}
+			// A message that matches could not be loaded (or a cut
+			// reply's rest is not there any more): read the rest one by
+			// one, each as kv.Get would, so one bad message does not
+			// read as "none" for the others.
+			return r.each(ctx, want, found)
 		}
 		if err != nil {
 			return nil, err

@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -146,5 +147,68 @@ func TestCommitterReadsACutReplyToTheEnd(t *testing.T) {
 	}
 	if n := len(requests()); n < 2 {
 		t.Errorf("%d request(s): a reply over 1 MiB should have been cut and asked again", n)
+	}
+}
+
+// A message the server cannot load ends a multi_last reply with 404
+// "Message Not Found" (getDirectMulti), whatever follows it. The subjects
+// not read yet are then read one by one, as kv.Get reads them: the one
+// that cannot be loaded reads as none, the others as what they hold. (A
+// fake stream answers here: the server fails a load only on a damaged
+// store.)
+func TestCommitterReadsPastAMessageThatCannotBeLoaded(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	nc, js := natstest.Connect(t, s)
+	reply := func(to, subject, data string, pending int) {
+		m := nats.NewMsg(to)
+		m.Header.Set(jetstream.SubjectHeader, subject)
+		m.Header.Set(jetstream.SequenceHeader, "10")
+		m.Header.Set(jetstream.TimeStampHeaer, time.Now().UTC().Format(time.RFC3339Nano))
+		m.Header.Set("Nats-Num-Pending", strconv.Itoa(pending))
+		m.Data = []byte(data)
+		_ = nc.PublishMsg(m)
+	}
+	notFound := func(to string) {
+		m := nats.NewMsg(to)
+		m.Header.Set("Status", "404")
+		m.Header.Set("Description", "Message Not Found")
+		_ = nc.PublishMsg(m)
+	}
+	var multis atomic.Int32
+	sub, err := nc.Subscribe("$JS.API.DIRECT.GET.FAKE", func(m *nats.Msg) {
+		var req batchRequest
+		_ = json.Unmarshal(m.Data, &req)
+		switch {
+		case len(req.MultiLast) > 0 && multis.Add(1) == 1:
+			reply(m.Reply, "k.s0", "zero", 2) // then k.s1 fails to load
+			notFound(m.Reply)
+		case len(req.MultiLast) > 0, req.LastFor == "k.s1":
+			notFound(m.Reply)
+		case req.LastFor == "k.s2":
+			reply(m.Reply, "k.s2", "two", 0)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	r := newLastReader(js, "FAKE", 5*time.Second)
+	var reads []*lastRead
+	for _, s := range []string{"k.s0", "k.s1", "k.s2"} {
+		reads = append(reads, &lastRead{subject: s, done: make(chan struct{})})
+	}
+	r.serve(reads)
+	if m, err := reads[0].msg, reads[0].err; err != nil || string(m.Data) != "zero" {
+		t.Errorf("k.s0: %v, %v; want the message sent before the failure", m, err)
+	}
+	if !errors.Is(reads[1].err, jetstream.ErrMsgNotFound) {
+		t.Errorf("k.s1 (cannot be loaded): %v; want ErrMsgNotFound, as kv.Get says", reads[1].err)
+	}
+	if m, err := reads[2].msg, reads[2].err; err != nil || string(m.Data) != "two" {
+		t.Errorf("k.s2: %v, %v; want its message, read on its own", m, err)
 	}
 }
