@@ -61,6 +61,7 @@ func (e *env) effectsPhase(ctx context.Context, progress func(float64)) ([]Phase
 	})
 	rc := e.node.Receipts().Stats()
 	phases[0].Batches, phases[0].Batched = rc.Batches-rcBefore.Batches, rc.Batched-rcBefore.Batched
+	phases[0].ReadRounds, phases[0].ReadsTogether = rc.ReadRounds-rcBefore.ReadRounds, rc.ReadsTogether-rcBefore.ReadsTogether
 	if e.sqlite != nil && sq.Ops > 0 {
 		phases[0].withSQLite(&sq)
 	}

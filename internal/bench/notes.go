@@ -82,8 +82,12 @@ func notes(r *Report, o Options) []string {
 				phaseLabel(p), p.Batched, p.Batches, float64(p.Batched)/float64(p.Batches)))
 		}
 		if p.Name == PhaseEffects && p.Batches > 0 {
-			n = append(n, fmt.Sprintf("%s: group commit wrote %d receipt(s) in %d atomic batch(es) (%.1f a batch).",
-				phaseLabel(p), p.Batched, p.Batches, float64(p.Batched)/float64(p.Batches)))
+			note := fmt.Sprintf("%s: group commit wrote %d receipt(s) in %d atomic batch(es) (%.1f a batch)",
+				phaseLabel(p), p.Batched, p.Batches, float64(p.Batched)/float64(p.Batches))
+			if p.ReadRounds > 0 {
+				note += fmt.Sprintf("; %d receipt read(s) made during a round went out together when it returned, in %d request(s)", p.ReadsTogether, p.ReadRounds)
+			}
+			n = append(n, note+".")
 		}
 	}
 	for _, p := range r.Phases {

@@ -69,6 +69,10 @@ type Phase struct {
 	// relay) stored through them.
 	Batches uint64 `json:"group_commit_batches,omitempty"`
 	Batched uint64 `json:"group_commit_batched,omitempty"`
+	// ReadRounds and ReadsTogether (effects): the requests that read
+	// together the receipts read during a receipts round, and those reads.
+	ReadRounds    uint64 `json:"receipt_read_rounds,omitempty"`
+	ReadsTogether uint64 `json:"receipt_reads_together,omitempty"`
 	// RawGroup is raw JetStream's own group commit doing the append
 	// phase's work (raw.GroupAppender: every append waiting while one
 	// atomic batch is in flight goes in the next, no esjet code), when the
