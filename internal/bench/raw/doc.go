@@ -7,10 +7,12 @@
 // internal/streams, internal/outbox, internal/consumer and the root package
 // all measure against these loops, so the floor is one piece of code:
 //
-//	Appender  conditional appends, one subject per aggregate (streams.Log.Append)
-//	Relay     consume EVENTS, publish to OUTBOX, ack     (the outbox relay)
-//	FetchAck  pull + ack of commands                     (the consumer workers)
-//	Read      an ordered consumer over the log           (streams.Log.ReadFrom)
+//	Appender       conditional appends, one subject per aggregate (streams.Log.Append)
+//	GroupAppender  the same, through the plainest group commit of atomic batches
+//	               (streams.Log.Append under group commit: its ceiling)
+//	Relay          consume EVENTS, publish to OUTBOX, ack     (the outbox relay)
+//	FetchAck       pull + ack of commands                     (the consumer workers)
+//	Read           an ordered consumer over the log           (streams.Log.ReadFrom)
 //
 // The raw load (a batched direct get of one aggregate's subject) is
 // streams.Scanner touching only the bytes: esjet's own reader is the floor.
