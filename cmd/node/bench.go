@@ -82,7 +82,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 
 func (b *benchFlags) register(f *pflag.FlagSet) {
 	f.DurationVar(&b.opts.Duration, "duration", bench.DefaultDuration, "measured time per phase, both sides together")
-	f.IntVar(&b.opts.Count, "count", 0, "operations per side per phase instead of --duration (relay, effects: messages drained)")
+	f.IntVar(&b.opts.Count, "count", 0, "operations per side per phase instead of --duration (relay, effects: messages drained); 0: run for --duration")
 	f.Float64Var(&b.opts.Rate, "rate", 0, "fixed arrival rate in operations/s for append, micro and e2e (latency from the scheduled time); 0: as fast as possible")
 	f.IntVar(&b.opts.Aggregates, "aggregates", bench.DefaultAggregates, "aggregates the append and micro phases spread commands over")
 	f.StringVar(&b.opts.Skew, "skew", bench.SkewUniform, "how commands pick aggregates: uniform or zipf (hot aggregates)")

@@ -76,6 +76,7 @@ func TestBenchRejectsBadFlags(t *testing.T) {
 		{"bench", "--phases", ""},
 		{"bench", "--phases", " , "},
 		{"bench", "--skew", "pareto"},
+		{"bench", "--workers", "0"},
 		{"bench", "--count", "10", "--duration", "1s"},
 		{"bench", "--phases", "append", "--heapprofile", kept},
 		{"bench", "--phases", "scale", "--heapprofile", filepath.Join(t.TempDir(), "no-such-dir", "heap.prof")},

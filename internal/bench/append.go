@@ -107,7 +107,7 @@ func (e *env) pairedCommands(ctx context.Context, name string, progress func(flo
 	// The append phase under group commit also runs raw JetStream's own
 	// group commit: the ceiling esjet's batches are measured against.
 	var groupOp func(context.Context, int) error
-	if name == PhaseAppend && e.rawGroup != nil {
+	if name == PhaseAppend && e.rawGroup != nil && e.opts.Workers > 1 { // one writer forms no batch
 		groupOp = func(ctx context.Context, a int) error {
 			_, err := e.rawGroup.Append(ctx, a)
 			return err

@@ -101,13 +101,13 @@ func (o *Options) setDefaults() error {
 	if o.Aggregates == 0 {
 		o.Aggregates = DefaultAggregates
 	}
-	if len(o.Sweep) == 1 {
-		o.Workers, o.Sweep = o.Sweep[0], nil
-	}
 	for _, w := range o.Sweep {
 		if w < 1 {
 			return fmt.Errorf("--workers %d: need at least 1", w)
 		}
+	}
+	if len(o.Sweep) == 1 {
+		o.Workers, o.Sweep = o.Sweep[0], nil
 	}
 	if len(o.Sweep) > 1 {
 		o.Workers = slices.Max(o.Sweep)

@@ -342,7 +342,7 @@ func TestSVGIsWellFormed(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	for _, o := range []Options{{Skew: "pareto"}, {Phases: []string{"nope"}}, {Workers: -1}, {Count: -1}, {Rate: -5}} {
+	for _, o := range []Options{{Skew: "pareto"}, {Phases: []string{"nope"}}, {Workers: -1}, {Sweep: []int{0}}, {Count: -1}, {Rate: -5}} {
 		if err := o.setDefaults(); err == nil {
 			t.Errorf("%+v accepted", o)
 		}

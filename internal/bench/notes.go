@@ -23,7 +23,7 @@ func notes(r *Report, o Options) []string {
 	case "always":
 		n = append(n, "Sync always: the server fsyncs every write before acknowledging it (no acknowledged write is lost, even on power loss); writes cost an fsync each.")
 	case "interval":
-		n = append(n, "Sync interval: the server fsyncs periodically (nats.embedded.sync_interval), so writes are fast but an OS crash or power loss can lose writes acknowledged since the last fsync. Use --sync always for the durable figure.")
+		n = append(n, "Sync interval: the server fsyncs periodically (nats.embedded.sync_interval), so writes are fast but an OS crash or power loss can lose writes acknowledged since the last fsync; group commit is off (nothing to save), so append has no raw group commit side. Use --sync always for the durable figure.")
 	default:
 		n = append(n, fmt.Sprintf("External cluster: fsync is the servers' own setting; streams R%d.", r.Server.Replicas))
 	}
@@ -85,7 +85,7 @@ func notes(r *Report, o Options) []string {
 			note := fmt.Sprintf("%s: group commit wrote %d receipt(s) in %d atomic batch(es) (%.1f a batch)",
 				phaseLabel(p), p.Batched, p.Batches, float64(p.Batched)/float64(p.Batches))
 			if p.ReadRounds > 0 {
-				note += fmt.Sprintf("; %d receipt read(s) made during a round went out together when it returned, in %d request(s)", p.ReadsTogether, p.ReadRounds)
+				note += fmt.Sprintf("; %d receipt read(s) made while a round was in flight were read together once it returned, in %d batched read(s) (the other reads went one at a time)", p.ReadsTogether, p.ReadRounds)
 			}
 			n = append(n, note+".")
 		}

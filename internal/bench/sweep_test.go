@@ -9,7 +9,8 @@ import (
 // TestSweepRunsEachPhasePerWorkerCountBesideSQLite: --workers 1,4 runs
 // append and effects once per count (relay rounds and kinds do not
 // collide between them), each with the SQLite-outbox baseline measured
-// over the same number of operations.
+// over the same number of operations, and append ×16 beside raw
+// JetStream's own group commit.
 func TestSweepRunsEachPhasePerWorkerCountBesideSQLite(t *testing.T) {
 	cfg := config.Default()
 	cfg.Namespace = "sweeptest"
@@ -35,6 +36,12 @@ func TestSweepRunsEachPhasePerWorkerCountBesideSQLite(t *testing.T) {
 		}
 		if p.SQLite == nil || p.SQLite.Ops != count || p.SQLiteRatio <= 0 {
 			t.Errorf("%s ×%d: sqlite %+v ratio %g, want %d ops", p.Name, p.Workers, p.SQLite, p.SQLiteRatio, count)
+		}
+		// Under group commit (sync always) append runs JetStream's own
+		// group commit beside it, except with one writer (no batch forms).
+		wantGroup := p.Name == PhaseAppend && p.Workers > 1
+		if g := p.RawGroup; (g != nil) != wantGroup || wantGroup && (g.Ops != count || p.RawGroupRatio <= 0 || p.RawGroupBatched > count || p.RawGroupBatches > p.RawGroupBatched) {
+			t.Errorf("%s ×%d: raw group commit %+v (ratio %g, %d in %d batches), want it %v", p.Name, p.Workers, g, p.RawGroupRatio, p.RawGroupBatched, p.RawGroupBatches, wantGroup)
 		}
 	}
 	if rep.Params.Workers != 16 || len(rep.Params.Sweep) != 2 {
