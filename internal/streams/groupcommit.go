@@ -111,8 +111,9 @@ type CommitStats struct {
 	Plain     uint64 // appends published on their own
 	Splits    uint64 // batches refused for one stale expectation and recommitted without it
 	Fallbacks uint64 // batches whose members were published one by one instead
-	// ReadRounds counts the requests that read together what was read
-	// during a round (Committer.Last), ReadsTogether the reads they served.
+	// ReadRounds counts the rounds after which the reads made during them
+	// (Committer.Last) were served together (one multi_last request per
+	// 1,000, more for a cut reply), ReadsTogether those reads.
 	ReadRounds, ReadsTogether uint64
 }
 
@@ -249,7 +250,7 @@ func (c *committer) round(members []*pending) {
 	}
 }
 
-// last reads the last message on subject: now when no round is in
+// lastMsg reads the last message on subject: now when no round is in
 // flight, else together with the other reads made meanwhile when it
 // returns.
 func (c *committer) lastMsg(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
