@@ -166,6 +166,7 @@ func runWorkerSuite(t *testing.T, mk func(t *testing.T) *wEnv) {
 	t.Run("poison payload: dead letter after one attempt", func(t *testing.T) { t.Parallel(); testPoison(t, mk(t)) })
 	t.Run("a command already done is acked without running", func(t *testing.T) { t.Parallel(); testDoneReceipt(t, mk(t)) })
 	t.Run("done, cleared and new commands side by side: each new or cleared one runs once, no done one runs", func(t *testing.T) { t.Parallel(); testReceiptsSideBySide(t, mk(t)) })
+	t.Run("an id that cannot key a receipt: poison, never run", func(t *testing.T) { t.Parallel(); testUnkeyableID(t, mk(t)) })
 	t.Run("handler past its deadline is cancelled", func(t *testing.T) { t.Parallel(); testDeadline(t, mk(t)) })
 	t.Run("heartbeats keep the lease past AckWait", func(t *testing.T) { t.Parallel(); testHeartbeat(t, mk(t)) })
 	t.Run("two nodes share 1000 commands, each effect once", func(t *testing.T) { t.Parallel(); testTwoNodes(t, mk(t)) })
@@ -338,6 +339,22 @@ func testReceiptsSideBySide(t *testing.T, e *wEnv) {
 	// receipts rounds: some of those reads went out together.
 	if st := e.receipts.Stats(); e.receipts.Batching() && (st.ReadRounds == 0 || st.ReadsTogether < st.ReadRounds) {
 		t.Errorf("receipts committer %+v: no reads went out together", st)
+	}
+}
+
+// testUnkeyableID: kv.Get refuses a key with a space, and so does the read
+// through the receipts committer (which builds the subject itself): the
+// command is dead-lettered as poison, not run with no receipt.
+func testUnkeyableID(t *testing.T, e *wEnv) {
+	var calls atomic.Int64
+	w := e.start(t, fast("ship", HandlerFunc(func(ctx context.Context, d Delivery) (json.RawMessage, error) {
+		calls.Add(1)
+		return nil, nil
+	})))
+	e.command(t, "ship", "bad id", `{}`)
+	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Dead == 1 })
+	if s := w.Stats(); calls.Load() != 0 || s.Poison != 1 {
+		t.Fatalf("handler calls %d, stats %+v; want one poison dead letter and no call", calls.Load(), s)
 	}
 }
 
