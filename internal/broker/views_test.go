@@ -81,7 +81,7 @@ func TestOnlyTheNodeWritesTheViews(t *testing.T) {
 	}
 	// A receiver's idempotency bucket may not be one of the node's.
 	for _, b := range []string{"trips_view_spend", "trips_view_x-b", "trips_projections", "trips_receipts"} {
-		_, err := RolePermissions(RoleReceiver, RoleSpec{Namespace: "trips", Subject: "billing.charge", Bucket: b})
+		_, err := RolePermissions(RoleReceiver, RoleSpec{Namespace: "trips", Subject: "billing.charge", Bucket: b, User: "billing"})
 		if err == nil || !strings.Contains(err.Error(), b) {
 			t.Errorf("receiver with bucket %s: %v, want an error naming it", b, err)
 		}
