@@ -69,6 +69,7 @@ config/esjet.yaml) < ESJET_* environment variables < flags.`,
 	root.AddCommand(newBenchCmd(g))
 	root.AddCommand(newProjectionsCmd(g))
 	root.AddCommand(newServerCmd(g), newPermissionsCmd(g))
+	root.AddCommand(newProvisionCmd(g))
 	refuseUnknownSubcommands(root)
 	return root
 }

@@ -19,13 +19,21 @@ import (
 	"github.com/esjet/esjet/internal/wire"
 )
 
-// provision sets up the node's streams: a hub's aggregate the sites'
-// (streams.ProvisionHub), every other node's are its own.
+// provision creates the node's missing streams and buckets and checks the
+// existing ones (streams.Ensure: a node never updates a stream, esjet
+// provision does). A hub's streams aggregate the sites' (its sources it
+// keeps up to date itself); every other node's are its own.
 func provision(ctx context.Context, js jetstream.JetStream, cfg config.Config, logger *slog.Logger) ([]streams.Change, error) {
+	return streams.Ensure(ctx, js, Objects(cfg), logger)
+}
+
+// Objects are the streams and buckets the node's configuration asks for:
+// what its start creates and checks, and what esjet provision applies.
+func Objects(cfg config.Config) []streams.Object {
 	if cfg.Edge.Role == config.EdgeHub {
-		return streams.ProvisionHub(ctx, js, cfg.Namespace, ProvisionConfig(cfg), HubConfig(cfg), logger)
+		return streams.HubObjects(cfg.Namespace, ProvisionConfig(cfg), HubConfig(cfg))
 	}
-	return streams.Provision(ctx, js, cfg.Namespace, ProvisionConfig(cfg), logger)
+	return streams.Objects(cfg.Namespace, ProvisionConfig(cfg))
 }
 
 // HubConfig maps the node config to the hub's aggregation.
