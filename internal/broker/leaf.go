@@ -147,7 +147,11 @@ func EdgeSubjects(cfg config.Config) []string {
 	case config.EdgeSite:
 		return []string{"$JS." + e.HubDomain + ".API.>"}
 	case config.EdgeHub:
-		subjects := append([]string{ns + ".outcome.>", "esjet-edge." + ns + ".sites"}, streamOwner(strings.ToUpper(ns)+"_OUTCOMES")...)
+		up := strings.ToUpper(ns)
+		subjects := append([]string{ns + ".outcome.>", "esjet-edge." + ns + ".sites"}, streamOwner(up+"_OUTCOMES")...)
+		// The hub adds and drops its sites' sources on its EVENTS and
+		// OUTBOX (streams.RestartSources): the one update a node makes.
+		subjects = append(subjects, "$JS.API.STREAM.UPDATE."+up+"_EVENTS", "$JS.API.STREAM.UPDATE."+up+"_OUTBOX")
 		for _, s := range e.Sites {
 			subjects = append(subjects, "$JS."+s+".API.>")
 		}

@@ -181,11 +181,14 @@ func streamReads(s string) []string {
 	}
 }
 
-// streamOwner are the requests that create, update and consume stream s,
-// short of deleting or purging it.
+// streamOwner are the requests that create (when missing) and consume
+// stream s, short of updating, deleting or purging it: an update can set
+// limits that delete history even where purge is denied, so only admin
+// updates (esjet provision), and a node checks what it finds
+// (streams.Ensure).
 func streamOwner(s string) []string {
 	return append(streamReads(s),
-		"$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s,
+		"$JS.API.STREAM.CREATE."+s,
 		"$JS.API.CONSUMER.CREATE."+s, "$JS.API.CONSUMER.CREATE."+s+".>", "$JS.API.CONSUMER.DURABLE.CREATE."+s+".*",
 		"$JS.API.CONSUMER.DELETE."+s+".*", "$JS.API.CONSUMER.MSG.NEXT."+s+".*", "$JS.API.CONSUMER.UNPIN."+s+".*",
 		"$JS.ACK."+s+".>",

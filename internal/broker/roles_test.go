@@ -153,7 +153,7 @@ func TestRolesDoTheirJobs(t *testing.T) {
 		pub  []string
 		sub  []string
 	}{
-		{RoleNode, []string{"$JS.API.STREAM.CREATE.TRIPS_EVENTS", "$JS.API.STREAM.UPDATE.KV_trips_snapshots", "$JS.API.DIRECT.GET.KV_trips_snapshots.$KV.trips_snapshots.trip.t1",
+		{RoleNode, []string{"$JS.API.STREAM.CREATE.TRIPS_EVENTS", "$JS.API.STREAM.CREATE.KV_trips_snapshots", "$JS.API.DIRECT.GET.KV_trips_snapshots.$KV.trips_snapshots.trip.t1",
 			"$JS.API.CONSUMER.MSG.NEXT.TRIPS_OUTBOX.esjet-worker-x", "$JS.ACK.TRIPS_OUTBOX.esjet-worker-x.1.2.3.4.5", "billing.charge", "$SRV.PING"},
 			[]string{NodeInboxPrefix("trips") + ".abc", "$SRV.PING.esjet", "billing.charge"}},
 		{RoleClient, []string{"esjet.trips.trip.t1.book", "esjet.trips.trip.t1.state", "esjet.trips.raw.append.x.y", "$SRV.INFO.esjet"}, []string{"_INBOX_oncall.abc.def"}},
