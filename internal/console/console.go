@@ -1,6 +1,7 @@
 package console
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
@@ -122,14 +123,23 @@ func (c *Console) reply(w http.ResponseWriter, v any, err error) {
 	api.WriteJSON(w, http.StatusOK, v)
 }
 
-// decode reads a small JSON body, refusing unknown fields.
+// decode reads a small JSON body, refusing a key given twice (400
+// duplicate_key, as the API does) and unknown fields. An empty body is
+// the zero value.
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 64<<10))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil && err != io.EOF {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, 64<<10))
+	if err != nil {
 		return err
 	}
-	return nil
+	if err := api.CheckDuplicateKeys(body); err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	return dec.Decode(v)
 }
 
 // remoteHost is the client's address without its port.

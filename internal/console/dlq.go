@@ -1,11 +1,13 @@
 package console
 
 import (
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
 
+	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/telemetry"
 )
@@ -84,7 +86,10 @@ func (c *Console) dlqAction(r *http.Request) (ops.ActionReply, error) {
 		return ops.ActionReply{}, fmt.Errorf("%w: %q is not a DLQ sequence number", ErrBadRequest, r.PathValue("seq"))
 	}
 	var req ActionRequest
-	if err := decode(r, &req); err != nil {
+	var dup *api.Error
+	if err := decode(r, &req); errors.As(err, &dup) {
+		return ops.ActionReply{}, dup
+	} else if err != nil {
 		return ops.ActionReply{}, fmt.Errorf("%w: body: %v (want {\"command_id\": …, \"after_failed\": bool, \"reason\": …})", ErrBadRequest, err)
 	}
 	ctx := r.Context()

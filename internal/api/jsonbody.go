@@ -1,0 +1,105 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+)
+
+// Duplicate keys: JSON (RFC 8259) says the names in an object should be
+// unique and leaves a duplicate's meaning to the reader. encoding/json keeps
+// the last, other readers the first or both, so a body with a key twice can
+// mean one thing to the check that accepted it and another to the code that
+// acts on it (a domain in another language, a receiver, a view). Every body
+// the API accepts — on HTTP and NATS: commands, raw appends, multi, view
+// requests, operator actions, the console's actions — is refused 400
+// duplicate_key before anything is decoded or written.
+
+// checkDuplicateKeys returns an [*Error] (400 duplicate_key) naming the
+// first key that appears twice in one object, at any depth, and where. It
+// does not validate otherwise: text that is not JSON is left to the
+// decoder that reads it next (nil here).
+func checkDuplicateKeys(body []byte) error {
+	key, path, ok := duplicateKey(body)
+	if !ok {
+		return nil
+	}
+	return &Error{Status: 400, Code: "duplicate_key", Message: fmt.Sprintf(
+		"request body has the key %s twice in the object at %s; send each key once (readers disagree on which one counts)",
+		strconv.Quote(key), path)}
+}
+
+// CheckDuplicateKeys is [checkDuplicateKeys] for the console's bodies.
+func CheckDuplicateKeys(body []byte) error { return checkDuplicateKeys(body) }
+
+// frame is one open object or array while walking a body.
+type frame struct {
+	object bool
+	keys   map[string]bool // object: the keys seen so far
+	key    string          // object: the key whose value comes next
+	value  bool            // object: a key was read, its value is next
+	index  int             // array: the index of the next element
+	name   string          // how the path names this container
+}
+
+// duplicateKey walks body's tokens and reports the first duplicate key and
+// the path of its object ("$" is the body, then .key and [index]).
+func duplicateKey(body []byte) (key, path string, found bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var stack []*frame
+	// child names the value about to be read inside the top frame, and
+	// moves the frame on past it.
+	child := func() string {
+		if len(stack) == 0 {
+			return "$"
+		}
+		top := stack[len(stack)-1]
+		if top.object {
+			return top.name + "." + top.key
+		}
+		top.index++
+		return top.name + "[" + strconv.Itoa(top.index-1) + "]"
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", "", false // the end, or not JSON: the decoder's to say
+		}
+		// In an object, a string token where a key belongs is the key.
+		if len(stack) > 0 {
+			if top := stack[len(stack)-1]; top.object && !top.value {
+				if d, ok := tok.(json.Delim); !ok || d != '}' {
+					k, _ := tok.(string)
+					if top.keys[k] {
+						return k, top.name, true
+					}
+					top.keys[k] = true
+					top.key, top.value = k, true
+					continue
+				}
+			}
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{object: true, keys: map[string]bool{}, name: child()})
+		case json.Delim('['):
+			stack = append(stack, &frame{name: child()})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			afterValue(stack)
+		default:
+			child()
+			afterValue(stack)
+		}
+	}
+}
+
+// afterValue marks the top object's pending value as read: the next string
+// is a key again.
+func afterValue(stack []*frame) {
+	if len(stack) > 0 && stack[len(stack)-1].object {
+		stack[len(stack)-1].value = false
+	}
+}
