@@ -128,10 +128,7 @@ func (c *Config) Validate() error {
 			v.add(path+".ack_wait", w.AckWait, "must be at least 1s")
 		}
 	}
-	if host, ok := v.listen("http.listen", c.HTTP.Listen); ok && c.HTTP.Listen != ListenNone && !isLoopback(host) && !c.HTTP.AllowRemote {
-		v.add("http.listen", c.HTTP.Listen, "the HTTP API has no authentication: listening beyond loopback would let anyone on the network send commands and append events; "+
-			"put it behind an authenticating proxy and set http.allow_remote: true, or listen on 127.0.0.1")
-	}
+	c.HTTP.validate(v)
 	c.validateEdge(v)
 	if c.HTTP.MetricsListen != "" {
 		v.listen("http.metrics_listen", c.HTTP.MetricsListen)
