@@ -62,8 +62,8 @@ func IdentityFrom(ctx context.Context) (Identity, bool) {
 
 // Permits reports whether role may send method to path: client the API
 // under /v1/; operator reads under /v1/, the console (its actions too) and
-// /metrics; admin everything. A path outside these is left to the mux
-// (404) for any role.
+// /metrics; admin everything. Any other path is admin's only, so a route
+// added later is closed to the other roles until it is classified here.
 func Permits(role, method, path string) bool {
 	if role == RoleAdmin {
 		return true
@@ -75,7 +75,7 @@ func Permits(role, method, path string) bool {
 	case path == "/console" || strings.HasPrefix(path, "/console/"), path == "/metrics":
 		return role == RoleOperator
 	}
-	return true
+	return false
 }
 
 // authenticator identifies requests by their credentials.
