@@ -3,9 +3,11 @@ package api_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/esjet/esjet/demo/trip"
 	"github.com/esjet/esjet/internal/api"
@@ -58,6 +60,9 @@ func FuzzCheckDuplicateKeys(f *testing.F) {
 		err := api.CheckDuplicateKeys(body)
 		if got := err != nil; got != want {
 			t.Fatalf("%q: duplicate %v (%v), reference says %v", body, got, err, want)
+		}
+		if err != nil && !strings.Contains(err.Error(), "twice in the object at $") {
+			t.Fatalf("%q: the fast walk found a duplicate the naming walk did not: %v", body, err)
 		}
 	})
 }
@@ -117,4 +122,34 @@ func TestDuplicateKeys_RefusedOnBothSurfacesAndNothingWritten(t *testing.T) {
 	// An operator action's body on NATS too (checked before the action runs).
 	failed(t, e.nats.request(t, "esjet."+ns+".ops.oncall.dlq.discard", []byte(`{"seq":1,"seq":2}`), nil), 400, "duplicate_key")
 	e.wantUnchanged(t, before)
+}
+
+// An object with many keys is checked through a set, not pairwise: a
+// megabyte of distinct keys stays fast, and a duplicate at the end is found.
+func TestCheckDuplicateKeys_ManyKeys(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range 100_000 {
+		fmt.Fprintf(&b, `"k%d":%d,`, i, i)
+	}
+	distinct := b.String() + `"end":0}`
+	start := time.Now()
+	if err := api.CheckDuplicateKeys([]byte(distinct)); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("100,000 distinct keys took %s", d)
+	}
+	if err := api.CheckDuplicateKeys([]byte(b.String() + `"k5":0}`)); err == nil || !strings.Contains(err.Error(), `"k5"`) {
+		t.Errorf("a duplicate after 100,000 keys: %v", err)
+	}
+}
+
+func BenchmarkCheckDuplicateKeys(b *testing.B) {
+	body := []byte(`{"traveler":"ada","destination":"Lisbon","budget":100000,"flight_price":40000,"hotel_price":30000}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = api.CheckDuplicateKeys(body)
+	}
 }
