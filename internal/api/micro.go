@@ -139,8 +139,15 @@ func (ms *MicroService) dispatch(req *nats.Msg) {
 	})(req)
 }
 
-// serve runs the operation r names.
+// serve runs the operation r names. A body with a key twice is refused
+// first ([checkDuplicateKeys]): here for the bodies of reads and operator
+// actions, in [checkBody] for commands, raw appends and multi (on HTTP too).
 func (s *Service) serve(ctx context.Context, r route, req *nats.Msg) (any, error) {
+	if r.op != opSend && r.op != opRawAppend && r.op != opMulti {
+		if err := checkDuplicateKeys(req.Data); err != nil {
+			return nil, err
+		}
+	}
 	switch r.op {
 	case opTypes:
 		return s.Types(), nil
