@@ -38,7 +38,11 @@ const (
 	mxRecvSubj = "billing.charge"
 	mxRecvBkt  = "billing_receipts"
 	mxView     = "orders"
+	// mxFlightsSubj is a second receiver's subject (user mxFlights).
+	mxFlightsSubj = "flights.book"
 )
+
+var mxFlights = mxUser{"mx-flights", broker.RoleReceiver, broker.InboxPrefix("mx-flights")}
 
 // mxTargets are the columns of the matrix: esjet's streams and buckets of
 // namespace mx, the receiver's own bucket (a stream in the receiver's
@@ -272,13 +276,14 @@ func mxUsers() []mxUser {
 // startAccountsServer starts a JetStream server configured with the
 // accounts block broker.ServerAccounts prints for namespace mxNS (what
 // `esjet permissions` prints), one user per role, password "pw-<user>";
-// the receiver serves mxRecvSubj and keeps bucket mxRecvBkt; the node
-// runs view mxView and requests mxRecvSubj.
+// the receiver serves mxRecvSubj and keeps bucket mxRecvBkt, a second
+// receiver (mxFlights) serves mxFlightsSubj without one; the node runs
+// view mxView and requests both subjects.
 func startAccountsServer(t *testing.T) (url, config string) {
 	t.Helper()
 	var users []broker.RoleUser
 	for _, u := range mxUsers() {
-		spec := broker.RoleSpec{Namespace: mxNS, Targets: []string{mxRecvSubj}, Views: []string{mxView}, User: u.name}
+		spec := broker.RoleSpec{Namespace: mxNS, Targets: []string{mxRecvSubj, mxFlightsSubj}, Views: []string{mxView}, User: u.name}
 		if u.role == broker.RoleReceiver {
 			spec = broker.RoleSpec{Namespace: mxNS, Subject: mxRecvSubj, Bucket: mxRecvBkt, User: u.name}
 		}
@@ -288,6 +293,13 @@ func startAccountsServer(t *testing.T) (url, config string) {
 		}
 		users = append(users, broker.RoleUser{Name: u.name, Role: u.role, Permissions: p, Subject: spec.Subject, Bucket: spec.Bucket, Password: "pw-" + u.name})
 	}
+	// A second receiver, without a bucket, serving another target: the
+	// one whose subject a hostile receiver tries to capture.
+	p, err := broker.RolePermissions(broker.RoleReceiver, broker.RoleSpec{Namespace: mxNS, Subject: mxFlightsSubj, User: mxFlights.name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	users = append(users, broker.RoleUser{Name: mxFlights.name, Role: broker.RoleReceiver, Permissions: p, Subject: mxFlightsSubj, Password: "pw-" + mxFlights.name})
 	accounts, err := broker.Accounts(mxNS, users)
 	if err != nil {
 		t.Fatal(err)
