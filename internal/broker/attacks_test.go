@@ -241,7 +241,20 @@ func TestIssue26Attacks(t *testing.T) {
 		if err != nil || !strings.Contains(string(m.Data), `"error"`) {
 			t.Errorf("node: create EVENTS with max_msgs_per_subject 1: %v %s", err, m.Data)
 		}
+		// The node's own push consumer delivering that update request into
+		// the API (the server publishes deliveries with its own rights):
+		// measured here, nats-server 2.15.2, the API does not act on it.
+		if _, err := node.js.Publish(ctx, "mx.outbox.evil", req); err != nil {
+			t.Fatal(err)
+		}
+		before["MX_OUTBOX"]++
+		if m, err := node.nc.Request("$JS.API.CONSUMER.CREATE.MX_OUTBOX.evil", []byte(`{"stream_name":"MX_OUTBOX","config":{"name":"evil","deliver_subject":"$JS.API.STREAM.UPDATE.MX_EVENTS","ack_policy":"none","filter_subject":"mx.outbox.evil"}}`), 5*time.Second); err != nil || strings.Contains(string(m.Data), `"error"`) {
+			t.Fatalf("node: push consumer on OUTBOX: %v %s", err, m.Data)
+		}
 		unchanged(t, ctx, admin, before)
+		if st, err := admin.js.Stream(ctx, "MX_EVENTS"); err != nil || st.CachedInfo().Config.MaxMsgsPerSubject == 1 {
+			t.Errorf("EVENTS after the node's push consumer into the API: %v", err)
+		}
 		if got := msgs(t, ctx, admin, "MX_EVENTS"); got < 3 {
 			t.Errorf("EVENTS holds %d messages, want trip t1's 3 decisions", got)
 		}
