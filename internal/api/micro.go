@@ -123,6 +123,10 @@ func (ms *MicroService) subscribe() error {
 
 // dispatch answers one request by its subject, whichever endpoint got it.
 func (ms *MicroService) dispatch(req *nats.Msg) {
+	if replyIntoStore(ms.s.ns, req.Reply) {
+		ms.s.logger.Warn("request dropped: its reply subject is one esjet stores or serves (a forged reply would write there)", "subject", req.Subject, "reply", req.Reply)
+		return
+	}
 	r, rerr := routeSubject(SubjectPrefix(ms.s.ns), req.Subject)
 	if r.typ != "" && r.op != opRawAppend && r.op != opRawEvents {
 		if _, err := ms.s.repo.Registry().Get(r.typ); err != nil {
