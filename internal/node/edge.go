@@ -23,8 +23,24 @@ import (
 // existing ones (streams.Ensure: a node never updates a stream, esjet
 // provision does). A hub's streams aggregate the sites' (its sources it
 // keeps up to date itself); every other node's are its own.
+//
+// The exception is an embedded server without users: the node owns that
+// server and no role stands between anyone who reaches it and everything,
+// so the node is its own admin and applies its configuration at start (as
+// esjet provision would: a changed setting, or a limit someone set that
+// deletes history, is put back as configured and logged) instead of asking
+// for it.
 func provision(ctx context.Context, js jetstream.JetStream, cfg config.Config, logger *slog.Logger) ([]streams.Change, error) {
+	if ownAdmin(cfg) {
+		return streams.Apply(ctx, js, Objects(cfg), streams.ApplyChanges, logger)
+	}
 	return streams.Ensure(ctx, js, Objects(cfg), logger)
+}
+
+// ownAdmin reports whether the node is the admin of its server: embedded,
+// without users.
+func ownAdmin(cfg config.Config) bool {
+	return cfg.NATS.Mode == config.ModeEmbedded && len(cfg.NATS.Embedded.Users) == 0
 }
 
 // Objects are the streams and buckets the node's configuration asks for:

@@ -120,3 +120,53 @@ func TestNodeWithoutUpdateRightsCreatesChecksAndRefuses(t *testing.T) {
 		t.Errorf("no warning of the description:\n%s", out)
 	}
 }
+
+// An embedded node without users is its own server's admin: a changed
+// setting in its configuration is applied at the next start (as esjet
+// provision would), with no step of the user's.
+func TestEmbeddedNodeWithoutUsersAppliesItsChangedConfig(t *testing.T) {
+	t.Parallel()
+	ns := natstest.Namespace(t)
+	cfg := testConfig(t, ns)
+	n := startTestNodeNoCleanup(t, cfg)
+	closeTestNode(t, n)
+	cfg.Streams.OutboxMaxAge = config.Duration(cfg.Streams.OutboxMaxAge.Std() + time.Hour)
+	n = startTestNodeNoCleanup(t, cfg)
+	defer closeTestNode(t, n)
+	var updated bool
+	for _, c := range n.Provisioned() {
+		if c.Name == streams.NamesFor(ns).Outbox {
+			updated = c.Action == "updated"
+		}
+	}
+	if !updated {
+		t.Fatalf("OUTBOX not updated to the new max age: %v", n.Provisioned())
+	}
+	st, err := n.broker.JetStream().Stream(t.Context(), streams.NamesFor(ns).Outbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.CachedInfo().Config.MaxAge; got != cfg.Streams.OutboxMaxAge.Std() {
+		t.Errorf("OUTBOX max age %s, want %s", got, cfg.Streams.OutboxMaxAge.Std())
+	}
+}
+
+func startTestNodeNoCleanup(t *testing.T, cfg config.Config) *Node {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	n, err := Start(ctx, cfg, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func closeTestNode(t *testing.T, n *Node) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := n.Close(ctx); err != nil {
+		t.Error(err)
+	}
+}
