@@ -9,7 +9,6 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -175,18 +174,6 @@ func rolesOf(t *testing.T, cell string) []string {
 		}
 	}
 	return out
-}
-
-// pinnedServer is the version and source directory of the nats-server
-// module this module pins.
-func pinnedServer(t *testing.T) (version, dir string) {
-	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}} {{.Dir}}", "github.com/nats-io/nats-server/v2").Output()
-	version, dir, _ = strings.Cut(strings.TrimSpace(string(out)), " ")
-	if err != nil || dir == "" {
-		t.Fatalf("cannot find the nats-server module source (go list -m github.com/nats-io/nats-server/v2: %v); the matrix is generated from it, run go mod download", err)
-	}
-	return version, dir
 }
 
 // serverVerbs parses the JetStream API subjects out of the source of a
@@ -480,9 +467,9 @@ func provisionMX(t *testing.T, ctx context.Context, admin, recv *mxConn) map[str
 func TestJetStreamAPIMatrix(t *testing.T) {
 	config := mxAccountsConfig(t)
 	served := map[string][]string{} // version: its verbs
-	pinned, dir := pinnedServer(t)
+	pinned := "v" + server.VERSION  // the nats-server this module pins, run in process
 	t.Run(pinned+" (pinned)", func(t *testing.T) {
-		verbs := serverVerbs(t, dir)
+		verbs := serverVerbs(t, broker.ServerSource(t, pinned))
 		served[pinned] = verbs
 		runMatrix(t, pinned, verbs, runPinnedServer(t, config), config)
 	})
