@@ -85,8 +85,10 @@ type verbRule struct {
 }
 
 // matrix is the classification: every JetStream API verb the pinned
-// nats-server serves (parsed from its source at test time) must have a row.
-// It is the single source of the README's Security table (-matrix.md).
+// nats-server or the oldest esjet runs on (MinServerVersion) serves
+// (parsed from its source at test time) must have a row, in the order the
+// README's Security table shows them; it is that table's single source
+// (-matrix.md).
 //
 // Columns: EVENTS OUTBOX DLQ snapshots receipts projections view reconcile
 // "receiver's bucket" "new name".
