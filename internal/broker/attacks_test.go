@@ -75,7 +75,7 @@ func streamRequest(t *testing.T, cfg map[string]any) []byte {
 // the client answered by the node, the worker's call answered by the real
 // receiver, nobody reading another user's replies.
 func TestIssue26Attacks(t *testing.T) {
-	url, _ := startAccountsServer(t)
+	url := runPinnedServer(t, mxAccountsConfig(t))
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	conns := map[string]*mxConn{}

@@ -9,7 +9,6 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -57,8 +56,8 @@ var mxTargets = []struct{ col, stream, subject string }{
 	{"projections", "KV_mx_projections", "$KV.mx_projections.k"},
 	{"view", "KV_mx_view_orders", "$KV.mx_view_orders.k"},
 	{"reconcile", "OBJ_mx_reconcile", "$O.mx_reconcile.M.x"},
-	{"recv bucket", "KV_" + mxRecvBkt, "$KV." + mxRecvBkt + ".k"},
-	{"fresh", "FRESH", "fresh.x"},
+	{"receiver's bucket", "KV_" + mxRecvBkt, "$KV." + mxRecvBkt + ".k"},
+	{"new name", "FRESH", "fresh.x"},
 }
 
 // verbForm says how a verb's wildcards are filled in.
@@ -79,74 +78,83 @@ const (
 // cell for every column of a formAccount verb). Roles are letters: n node,
 // c client, r receiver, o operator, a admin; "-" is no role.
 type verbRule struct {
+	verb  string
 	form  verbForm
 	cells string
 	note  string
 }
 
 // matrix is the classification: every JetStream API verb the pinned
-// nats-server serves (parsed from its source at test time) must have a row.
-// It is the single source of the README's Security table (-matrix.md).
+// nats-server or the oldest esjet runs on (MinServerVersion) serves
+// (parsed from its source at test time) must have a row, in the order the
+// README's Security table shows them; it is that table's single source
+// (-matrix.md).
 //
 // Columns: EVENTS OUTBOX DLQ snapshots receipts projections view reconcile
-// "recv bucket" fresh.
-var matrix = map[string]verbRule{
+// "receiver's bucket" "new name".
+var matrix = []verbRule{
 	// Account-wide reads: every JetStream user in its own account; the
 	// operator's through the namespace account's export; the client's
 	// users account has no JetStream and no such import.
-	"$JS.API.INFO":         {formAccount, "nroa", "account info"},
-	"$JS.API.STREAM.NAMES": {formAccount, "nroa", "stream names"},
-	"$JS.API.STREAM.LIST":  {formAccount, "nroa", "stream configs"},
+	{"$JS.API.INFO", formAccount, "nroa", "account info"},
+	{"$JS.API.STREAM.NAMES", formAccount, "nroa", "stream names"},
+	{"$JS.API.STREAM.LIST", formAccount, "nroa", "stream configs"},
 
 	// Streams. Only admin creates (the node only its own, when missing),
 	// updates, deletes, purges (the node its views), snapshots, restores.
 	// The receiver creates and updates its own bucket, in its own account.
-	"$JS.API.STREAM.CREATE.*":     {formStream, "na na na na na na na a ra a", "create (config carries republish/sources/mirror/subjects)"},
-	"$JS.API.STREAM.UPDATE.*":     {formStream, "a a a a a a a a ra a", "update (limits delete history)"},
-	"$JS.API.STREAM.INFO.*":       {formStream, "noa noa noa noa noa noa noa oa roa oa", "stream info"},
-	"$JS.API.STREAM.DELETE.*":     {formStream, "a a a a a a a a a a", "delete stream"},
-	"$JS.API.STREAM.PURGE.*":      {formStream, "a a a a a a na a a a", "purge (the node its view buckets)"},
-	"$JS.API.STREAM.SNAPSHOT.*":   {formStream, "a a a a a a a a a a", "snapshot (the server pushes the stream's data to a subject)"},
-	"$JS.API.STREAM.RESTORE.*":    {formStream, "a a a a a a a a a a", "restore (creates a stream)"},
-	"$JS.API.STREAM.MSG.DELETE.*": {formStream, "a a a a a a a a a a", "delete a message"},
-	"$JS.API.STREAM.MSG.GET.*":    {formStream, "noa noa noa noa noa noa noa oa roa oa", "get a message"},
+	{"$JS.API.STREAM.CREATE.*", formStream, "na na na na na na na a ra a", "create (config carries republish/sources/mirror/subjects)"},
+	{"$JS.API.STREAM.UPDATE.*", formStream, "a a a a a a a a ra a", "update (limits delete history)"},
+	{"$JS.API.STREAM.INFO.*", formStream, "noa noa noa noa noa noa noa oa roa oa", "stream info"},
+	{"$JS.API.STREAM.DELETE.*", formStream, "a a a a a a a a a a", "delete stream"},
+	{"$JS.API.STREAM.PURGE.*", formStream, "a a a a a a na a a a", "purge (the node its view buckets)"},
+	{"$JS.API.STREAM.SNAPSHOT.*", formStream, "a a a a a a a a a a", "snapshot (the server pushes the stream's data to a subject)"},
+	{"$JS.API.STREAM.RESTORE.*", formStream, "a a a a a a a a a a", "restore (creates a stream)"},
+	{"$JS.API.STREAM.MSG.DELETE.*", formStream, "a a a a a a a a a a", "delete a message"},
+	{"$JS.API.STREAM.MSG.GET.*", formStream, "noa noa noa noa noa noa noa oa roa oa", "get a message"},
+	// Stream templates (served up to 2.12, removed since): a template
+	// creates streams on publish. The template takes each target's name.
+	{"$JS.API.STREAM.TEMPLATE.CREATE.*", formStream, "a a a a a a a a a a", "create a stream template"},
+	{"$JS.API.STREAM.TEMPLATE.DELETE.*", formStream, "a a a a a a a a a a", "delete a stream template"},
+	{"$JS.API.STREAM.TEMPLATE.INFO.*", formStream, "a a a a a a a a a a", "stream template info"},
+	{"$JS.API.STREAM.TEMPLATE.NAMES", formAccount, "a", "stream template names"},
 	// Direct gets are answered only by a stream with allow_direct (none
 	// answers for a name that does not exist).
-	"$JS.API.DIRECT.GET.*":   {formStream, "noa noa noa noa noa noa noa oa r -", "direct get"},
-	"$JS.API.DIRECT.GET.*.>": {formSubject, "noa noa noa noa noa noa noa oa r -", "direct get, last by subject"},
+	{"$JS.API.DIRECT.GET.*", formStream, "noa noa noa noa noa noa noa oa r -", "direct get"},
+	{"$JS.API.DIRECT.GET.*.>", formSubject, "noa noa noa noa noa noa noa oa r -", "direct get, last by subject"},
 
 	// Consumers: the node creates and deletes its own on its streams; a
 	// consumer writes where its deliver subject says, so no other role.
-	"$JS.API.CONSUMER.CREATE.*":           {formStream, "na na na na na na na a a a", "create consumer (a push consumer's deliver subject is written by the server)"},
-	"$JS.API.CONSUMER.CREATE.*.>":         {formConsumerFilter, "na na na na na na na a a a", "create named consumer with filter"},
-	"$JS.API.CONSUMER.DURABLE.CREATE.*.*": {formConsumer, "na na na na na na na a a a", "create durable (legacy)"},
-	"$JS.API.CONSUMER.NAMES.*":            {formStream, "noa noa noa noa noa noa noa oa roa oa", "consumer names"},
-	"$JS.API.CONSUMER.LIST.*":             {formStream, "noa noa noa noa noa noa noa oa roa oa", "consumer infos"},
-	"$JS.API.CONSUMER.INFO.*.*":           {formConsumer, "noa noa noa noa noa noa noa oa roa oa", "consumer info"},
-	"$JS.API.CONSUMER.DELETE.*.*":         {formConsumer, "na na na na na na na a a a", "delete consumer"},
-	"$JS.API.CONSUMER.PAUSE.*.*":          {formConsumer, "a a a a a a a a a a", "pause consumer"},
-	"$JS.API.CONSUMER.UNPIN.*.*":          {formConsumer, "na na na na na na na a a a", "unpin a priority group's client"},
+	{"$JS.API.CONSUMER.CREATE.*", formStream, "na na na na na na na a a a", "create consumer (a push consumer's deliver subject is written by the server)"},
+	{"$JS.API.CONSUMER.CREATE.*.>", formConsumerFilter, "na na na na na na na a a a", "create named consumer with filter"},
+	{"$JS.API.CONSUMER.DURABLE.CREATE.*.*", formConsumer, "na na na na na na na a a a", "create durable (legacy)"},
+	{"$JS.API.CONSUMER.NAMES.*", formStream, "noa noa noa noa noa noa noa oa roa oa", "consumer names"},
+	{"$JS.API.CONSUMER.LIST.*", formStream, "noa noa noa noa noa noa noa oa roa oa", "consumer infos"},
+	{"$JS.API.CONSUMER.INFO.*.*", formConsumer, "noa noa noa noa noa noa noa oa roa oa", "consumer info"},
+	{"$JS.API.CONSUMER.DELETE.*.*", formConsumer, "na na na na na na na a a a", "delete consumer"},
+	{"$JS.API.CONSUMER.PAUSE.*.*", formConsumer, "a a a a a a a a a a", "pause consumer"},
+	{"$JS.API.CONSUMER.UNPIN.*.*", formConsumer, "na na na na na na na a a a", "unpin a priority group's client"},
 	// Answered by the consumer itself: only where it exists (the matrix
 	// consumer on each esjet stream of the namespace account).
-	"$JS.API.CONSUMER.MSG.NEXT.*.*": {formConsumer, "na na na na na na na a - -", "pull messages"},
-	"$JS.API.CONSUMER.RESET.*.*":    {formConsumer, "a a a a a a a a - -", "reset a consumer's position (redelivers)"},
+	{"$JS.API.CONSUMER.MSG.NEXT.*.*", formConsumer, "na na na na na na na a - -", "pull messages"},
+	{"$JS.API.CONSUMER.RESET.*.*", formConsumer, "a a a a a a a a - -", "reset a consumer's position (redelivers)"},
 
 	// Clustering and placement: admin only (a standalone server answers
 	// "not clustered"; the system account's requests answer nowhere else).
-	"$JS.API.STREAM.PEER.REMOVE.*":           {formStream, "a a a a a a a a a a", "remove a stream peer"},
-	"$JS.API.STREAM.PEER.EVACUATE.*":         {formStream, "a a a a a a a a a a", "evacuate a stream peer"},
-	"$JS.API.STREAM.CANCEL_MOVE.*":           {formStream, "a a a a a a a a a a", "cancel a stream move"},
-	"$JS.API.STREAM.LEADER.STEPDOWN.*":       {formStream, "a a a a a a a a a a", "stream leader stepdown"},
-	"$JS.API.CONSUMER.LEADER.STEPDOWN.*.*":   {formConsumer, "a a a a a a a a a a", "consumer leader stepdown"},
-	"$JS.API.CONSUMER.PEER.REMOVE.*.*":       {formConsumer, "a a a a a a a a a a", "remove a consumer peer"},
-	"$JS.API.CONSUMER.PEER.EVACUATE.*.*":     {formConsumer, "a a a a a a a a a a", "evacuate a consumer peer"},
-	"$JS.API.META.LEADER.STEPDOWN":           {formAccount, "-", "system account only"},
-	"$JS.API.SERVER.REMOVE":                  {formAccount, "-", "system account only"},
-	"$JS.API.SERVER.EVACUATE":                {formAccount, "-", "system account only"},
-	"$JS.API.META.RESCUE":                    {formAccount, "-", "system account only"},
-	"$JS.API.ACCOUNT.PURGE.*":                {formAccount, "-", "system account only"},
-	"$JS.API.ACCOUNT.STREAM.MOVE.*.*":        {formAccountStream, "- - - - - - - - - -", "system account only"},
-	"$JS.API.ACCOUNT.STREAM.CANCEL_MOVE.*.*": {formAccountStream, "- - - - - - - - - -", "system account only"},
+	{"$JS.API.STREAM.PEER.REMOVE.*", formStream, "a a a a a a a a a a", "remove a stream peer"},
+	{"$JS.API.STREAM.PEER.EVACUATE.*", formStream, "a a a a a a a a a a", "evacuate a stream peer"},
+	{"$JS.API.STREAM.CANCEL_MOVE.*", formStream, "a a a a a a a a a a", "cancel a stream move"},
+	{"$JS.API.STREAM.LEADER.STEPDOWN.*", formStream, "a a a a a a a a a a", "stream leader stepdown"},
+	{"$JS.API.CONSUMER.LEADER.STEPDOWN.*.*", formConsumer, "a a a a a a a a a a", "consumer leader stepdown"},
+	{"$JS.API.CONSUMER.PEER.REMOVE.*.*", formConsumer, "a a a a a a a a a a", "remove a consumer peer"},
+	{"$JS.API.CONSUMER.PEER.EVACUATE.*.*", formConsumer, "a a a a a a a a a a", "evacuate a consumer peer"},
+	{"$JS.API.META.LEADER.STEPDOWN", formAccount, "-", "system account only"},
+	{"$JS.API.SERVER.REMOVE", formAccount, "-", "system account only"},
+	{"$JS.API.SERVER.EVACUATE", formAccount, "-", "system account only"},
+	{"$JS.API.META.RESCUE", formAccount, "-", "system account only"},
+	{"$JS.API.ACCOUNT.PURGE.*", formAccount, "-", "system account only"},
+	{"$JS.API.ACCOUNT.STREAM.MOVE.*.*", formAccountStream, "- - - - - - - - - -", "system account only"},
+	{"$JS.API.ACCOUNT.STREAM.CANCEL_MOVE.*.*", formAccountStream, "- - - - - - - - - -", "system account only"},
 }
 
 var roleLetters = map[string]string{"n": broker.RoleNode, "c": broker.RoleClient, "r": broker.RoleReceiver, "o": broker.RoleOperator, "a": broker.RoleAdmin}
@@ -170,17 +178,12 @@ func rolesOf(t *testing.T, cell string) []string {
 	return out
 }
 
-// serverVerbs parses the JetStream API subjects out of the source of the
-// nats-server module this module pins: every string constant of
+// serverVerbs parses the JetStream API subjects out of the source of a
+// nats-server module (dir): every string constant of
 // server/jetstream_api.go under $JS.API. (the *T printf forms only where
 // no wildcard form exists), wildcards as '*' and '>'.
-func serverVerbs(t *testing.T) []string {
+func serverVerbs(t *testing.T, dir string) []string {
 	t.Helper()
-	out, err := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/nats-io/nats-server/v2").Output()
-	dir := strings.TrimSpace(string(out))
-	if err != nil || dir == "" {
-		t.Fatalf("cannot find the nats-server module source (go list -m github.com/nats-io/nats-server/v2: %v); the matrix is generated from it, run go mod download", err)
-	}
 	file := filepath.Join(dir, "server", "jetstream_api.go")
 	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
 	if err != nil {
@@ -273,13 +276,12 @@ func mxUsers() []mxUser {
 	return us
 }
 
-// startAccountsServer starts a JetStream server configured with the
-// accounts block broker.ServerAccounts prints for namespace mxNS (what
-// `esjet permissions` prints), one user per role, password "pw-<user>";
-// the receiver serves mxRecvSubj and keeps bucket mxRecvBkt, a second
-// receiver (mxFlights) serves mxFlightsSubj without one; the node runs
-// view mxView and requests both subjects.
-func startAccountsServer(t *testing.T) (url, config string) {
+// mxAccountsConfig is the accounts block broker.ServerAccounts prints for
+// namespace mxNS (what `esjet permissions` prints), one user per role,
+// password "pw-<user>"; the receiver serves mxRecvSubj and keeps bucket
+// mxRecvBkt, a second receiver (mxFlights) serves mxFlightsSubj without
+// one; the node runs view mxView and requests both subjects.
+func mxAccountsConfig(t *testing.T) string {
 	t.Helper()
 	var users []broker.RoleUser
 	for _, u := range mxUsers() {
@@ -304,7 +306,13 @@ func startAccountsServer(t *testing.T) (url, config string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	config = broker.ServerAccounts(accounts)
+	return broker.ServerAccounts(accounts)
+}
+
+// runPinnedServer runs the pinned nats-server in process with config and
+// JetStream, and returns its URL.
+func runPinnedServer(t *testing.T, config string) string {
+	t.Helper()
 	parsed := &server.Options{}
 	if err := parsed.ProcessConfigString(config); err != nil {
 		t.Fatalf("the accounts config does not load: %v\n%s", err, config)
@@ -312,7 +320,7 @@ func startAccountsServer(t *testing.T) (url, config string) {
 	s := natstest.RunServer(t, func(o *server.Options) {
 		o.Accounts, o.Users, o.Nkeys = parsed.Accounts, parsed.Users, parsed.Nkeys
 	})
-	return s.ClientURL(), config
+	return s.ClientURL()
 }
 
 // mxConn is a connection as one role's user that records the publish
@@ -434,7 +442,7 @@ func provisionMX(t *testing.T, ctx context.Context, admin, recv *mxConn) map[str
 	}
 	counts := map[string]uint64{}
 	for _, tg := range mxTargets {
-		if tg.col == "recv bucket" || tg.col == "fresh" {
+		if tg.col == "receiver's bucket" || tg.col == "new name" {
 			continue
 		}
 		st, err := admin.js.Stream(ctx, tg.stream)
@@ -449,33 +457,68 @@ func provisionMX(t *testing.T, ctx context.Context, admin, recv *mxConn) map[str
 	return counts
 }
 
-// TestJetStreamAPIMatrix asks every JetStream API verb the pinned
-// nats-server serves, as every role, against every esjet stream and bucket
-// of a namespace and a fresh name, on a server configured with the
-// accounts esjet permissions prints, and checks who got an answer against
-// the classification (matrix). A verb the server serves that matrix does
+// TestJetStreamAPIMatrix asks every JetStream API verb a nats-server
+// serves, as every role, against every esjet stream and bucket of a
+// namespace and a fresh name, on a server configured with the accounts
+// esjet permissions prints, and checks who got an answer against the
+// classification (matrix): on the nats-server this module pins (in
+// process) and on the oldest release esjet runs on (MinServerVersion,
+// built with go install and run as a child process). Each version's verbs
+// are parsed from its own source; a verb a version serves that matrix does
 // not classify fails the test.
 func TestJetStreamAPIMatrix(t *testing.T) {
-	verbs := serverVerbs(t)
-	for _, v := range verbs {
-		if _, ok := matrix[v]; !ok {
-			t.Errorf("classify %s: which role may use it (add it to matrix in matrix_test.go)", v)
+	config := mxAccountsConfig(t)
+	served := map[string][]string{} // version: its verbs
+	pinned := "v" + server.VERSION  // the nats-server this module pins, run in process
+	t.Run(pinned+" (pinned)", func(t *testing.T) {
+		verbs := serverVerbs(t, broker.ServerSource(t, pinned))
+		served[pinned] = verbs
+		runMatrix(t, pinned, verbs, runPinnedServer(t, config), config)
+	})
+	oldest := "v" + broker.MinServerVersion
+	t.Run(oldest+" (MinServerVersion)", func(t *testing.T) {
+		verbs := serverVerbs(t, broker.ServerSource(t, oldest))
+		served[oldest] = verbs
+		runMatrix(t, oldest, verbs, broker.RunServerConfig(t, oldest, config), config)
+	})
+	if len(served) < 2 {
+		return
+	}
+	for _, r := range matrix {
+		if !slices.Contains(served[pinned], r.verb) && !slices.Contains(served[oldest], r.verb) {
+			t.Errorf("matrix classifies %s, which neither nats-server %s nor %s serves: remove it", r.verb, pinned, oldest)
 		}
 	}
-	for v := range matrix {
-		if !slices.Contains(verbs, v) {
-			t.Errorf("matrix classifies %s, which nats-server no longer serves: remove it", v)
+}
+
+// matrixRule is verb's row of matrix.
+func matrixRule(verb string) (verbRule, bool) {
+	i := slices.IndexFunc(matrix, func(r verbRule) bool { return r.verb == verb })
+	if i < 0 {
+		return verbRule{}, false
+	}
+	return matrix[i], true
+}
+
+// runMatrix probes verbs (what nats-server version, at url, serves) as
+// every role against every target and checks the answers against matrix.
+func runMatrix(t *testing.T, version string, verbs []string, url, config string) {
+	for _, v := range verbs {
+		if _, ok := matrixRule(v); !ok {
+			t.Errorf("classify %s: which role may use it (add it to matrix in matrix_test.go)", v)
 		}
 	}
 	if t.Failed() {
 		t.FailNow()
 	}
-	url, config := startAccountsServer(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	conns := map[string]*mxConn{}
 	for _, u := range mxUsers() {
 		conns[u.role] = connectMX(t, url, u)
+	}
+	if got := "v" + conns[broker.RoleAdmin].nc.ConnectedServerVersion(); got != version {
+		t.Fatalf("the server at %s is nats-server %s, want %s", url, got, version)
 	}
 	counts := provisionMX(t, ctx, conns[broker.RoleAdmin], conns[broker.RoleReceiver])
 
@@ -486,7 +529,7 @@ func TestJetStreamAPIMatrix(t *testing.T) {
 	}
 	var probes []*probe
 	for _, v := range verbs {
-		rule := matrix[v]
+		rule, _ := matrixRule(v)
 		cells := strings.Fields(rule.cells)
 		if rule.form == formAccount {
 			if len(cells) != 1 {
@@ -555,55 +598,121 @@ func TestJetStreamAPIMatrix(t *testing.T) {
 	if _, err := admin.js.Stream(ctx, "FRESH"); !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Errorf("stream FRESH after the matrix: %v", err)
 	}
+}
+
+// TestJetStreamAPIMatrixREADME holds README.md's JetStream API table (in
+// "## Security", between <!-- matrix:begin --> and <!-- matrix:end -->) to
+// what matrixMarkdown renders from matrix; -matrix.md writes that.
+func TestJetStreamAPIMatrixREADME(t *testing.T) {
+	want := matrixMarkdown()
 	if *matrixMD != "" {
-		if err := os.WriteFile(*matrixMD, []byte(matrixMarkdown(verbs)), 0o644); err != nil {
+		if err := os.WriteFile(*matrixMD, []byte(want), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
+	raw, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, security, _ := strings.Cut(string(raw), "\n## Security\n")
+	security, _, _ = strings.Cut(security, "\n## ")
+	_, rest, okBegin := strings.Cut(security, "<!-- matrix:begin -->")
+	got, _, okEnd := strings.Cut(rest, "<!-- matrix:end -->")
+	if !okBegin || !okEnd {
+		t.Fatal("README.md's ## Security has no <!-- matrix:begin --> … <!-- matrix:end --> table")
+	}
+	if strings.TrimSpace(got) == strings.TrimSpace(want) {
+		return
+	}
+	gl, wl := strings.Split(strings.TrimSpace(got), "\n"), strings.Split(strings.TrimSpace(want), "\n")
+	n := 0
+	for n < len(gl) && n < len(wl) && gl[n] == wl[n] {
+		n++
+	}
+	line := func(ls []string) string {
+		if n < len(ls) {
+			return ls[n]
+		}
+		return "(none)"
+	}
+	t.Errorf("README.md's JetStream API table is not the matrix of internal/broker/matrix_test.go; run\n"+
+		"\tgo test ./internal/broker -run MatrixREADME -matrix.md /tmp/matrix.md\n"+
+		"and paste /tmp/matrix.md between <!-- matrix:begin --> and <!-- matrix:end -->.\n"+
+		"First difference, table line %d:\n README: %s\n matrix: %s", n+1, line(gl), line(wl))
 }
 
-// matrixMarkdown renders the classification: one row per verb, one column
-// per target (one merged cell for account-wide verbs).
-func matrixMarkdown(verbs []string) string {
-	var b strings.Builder
-	b.WriteString("| JetStream API request |")
-	for _, tg := range mxTargets {
-		fmt.Fprintf(&b, " %s |", tg.col)
-	}
-	b.WriteString(" what |\n|---|")
-	for range mxTargets {
-		b.WriteString("---|")
-	}
-	b.WriteString("---|\n")
-	name := func(cell string) string {
-		if cell == "-" {
-			return "—"
-		}
-		var rs []string
-		for _, r := range broker.Roles {
-			for l, n := range roleLetters {
-				if n == r && strings.Contains(cell, l) {
-					rs = append(rs, r)
-				}
+// roleNames names a cell's roles in broker.Roles order, "—" for none.
+func roleNames(cell string) string {
+	var rs []string
+	for _, r := range broker.Roles {
+		for l, n := range roleLetters {
+			if n == r && strings.Contains(cell, l) {
+				rs = append(rs, r)
 			}
 		}
-		return strings.Join(rs, ", ")
 	}
-	for _, v := range verbs {
-		r := matrix[v]
-		fmt.Fprintf(&b, "| `%s` |", v)
+	if len(rs) == 0 {
+		return "—"
+	}
+	return strings.Join(rs, ", ")
+}
+
+// matrixMarkdown renders matrix as a compact markdown table: the targets
+// whose cells are the same in every row share a column, the verbs whose
+// cells are the same share a row (in matrix's order); an account-wide
+// verb's one cell stands in every column.
+func matrixMarkdown() string {
+	rows := make([][]string, len(matrix))
+	for i, r := range matrix {
 		cells := strings.Fields(r.cells)
 		if r.form == formAccount {
-			fmt.Fprintf(&b, " %s (account-wide) |", name(cells[0]))
-			for range len(mxTargets) - 1 {
-				b.WriteString(" |")
-			}
-		} else {
-			for _, c := range cells {
-				fmt.Fprintf(&b, " %s |", name(c))
-			}
+			cells = slices.Repeat(cells, len(mxTargets))
 		}
-		fmt.Fprintf(&b, " %s |\n", r.note)
+		for j, c := range cells {
+			cells[j] = roleNames(c)
+		}
+		rows[i] = cells
+	}
+	var cols [][]int // groups of mxTargets indexes
+	for c := range mxTargets {
+		g := slices.IndexFunc(cols, func(g []int) bool {
+			return !slices.ContainsFunc(rows, func(row []string) bool { return row[g[0]] != row[c] })
+		})
+		if g < 0 {
+			cols = append(cols, []int{c})
+		} else {
+			cols[g] = append(cols[g], c)
+		}
+	}
+	type group struct {
+		verbs []string
+		cells []string
+	}
+	var groups []*group
+	for i, r := range matrix {
+		var cells []string
+		for _, g := range cols {
+			cells = append(cells, rows[i][g[0]])
+		}
+		k := slices.IndexFunc(groups, func(g *group) bool { return slices.Equal(g.cells, cells) })
+		if k < 0 {
+			groups = append(groups, &group{cells: cells})
+			k = len(groups) - 1
+		}
+		groups[k].verbs = append(groups[k].verbs, "`"+strings.TrimPrefix(r.verb, "$JS.API.")+"`")
+	}
+	var b strings.Builder
+	b.WriteString("| `$JS.API.` request |")
+	for _, g := range cols {
+		var names []string
+		for _, c := range g {
+			names = append(names, mxTargets[c].col)
+		}
+		fmt.Fprintf(&b, " %s |", strings.Join(names, ", "))
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(cols)) + "\n")
+	for _, g := range groups {
+		fmt.Fprintf(&b, "| %s | %s |\n", strings.Join(g.verbs, ", "), strings.Join(g.cells, " | "))
 	}
 	return b.String()
 }

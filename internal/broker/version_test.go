@@ -1,17 +1,19 @@
 package broker
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/natstest"
@@ -23,7 +25,9 @@ import (
 const oldServerVersion = "v2.11.12"
 
 // oldServerBinary builds nats-server at version from the module proxy the
-// first time and keeps it under os.TempDir for later runs.
+// first time and keeps it under os.TempDir for later runs. It tries the
+// module cache alone first; if that is not enough and the module proxy does
+// not answer within seconds, it fails in one line saying so.
 func oldServerBinary(t *testing.T, version string) string {
 	t.Helper()
 	dir := filepath.Join(os.TempDir(), "esjet-test-nats-server", version)
@@ -36,13 +40,29 @@ func oldServerBinary(t *testing.T, version string) string {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(tmp)
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
-	defer cancel()
-	build := exec.CommandContext(ctx, "go", "install", "github.com/nats-io/nats-server/v2@"+version)
-	build.Dir = tmp // outside this module: go install pkg@version ignores it anyway
-	build.Env = append(os.Environ(), "GOBIN="+tmp, "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build nats-server %s: %v\n%s", version, err, out)
+	install := func(env ...string) error {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+		defer cancel()
+		build := exec.CommandContext(ctx, "go", "install", natsServerModule+"@"+version)
+		build.Dir = tmp // outside this module: go install pkg@version ignores it anyway
+		build.Env = append(os.Environ(), append([]string{"GOBIN=" + tmp, "CGO_ENABLED=0"}, env...)...)
+		out, err := build.CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, lastLine(out))
+		}
+		return nil
+	}
+	// First from the module cache alone: its download directory is a
+	// module proxy (GOPROXY=off would not do, go install pkg@version looks
+	// up the module's deprecation), whose files were verified when they
+	// were downloaded.
+	modcache, _ := exec.Command("go", "env", "GOMODCACHE").Output()
+	cached := "file://" + filepath.ToSlash(filepath.Join(strings.TrimSpace(string(modcache)), "cache", "download"))
+	if len(bytes.TrimSpace(modcache)) == 0 || install("GOPROXY="+cached, "GOSUMDB=off") != nil {
+		needModuleProxy(t, "build nats-server "+version, version)
+		if err := install(); err != nil {
+			t.Fatalf("build nats-server %s (go install %s@%s): %v", version, natsServerModule, version, err)
+		}
 	}
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		t.Fatal(err)
@@ -54,32 +74,151 @@ func oldServerBinary(t *testing.T, version string) string {
 	return bin
 }
 
+const natsServerModule = "github.com/nats-io/nats-server/v2"
+
+// serverSource is the directory of nats-server's module source at version
+// (go mod download, run outside this module), from the module cache or, if
+// it is not there, the module proxy.
+func serverSource(t *testing.T, version string) string {
+	t.Helper()
+	tmp := t.TempDir()
+	download := func(env ...string) (string, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "go", "mod", "download", "-json", natsServerModule+"@"+version)
+		cmd.Dir = tmp
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.Output()
+		var m struct{ Dir, Error string }
+		if jerr := json.Unmarshal(out, &m); jerr != nil && err == nil {
+			err = jerr
+		}
+		switch {
+		case m.Error != "":
+			return "", errors.New(m.Error)
+		case err != nil:
+			return "", err
+		case m.Dir == "":
+			return "", fmt.Errorf("go mod download printed no Dir: %s", lastLine(out))
+		}
+		return m.Dir, nil
+	}
+	if dir, err := download("GOPROXY=off"); err == nil {
+		return dir
+	}
+	needModuleProxy(t, "download nats-server "+version+"'s source", version)
+	dir, err := download()
+	if err != nil {
+		t.Fatalf("download nats-server %s's source (go mod download %s@%s): %v", version, natsServerModule, version, err)
+	}
+	return dir
+}
+
+// needModuleProxy fails the test in one line, within seconds, if the module
+// proxy does not answer for nats-server at version: what needs it, the
+// proxy, the error.
+func needModuleProxy(t *testing.T, what, version string) {
+	t.Helper()
+	out, err := exec.Command("go", "env", "GOPROXY").Output()
+	if err != nil {
+		t.Fatalf("%s needs the network: go env GOPROXY: %v", what, err)
+	}
+	proxy, _, _ := strings.Cut(strings.TrimSpace(string(out)), ",")
+	proxy, _, _ = strings.Cut(proxy, "|")
+	if proxy == "off" || proxy == "" {
+		t.Fatalf("%s needs the module proxy, and GOPROXY=%s", what, strings.TrimSpace(string(out)))
+	}
+	if !strings.HasPrefix(proxy, "http") {
+		return // direct: go fetches from the origin itself
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	u := strings.TrimSuffix(proxy, "/") + "/" + natsServerModule + "/@v/" + version + ".info"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatalf("%s needs the module proxy: %v", what, err)
+	}
+	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}
+	defer tr.CloseIdleConnections()
+	resp, err := (&http.Client{Transport: tr}).Do(req)
+	if err != nil {
+		t.Fatalf("%s needs the module proxy, which does not answer: %v", what, err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s needs the module proxy: %s answered %s", what, u, resp.Status)
+	}
+}
+
+// lastLine is the last non-empty line of out.
+func lastLine(out []byte) string {
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.TrimSpace(lines[len(lines)-1])
+}
+
 // runOldServer runs the older nats-server with JetStream on addr and returns
 // its URL once it accepts clients.
 func runOldServer(t *testing.T, addr string) string {
 	t.Helper()
-	bin := oldServerBinary(t, oldServerVersion)
 	host, port, _ := net.SplitHostPort(addr)
-	cmd := exec.Command(bin, "-js", "-a", host, "-p", port, "-sd", t.TempDir())
+	runServerProcess(t, addr, oldServerBinary(t, oldServerVersion), "-js", "-a", host, "-p", port, "-sd", t.TempDir())
+	return "nats://" + addr
+}
+
+// runServerConfig runs nats-server at version as a child process with
+// config (an accounts block, as esjet permissions prints it) on a free
+// loopback port, JetStream's store under t.TempDir(), and returns its URL
+// once it accepts connections.
+func runServerConfig(t *testing.T, version, config string) string {
+	t.Helper()
+	bin := oldServerBinary(t, version)
+	addr := closedPort(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "nats-server.conf")
+	config += fmt.Sprintf("\nlisten: %q\njetstream {\n  store_dir: %q\n}\n", addr, filepath.Join(dir, "jetstream"))
+	if err := os.WriteFile(file, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runServerProcess(t, addr, bin, "-c", file)
+	return "nats://" + addr
+}
+
+// runServerProcess runs bin with args, stops it when the test ends, and
+// waits until it accepts connections on addr; if it exits first, the test
+// fails with its output.
+func runServerProcess(t *testing.T, addr, bin string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	var out natstest.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
+		<-exited
 	})
-	url := "nats://" + addr
-	natstest.Eventually(t, 20*time.Second, func() bool {
-		nc, err := nats.Connect(url)
-		if err != nil {
-			return false
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		select {
+		case <-exited:
+			t.Fatalf("%s %s exited: %s\n%s", bin, strings.Join(args, " "), cmd.ProcessState, out.String())
+		default:
 		}
-		nc.Close()
-		return true
-	})
-	return url
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s does not accept connections on %s after 20s:\n%s", bin, addr, out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func externalConfig(t *testing.T, urls ...string) config.Config {
