@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -15,7 +16,9 @@ import (
 // acts on it (a domain in another language, a receiver, a view). Every body
 // the API accepts — on HTTP and NATS: commands, raw appends, multi, view
 // requests, operator actions, the console's actions — is refused 400
-// duplicate_key before anything is decoded or written.
+// duplicate_key before anything is decoded or written. Keys that differ only
+// in case count as one: encoding/json matches a struct field whatever the
+// case, so {"traveler":"ada","TRAVELER":"eve"} would be read as one key.
 
 // checkDuplicateKeys returns an [*Error] (400 duplicate_key) naming the
 // first key that appears twice in one object, at any depth, and where. It
@@ -30,7 +33,7 @@ func checkDuplicateKeys(body []byte) error {
 		return &Error{Status: 400, Code: "duplicate_key", Message: "request body has a key twice in one object; send each key once"}
 	}
 	return &Error{Status: 400, Code: "duplicate_key", Message: fmt.Sprintf(
-		"request body has the key %s twice in the object at %s; send each key once (readers disagree on which one counts)",
+		"request body has the key %s twice in the object at %s (keys that differ only in case count as one); send each key once (readers disagree on which one counts)",
 		strconv.Quote(key), path)}
 }
 
@@ -76,6 +79,7 @@ func hasDuplicateKey(b []byte) bool {
 						k = []byte(s)
 					}
 				}
+				k = bytes.ToLower(k)
 				top := &stack[n-1]
 				if top.set != nil {
 					if _, dup := top.set[string(k)]; dup {
@@ -159,10 +163,10 @@ func duplicateKey(body []byte) (key, path string, found bool) {
 			if top := stack[len(stack)-1]; top.object && !top.value {
 				if d, ok := tok.(json.Delim); !ok || d != '}' {
 					k, _ := tok.(string)
-					if top.keys[k] {
+					if top.keys[strings.ToLower(k)] {
 						return k, top.name, true
 					}
-					top.keys[k] = true
+					top.keys[strings.ToLower(k)] = true
 					top.key, top.value = k, true
 					continue
 				}

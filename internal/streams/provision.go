@@ -227,6 +227,10 @@ func bucketObjects(names Names, c ProvisionConfig) []Object {
 	for _, b := range BucketConfigs(names, c) {
 		sc := BucketStreamConfig(b)
 		sc.AllowAtomicPublish = b.Bucket == names.Receipts
+		// esjet never purges a key of these (a KV purge is a roll-up): with
+		// roll-ups allowed, one publish with Nats-Rollup: all would delete
+		// every receipt (the proof that an effect happened) or snapshot.
+		sc.AllowRollup = false
 		out = append(out, Object{Name: b.Bucket, Config: sc})
 	}
 	return out

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/natstest"
@@ -474,5 +475,42 @@ func TestProvisionSetsAndUpdatesCompression(t *testing.T) {
 	}
 	if cfg := streamInfo(t, js, NamesFor(ns2).Events).Config; cfg.Compression != jetstream.S2Compression {
 		t.Errorf("new EVENTS compression %v", cfg.Compression)
+	}
+}
+
+// A publish with Nats-Rollup: all to the receipts or snapshots bucket is
+// refused: it would delete every receipt (the proof an effect happened),
+// and the node's role may publish there. Both keep their keys.
+func TestReceiptsAndSnapshotsRefuseARollUp(t *testing.T) {
+	t.Parallel()
+	_, js := natstest.Connect(t, natstest.RunServer(t))
+	ns := natstest.Namespace(t)
+	if _, err := Provision(t.Context(), js, ns, ProvisionConfig{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	names := NamesFor(ns)
+	for _, bucket := range []string{names.Receipts, names.Snapshots} {
+		kv, err := js.KeyValue(t.Context(), bucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{"a", "b"} {
+			if _, err := kv.Put(t.Context(), k, []byte("v")); err != nil {
+				t.Fatalf("%s put %s: %v", bucket, k, err)
+			}
+		}
+		msg := nats.NewMsg("$KV." + bucket + ".c")
+		msg.Header.Set("Nats-Rollup", "all")
+		if _, err := js.PublishMsg(t.Context(), msg); err == nil || !strings.Contains(err.Error(), "rollup") {
+			t.Errorf("%s: a roll-up was accepted (%v)", bucket, err)
+		}
+		if st := bucketConfig(t, js, bucket); st.AllowRollup {
+			t.Errorf("%s allows roll-ups", bucket)
+		}
+		for _, k := range []string{"a", "b"} {
+			if _, err := kv.Get(t.Context(), k); err != nil {
+				t.Errorf("%s lost key %s: %v", bucket, k, err)
+			}
+		}
 	}
 }
