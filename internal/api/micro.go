@@ -123,7 +123,7 @@ func (ms *MicroService) subscribe() error {
 
 // dispatch answers one request by its subject, whichever endpoint got it.
 func (ms *MicroService) dispatch(req *nats.Msg) {
-	if replyIntoStore(ms.s.ns, req.Reply) {
+	if ms.s.guardedReply(req.Reply) {
 		ms.s.logger.Warn("request dropped: its reply subject is one esjet stores or serves (a forged reply would write there)", "subject", req.Subject, "reply", req.Reply)
 		return
 	}

@@ -34,7 +34,7 @@ func (ms *MicroService) subscribeVerbs() error {
 				return err
 			}
 			sub, err := ms.nc.Subscribe(subj, func(m *nats.Msg) {
-				if replyIntoStore(ms.s.ns, m.Reply) {
+				if ms.s.guardedReply(m.Reply) {
 					ms.s.logger.Warn("micro "+verb.String()+" dropped: its reply subject is one esjet stores or serves", "reply", m.Reply)
 					return
 				}

@@ -12,6 +12,35 @@ import "strings"
 // answers on a subject a stream of its namespace, a bucket or the JetStream
 // API listens on.
 
+// guardedReply reports whether the node must not answer on reply: one of
+// its stores' subjects, or one of cfg.GuardedReplies.
+func (s *Service) guardedReply(reply string) bool {
+	if replyIntoStore(s.ns, reply) {
+		return true
+	}
+	for _, p := range s.guarded {
+		if subjectMatches(p, reply) {
+			return true
+		}
+	}
+	return false
+}
+
+// subjectMatches reports whether NATS subject pattern p (with * and >)
+// matches the literal subject s.
+func subjectMatches(p, s string) bool {
+	pt, st := strings.Split(p, "."), strings.Split(s, ".")
+	for i, tok := range pt {
+		if tok == ">" {
+			return len(st) > i
+		}
+		if i >= len(st) || (tok != "*" && tok != st[i]) {
+			return false
+		}
+	}
+	return len(pt) == len(st)
+}
+
 // replyIntoStore reports whether reply is a subject the node must never
 // publish an answer to: the namespace's streams (<ns>.evt, outbox,
 // schedule, dlq, outcome), any KV bucket or object store ($KV., $O.), the

@@ -14,3 +14,19 @@ func TestReplyIntoStoreNamesOnlyTheStoresSubjects(t *testing.T) {
 		}
 	}
 }
+
+// The node also never answers on what its workers request (a target's
+// subject, wildcards included) or on its own inbox.
+func TestGuardedReplyCoversTheWorkersTargets(t *testing.T) {
+	s := &Service{ns: "ns", guarded: []string{"demo.svc.>", "billing.charge", "_INBOX_ns_node.>"}}
+	for _, r := range []string{"demo.svc.budget.release", "billing.charge", "_INBOX_ns_node.abc.def", "ns.outbox.x"} {
+		if !s.guardedReply(r) {
+			t.Errorf("reply %s answered", r)
+		}
+	}
+	for _, r := range []string{"billing.charge.x", "demo.svc", "_INBOX_app.x", "_R_.a.b"} {
+		if s.guardedReply(r) {
+			t.Errorf("reply %s guarded", r)
+		}
+	}
+}

@@ -24,6 +24,7 @@ type Service struct {
 	tel      *telemetry.Telemetry
 	known    map[string]map[string]bool // type → command kinds: the metric labels it may use
 	views    *projection.Views
+	guarded  []string // cfg.GuardedReplies
 }
 
 // OpsHandler serves an operator's request on esjet.<ns>.ops.<user>.dlq.<action>
@@ -49,6 +50,11 @@ type Config struct {
 	// Views serves the read models' queries and the operators' projection
 	// actions; nil answers them 404.
 	Views *projection.Views
+	// GuardedReplies are further subjects (wildcards allowed) the node never
+	// answers on, beside its streams, buckets and APIs ([replyIntoStore]):
+	// what its workers request (their targets) and its own inbox. A request
+	// with such a reply subject is dropped.
+	GuardedReplies []string
 }
 
 // New returns the API over repo. It refuses a registry whose aggregate
@@ -66,7 +72,7 @@ func New(repo *aggregate.Repository, cfg Config, logger *slog.Logger) (*Service,
 	if err := checkRouteWords(repo.Registry()); err != nil {
 		return nil, err
 	}
-	return &Service{repo: repo, ns: cfg.Namespace, maxBody: cfg.MaxBody, maxDepth: cfg.MaxDepth, logger: logger.With("component", "api"), ops: cfg.Ops,
+	return &Service{guarded: cfg.GuardedReplies, repo: repo, ns: cfg.Namespace, maxBody: cfg.MaxBody, maxDepth: cfg.MaxDepth, logger: logger.With("component", "api"), ops: cfg.Ops,
 		tel: cfg.Telemetry, views: cfg.Views, known: knownKinds(repo.Registry())}, nil
 }
 

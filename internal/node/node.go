@@ -150,7 +150,8 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	n.repo = aggregate.NewRepository(n.log, snaps, reg, rc, logger)
 	n.views = projection.NewViews(js, cfg.Namespace, cfg.Projections.LeaseTTL.Std())
 	n.api, err = api.New(n.repo, api.Config{Namespace: cfg.Namespace, MaxBody: int(cfg.Streams.MaxMessageSize),
-		Ops: opsHandler(ctx, n.broker.Conn(), js, cfg.Namespace, logger), Telemetry: n.tel, Views: n.views}, logger)
+		Ops: opsHandler(ctx, n.broker.Conn(), js, cfg.Namespace, logger), Telemetry: n.tel, Views: n.views,
+		GuardedReplies: append(broker.NodeSpec(cfg).Targets, broker.NodeInboxPrefix(cfg.Namespace)+".>")}, logger)
 	if err != nil {
 		return nil, err
 	}
