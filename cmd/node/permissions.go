@@ -204,7 +204,7 @@ func printPermissions(g *globals, cfg config.Config, f *permissionsFlags) error 
 	}
 	fmt.Fprintf(g.stdout, "# esjet accounts and roles for namespace %s (esjet %s permissions). Only node and admin\n", cfg.Namespace, version())
 	fmt.Fprintf(g.stdout, "# share %s with the streams; clients and operators reach the node's API\n", broker.NamespaceAccount(cfg.Namespace))
-	fmt.Fprintf(g.stdout, "# from %s, each receiver serves from an account of its own.\n", broker.UsersAccount(cfg.Namespace))
+	fmt.Fprintf(g.stdout, "# from %s and %s, each receiver serves from an account of its own.\n", broker.ClientsAccount(cfg.Namespace), broker.OperatorsAccount(cfg.Namespace))
 	fmt.Fprintf(g.stdout, "# Before the server starts, set each password variable to a bcrypt hash (nats server passwd):\n")
 	for _, u := range users {
 		fmt.Fprintf(g.stdout, "#   %s  (user %s, role %s)\n", broker.PasswordVar(u.Name), u.Name, u.Role)

@@ -22,10 +22,17 @@ import (
 // and admin users: ESJET_<NS>, JetStream on.
 func NamespaceAccount(ns string) string { return "ESJET_" + strings.ToUpper(ns) }
 
-// UsersAccount is the account of ns's clients and operators: no JetStream;
-// it imports the node's API and, for operators, the read-only JetStream
-// requests of the namespace account.
-func UsersAccount(ns string) string { return NamespaceAccount(ns) + "_USERS" }
+// ClientsAccount is the account of ns's clients: no JetStream; it imports
+// the node's API.
+func ClientsAccount(ns string) string { return NamespaceAccount(ns) + "_CLIENTS" }
+
+// OperatorsAccount is the account of ns's operators: no JetStream; it
+// imports the node's API and the read-only JetStream requests of the
+// namespace account. Apart from the clients: a request's reply subject
+// names where the answer goes, so a user could send the node's answers into
+// another user's inbox in its own account (nothing stores them, but the
+// operators' inboxes are theirs alone).
+func OperatorsAccount(ns string) string { return NamespaceAccount(ns) + "_OPS" }
 
 // ReceiverAccount is the account of receiver user: its own, with JetStream
 // for its idempotency bucket; it exports its subject to the namespace
@@ -38,8 +45,10 @@ func ReceiverAccount(ns, user string) string {
 // names the receiver's).
 func RoleAccount(ns, role, user string) string {
 	switch role {
-	case RoleClient, RoleOperator:
-		return UsersAccount(ns)
+	case RoleClient:
+		return ClientsAccount(ns)
+	case RoleOperator:
+		return OperatorsAccount(ns)
 	case RoleReceiver:
 		return ReceiverAccount(ns, user)
 	}
@@ -71,26 +80,38 @@ type Import struct {
 	From    string `json:"account"`
 }
 
-// apiImports are what the users account imports from the namespace
-// account: the API (clients and operators) and the read-only JetStream
-// requests (operators only, by their permissions).
-func apiExports(ns string) []Export {
-	to := []string{UsersAccount(ns)}
-	ex := []Export{{Subject: apiPrefix(ns) + ".>", To: to}, {Subject: "$SRV.>", To: to, Stream: true}}
+// apiExports are what the namespace account offers to the accounts named:
+// the API to the clients and operators (each by its users' permissions: no
+// client asks on an ops subject), micro discovery, and the read-only
+// JetStream requests to the operators only.
+func apiExports(ns string, clients, operators bool) []Export {
+	var both []string
+	if clients {
+		both = append(both, ClientsAccount(ns))
+	}
+	if operators {
+		both = append(both, OperatorsAccount(ns))
+	}
+	ex := []Export{{Subject: apiPrefix(ns) + ".>", To: both}, {Subject: "$SRV.>", To: both, Stream: true}}
+	if !operators {
+		return ex
+	}
 	for _, s := range operatorReads {
-		ex = append(ex, Export{Subject: s, To: to, Stream: strings.HasPrefix(s, "$JS.API.DIRECT.GET")})
+		ex = append(ex, Export{Subject: s, To: []string{OperatorsAccount(ns)}, Stream: strings.HasPrefix(s, "$JS.API.DIRECT.GET")})
 	}
 	return ex
 }
 
 // Accounts places users (every role's, of namespace ns) in their accounts
-// and wires the imports between them: the users account imports the API
-// and operator reads, the namespace account each receiver's subject. The
-// namespace account comes first, then the users account (when there are
-// clients or operators), then one account per receiver.
+// and wires the imports between them: the clients' and operators' accounts
+// import the API (the operators' the read-only JetStream requests too), the
+// namespace account each receiver's subject. The namespace account comes
+// first, then the clients' and the operators' (each when it has users), then
+// one account per receiver.
 func Accounts(ns string, users []RoleUser) ([]Account, error) {
 	nsAcc := Account{Name: NamespaceAccount(ns), JetStream: true}
-	usersAcc := Account{Name: UsersAccount(ns)}
+	clients := Account{Name: ClientsAccount(ns)}
+	operators := Account{Name: OperatorsAccount(ns)}
 	var recv []Account
 	seen := map[string]string{}
 	for _, u := range users {
@@ -99,8 +120,10 @@ func Accounts(ns string, users []RoleUser) ([]Account, error) {
 		}
 		seen[u.Name] = u.Role
 		switch u.Role {
-		case RoleClient, RoleOperator:
-			usersAcc.Users = append(usersAcc.Users, u)
+		case RoleClient:
+			clients.Users = append(clients.Users, u)
+		case RoleOperator:
+			operators.Users = append(operators.Users, u)
 		case RoleReceiver:
 			if u.Subject == "" {
 				return nil, fmt.Errorf("receiver %q: %w: no subject", u.Name, ErrRole)
@@ -122,12 +145,23 @@ func Accounts(ns string, users []RoleUser) ([]Account, error) {
 		}
 	}
 	out := []Account{nsAcc}
-	if len(usersAcc.Users) > 0 {
-		out[0].Exports = apiExports(ns)
+	if len(clients.Users)+len(operators.Users) > 0 {
+		out[0].Exports = apiExports(ns, len(clients.Users) > 0, len(operators.Users) > 0)
 		for _, e := range out[0].Exports {
-			usersAcc.Imports = append(usersAcc.Imports, Import{Subject: e.Subject, From: nsAcc.Name})
+			for _, to := range e.To {
+				imp := Import{Subject: e.Subject, From: nsAcc.Name}
+				if to == clients.Name {
+					clients.Imports = append(clients.Imports, imp)
+				} else {
+					operators.Imports = append(operators.Imports, imp)
+				}
+			}
 		}
-		out = append(out, usersAcc)
+		for _, a := range []Account{clients, operators} {
+			if len(a.Users) > 0 {
+				out = append(out, a)
+			}
+		}
 	}
 	return append(out, recv...), nil
 }

@@ -95,7 +95,7 @@ type verbRule struct {
 var matrix = []verbRule{
 	// Account-wide reads: every JetStream user in its own account; the
 	// operator's through the namespace account's export; the client's
-	// users account has no JetStream and no such import.
+	// account has no JetStream and no such import.
 	{"$JS.API.INFO", formAccount, "nroa", "account info"},
 	{"$JS.API.STREAM.NAMES", formAccount, "nroa", "stream names"},
 	{"$JS.API.STREAM.LIST", formAccount, "nroa", "stream configs"},

@@ -215,7 +215,7 @@ func validUserToken(user string) bool {
 // never a consumer of its own (a push consumer's deliveries are published by
 // the server in the namespace account, where a deliver subject such as
 // <ns>.outbox.<kind> would be stored). The namespace account exports exactly
-// these to the users account ([Accounts]).
+// these to the operators' account ([Accounts]).
 var operatorReads = []string{
 	"$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST",
 	"$JS.API.STREAM.INFO.*", "$JS.API.STREAM.MSG.GET.*", "$JS.API.DIRECT.GET.>",
@@ -231,8 +231,8 @@ var operatorReads = []string{
 // every request made in an account is answered in it, and a reply subject is
 // not checked against the requester's permissions, so a user there who may
 // ask anything (even $JS.API.INFO) could have the server or the node publish
-// the answer to <ns>.outbox.<kind>. Clients and operators live in the users
-// account and receivers each in an account of their own, reaching the node's
+// the answer to <ns>.outbox.<kind>. Clients and operators live in accounts
+// of their own kind and receivers each in one of its own, reaching the node's
 // API (and an operator the read-only JetStream API) through imports, whose
 // replies travel back through the server.
 func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
@@ -280,7 +280,7 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 			return nil, fmt.Errorf("permissions of role client: %w: user %q is not one subject token (its replies come on %s.>; name the user without '.', '*', '>' or spaces)", ErrRole, spec.User, InboxPrefix(spec.User))
 		}
 		// The API only (views are read through it, as the node serves
-		// them); the users account has no JetStream and sees nothing of
+		// them); the clients' account has no JetStream and sees nothing of
 		// the namespace account but the API.
 		return &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: []string{api + ".>", "$SRV.>"}, Deny: []string{api + ".ops.>"}},

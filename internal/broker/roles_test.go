@@ -264,7 +264,7 @@ func TestServerAccountsLoadsInNatsServer(t *testing.T) {
 			t.Errorf("user %s permissions:\n got %s\nwant %s", u.Username, got, exp)
 		}
 	}
-	if names := []string{accounts[0].Name, accounts[1].Name, accounts[2].Name}; !slices.Equal(names, []string{"ESJET_TRIPS", "ESJET_TRIPS_USERS", "ESJET_TRIPS_RECV_TRIPS_RECEIVER"}) {
+	if names := []string{accounts[0].Name, accounts[1].Name, accounts[2].Name, accounts[3].Name}; !slices.Equal(names, []string{"ESJET_TRIPS", "ESJET_TRIPS_CLIENTS", "ESJET_TRIPS_OPS", "ESJET_TRIPS_RECV_TRIPS_RECEIVER"}) {
 		t.Errorf("accounts %v", names)
 	}
 }
