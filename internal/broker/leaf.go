@@ -58,8 +58,12 @@ func leafOptions(cfg config.Config, opts *server.Options) error {
 			if u.Scheme == "nats-leaf" {
 				u.Scheme = "nats"
 			}
-			if e.Auth.User != "" && u.User == nil {
+			switch {
+			case u.User != nil || e.CredentialsFile != "":
+			case e.Auth.User != "":
 				u.User = url.UserPassword(e.Auth.User, e.Auth.Password)
+			default:
+				u.User = url.User(e.Site) // names the site to the hub's leaf users
 			}
 			remote.URLs = append(remote.URLs, u)
 		}
@@ -86,7 +90,8 @@ func leafOptions(cfg config.Config, opts *server.Options) error {
 			port = server.RANDOM_PORT
 		}
 		opts.LeafNode.Host, opts.LeafNode.Port = host, port
-		opts.LeafNode.Username, opts.LeafNode.Password = e.Auth.User, e.Auth.Password
+		// Sites authenticate as the hub's leaf users (addLeafUsers), each
+		// with its permissions: not here, where nats-server would apply none.
 		if e.TLS.CertFile != "" {
 			tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
 				CertFile: e.TLS.CertFile, KeyFile: e.TLS.KeyFile, CaFile: e.TLS.CAFile, Verify: e.TLS.CAFile != "",
