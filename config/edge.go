@@ -246,6 +246,9 @@ func (c *Config) validateHub(v *validator) {
 	if len(e.Sites) == 0 {
 		v.add("edge.sites", nil, "the hub needs the ids of the sites it aggregates")
 	}
+	if c.NATS.Embedded.Auth.Token != "" {
+		v.add("nats.embedded.auth.token", redacted, "the hub's leaf users (one per site, with its permissions) are users of its server, which then cannot take a token: use nats.embedded.auth user and password, or nats.embedded.users")
+	}
 	c.validateLeafUsers(v)
 	for i, o := range e.Owners {
 		if !slices.Contains(e.Sites, o.Site) {
@@ -271,9 +274,6 @@ func (c *Config) validateLeafUsers(v *validator) {
 	}
 	if e.Auth.User != "" {
 		v.add("edge.auth", nil, "the hub with edge.leaf_users authenticates each site as its own user: remove the shared edge.auth from the hub's config (each site presents its own)")
-	}
-	if c.NATS.Embedded.Auth.Token != "" {
-		v.add("nats.embedded.auth.token", redacted, "the hub's leaf users are users of its server, which then cannot take a token: use nats.embedded.auth user and password, or nats.embedded.users")
 	}
 	names := map[string]bool{}
 	for i, u := range e.LeafUsers {

@@ -72,6 +72,7 @@ func TestEdgeLeafUsersNameEverySiteOnceWithABcryptHash(t *testing.T) {
 	h := Default()
 	h.Edge.Role, h.Edge.Sites = EdgeHub, []string{"shop1", "shop2", "shop3"}
 	h.Edge.Auth = Auth{User: "fleet", Password: "x"}
+	h.NATS.Embedded.Auth.Token = "tok"
 	h.Edge.LeafUsers = []LeafUser{
 		{Site: "shop1", Password: hash},
 		{Site: "shop1", User: "other", Password: hash},
@@ -86,6 +87,7 @@ func TestEdgeLeafUsersNameEverySiteOnceWithABcryptHash(t *testing.T) {
 		`edge.leaf_users[2].user: "shop1" is not valid: is another site's user name`,
 		"edge.leaf_users[3].password",
 		`site "shop3" has no leaf user`,
+		"nats.embedded.auth.token",
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("hub config error %v\ndoes not say %q", err, want)
