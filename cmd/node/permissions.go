@@ -45,6 +45,10 @@ and the read models the node runs (the demo's views, and --view):
             own esjet.<ns>.ops.<user>.> only
   admin     everything, including deleting and purging streams
 
+At an edge hub (edge.role hub) it also prints each site's leaf user: allowed
+only leaf node connections, with what the site may do across the link
+(README "At the edge").
+
 --format server prints a nats-server authorization block: each password is
 read from the environment variable named beside it (set it to a bcrypt hash,
 nats server passwd). --format json prints the permissions to put in each
@@ -158,6 +162,14 @@ func roleUsers(cfg config.Config, f *permissionsFlags) ([]broker.RoleUser, error
 type permissionsJSON struct {
 	Namespace string          `json:"namespace"`
 	Users     []userPermsJSON `json:"users"`
+	// LeafUsers are a hub's sites on its leaf listener (edge.role hub).
+	LeafUsers []leafPermsJSON `json:"leaf_users,omitempty"`
+}
+
+type leafPermsJSON struct {
+	User        string                `json:"user"`
+	Sites       []string              `json:"sites"`
+	Permissions broker.JWTPermissions `json:"permissions"`
 }
 
 type userPermsJSON struct {
@@ -179,6 +191,11 @@ func printPermissions(g *globals, cfg config.Config, f *permissionsFlags) error 
 		for _, u := range users {
 			out.Users = append(out.Users, userPermsJSON{User: u.Name, Role: u.Role, Permissions: broker.ToJWT(u.Permissions)})
 		}
+		if f.role == "" {
+			for _, u := range broker.LeafUsers(cfg) {
+				out.LeafUsers = append(out.LeafUsers, leafPermsJSON{User: u.Name, Sites: u.Sites, Permissions: broker.ToJWT(u.Permissions)})
+			}
+		}
 		enc := json.NewEncoder(g.stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
@@ -189,6 +206,22 @@ func printPermissions(g *globals, cfg config.Config, f *permissionsFlags) error 
 	for _, u := range users {
 		fmt.Fprintf(g.stdout, "#   %s  (user %s, role %s)\n", broker.PasswordVar(u.Name), u.Name, u.Role)
 	}
-	_, err = fmt.Fprint(g.stdout, broker.ServerAuthorization(users))
+	auth := broker.ServerAuthorization(users)
+	if leaf := broker.LeafServerUsers(cfg); leaf != "" && f.role == "" {
+		// A hub's sites are users of the same list, allowed only leaf
+		// connections (nats-server applies no permissions to the users of
+		// a leafnodes authorization block).
+		fmt.Fprintf(g.stdout, "# and the hub's leaf users, one per site (the embedded hub runs them from edge.*;\n")
+		fmt.Fprintf(g.stdout, "# seen from the hub, publish is what a site may send in, subscribe what it is sent):\n")
+		for _, u := range broker.LeafUsers(cfg) {
+			if u.Password != "" {
+				fmt.Fprintf(g.stdout, "#   %s  (leaf user %s, site %s)\n", broker.PasswordVar(u.Name), u.Name, strings.Join(u.Sites, ", "))
+			}
+		}
+		if head, ok := strings.CutSuffix(auth, "  ]\n}\n"); ok {
+			auth = head + leaf + "  ]\n}\n"
+		}
+	}
+	_, err = fmt.Fprint(g.stdout, auth)
 	return err
 }

@@ -74,8 +74,9 @@ func NodeInbox(cfg config.Config) string {
 //     <NS>_OUTCOMES in the hub's domain) and ack what it pulled; deliver
 //     what the hub sources from it (its source consumers' messages,
 //     heartbeats and flow control, under SourceDeliverPrefix); answer the
-//     hub's requests to its JetStream (replies to $JSC.R.> for the hub's
-//     sourcing, and to the hub node's inbox for the hub's site monitor).
+//     hub's requests to its JetStream (replies to $JSC.R.* for the hub's
+//     sourcing, and to the hub node's request inbox for the hub's site
+//     monitor).
 //     Nothing else of $JS.<hub>.API.> (no STREAM.DELETE, no DIRECT.GET of
 //     the hub's log, no consumer create, no other site's consumer), no
 //     other site's domain, and none of the namespace's subjects.
@@ -92,8 +93,11 @@ func LeafPermissions(cfg config.Config, sites ...string) *server.Permissions {
 	ns, hub := cfg.Namespace, cfg.Edge.HubDomain
 	NS := strings.ToUpper(ns)
 	outcomes, events, outbox := NS+"_OUTCOMES", NS+"_EVENTS", NS+"_OUTBOX"
-	hubInbox := NodeInboxPrefix(ns) + "." + hub + ".>"
-	pub := []string{"$JSC.R.>", hubInbox}
+	// Replies to the hub's requests: its JetStream's own ($JSC.R.<token>)
+	// and its node's request inbox (<inbox>.<nuid>.<token>), not the
+	// node's pull subscriptions (<inbox>.<nuid>): a site cannot feed the
+	// hub's workers.
+	pub := []string{"$JSC.R.*", NodeInboxPrefix(ns) + "." + hub + ".*.*"}
 	var sub []string
 	for _, s := range sites {
 		c := OutcomeConsumer(s)
@@ -194,4 +198,32 @@ func addLeafUsers(cfg config.Config, opts *server.Options) error {
 		opts.Users = append(opts.Users, &server.User{Username: l.Name, Password: l.Password, Permissions: l.Permissions, AllowedConnectionTypes: leafConnections})
 	}
 	return nil
+}
+
+// LeafServerUsers renders the hub's leaf users ([LeafUsers]) as entries of
+// a nats-server config's authorization users list, each allowed only leaf
+// node connections and with its permissions (seen from the hub: publish is
+// what the site may send in, subscribe what the hub sends it). The
+// embedded hub adds them itself; the text says what it runs, and is what a
+// standalone hub's config needs (a leafnodes authorization block would
+// apply no permissions). A password is read from the environment variable
+// [PasswordVar] names; a user without one (a loopback fleet's site id)
+// gets none. "" when cfg is not a hub.
+func LeafServerUsers(cfg config.Config) string {
+	users := LeafUsers(cfg)
+	if len(users) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, u := range users {
+		fmt.Fprintf(&b, "    # leaf node of site %s\n    {\n      user: %q\n", strings.Join(u.Sites, ", "), u.Name)
+		if u.Password != "" {
+			fmt.Fprintf(&b, "      password: $%s\n", PasswordVar(u.Name))
+		}
+		b.WriteString("      allowed_connection_types: [\"LEAFNODE\", \"LEAFNODE_WS\"]\n      permissions: {\n")
+		writeSubjectPerm(&b, "publish", u.Permissions.Publish)
+		writeSubjectPerm(&b, "subscribe", u.Permissions.Subscribe)
+		b.WriteString("      }\n    }\n")
+	}
+	return b.String()
 }
