@@ -124,3 +124,30 @@ func TestHubLeafListenerAuthenticatesEachSite(t *testing.T) {
 		t.Errorf("a client connected to the hub's client port as a site's leaf user")
 	}
 }
+
+// TestHubWithClientAuthKeepsItBesideTheSharedLeafUser pins a hub whose
+// clients authenticate (nats.embedded.auth) and whose sites share one
+// edge.auth: the client user still works and is the only way in for
+// clients; the shared leaf user carries a site and is refused as a client.
+func TestHubWithClientAuthKeepsItBesideTheSharedLeafUser(t *testing.T) {
+	cfg := hubConfig(t)
+	cfg.NATS.Embedded.Auth = config.Auth{User: "app", Password: "app-pw"}
+	cfg.Edge.Auth = config.Auth{User: "fleet", Password: "fleet-pw"}
+	hub := start(t, cfg)
+	s := embeddedConfig(t, config.ListenNone)
+	s.Namespace = "fleet"
+	s.Edge.Role, s.Edge.Site, s.Edge.HubURLs, s.Edge.Auth = config.EdgeSite, "s2", []string{hub.LeafURL()}, cfg.Edge.Auth
+	site := start(t, s)
+	natstest.Eventually(t, 10*time.Second, site.LeafConnected)
+	nc, err := nats.Connect(hub.ClientURL(), nats.UserInfo("app", "app-pw"))
+	if err != nil {
+		t.Fatalf("the hub's client user: %v", err)
+	}
+	nc.Close()
+	for _, o := range []nats.Option{nats.UserInfo("fleet", "fleet-pw"), nats.Name("no credentials")} {
+		if nc, err := nats.Connect(hub.ClientURL(), o); err == nil {
+			nc.Close()
+			t.Errorf("a client connected to a hub with client auth without the client user")
+		}
+	}
+}
