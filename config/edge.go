@@ -258,8 +258,8 @@ func (c *Config) validateHub(v *validator) {
 	if host, ok := v.listen("edge.leaf_listen", e.LeafListen); ok {
 		if e.LeafListen == ListenNone {
 			v.add("edge.leaf_listen", e.LeafListen, "the hub needs a leaf node listener for its sites")
-		} else if !isLoopback(host) && (!e.Auth.set() || e.TLS.CertFile == "") {
-			v.add("edge.leaf_listen", e.LeafListen, "a leaf listener beyond loopback needs edge.auth (user and password) and edge.tls (cert_file, key_file): set them, or listen on 127.0.0.1")
+		} else if !isLoopback(host) && ((!e.Auth.set() && len(e.LeafUsers) == 0) || e.TLS.CertFile == "") {
+			v.add("edge.leaf_listen", e.LeafListen, "a leaf listener beyond loopback needs edge.leaf_users (or a shared edge.auth) and edge.tls (cert_file, key_file): set them, or listen on 127.0.0.1")
 		}
 	}
 }

@@ -30,7 +30,7 @@ func TestEdgeSiteAndHubAreValidatedWithEveryProblemNamed(t *testing.T) {
 	for _, want := range []string{
 		"edge.sites: the hub needs the ids of the sites",
 		`edge.owners[0].site: "shop9" is not valid: is not in edge.sites`,
-		`edge.leaf_listen: "0.0.0.0:7422" is not valid: a leaf listener beyond loopback needs edge.auth`,
+		`edge.leaf_listen: "0.0.0.0:7422" is not valid: a leaf listener beyond loopback needs edge.leaf_users`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("hub config error %v\ndoes not say %q", err, want)
@@ -98,7 +98,8 @@ func TestEdgeLeafUsersNameEverySiteOnceWithABcryptHash(t *testing.T) {
 	}
 
 	ok := Default()
-	ok.Edge.Role, ok.Edge.Sites = EdgeHub, []string{"shop1", "shop2"}
+	ok.Edge.Role, ok.Edge.Sites, ok.Edge.LeafListen = EdgeHub, []string{"shop1", "shop2"}, "0.0.0.0:7422"
+	ok.Edge.TLS = TLS{CertFile: "hub.pem", KeyFile: "hub-key.pem"}
 	ok.Edge.LeafUsers = []LeafUser{{Site: "shop1", Password: hash}, {Site: "shop2", User: "s2", Password: hash}}
 	if err := ok.Validate(); err != nil {
 		t.Errorf("a hub with a leaf user per site: %v", err)
