@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/aggregate"
@@ -179,4 +180,34 @@ func TestEdgeSiteLocalClientCannotReachTheHubOrAnotherSite(t *testing.T) {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, 60*time.Second, func() bool { return streamMsgs(t, hub.JetStream(), names.Events) == 9 })
+}
+
+// TestEdgeFleetWithUsersEverywhereRunsWithPerSiteLeafUsers pins the
+// production shape: the hub and the sites run with nats.embedded.users
+// (the node connects as role node), and each site authenticates on the
+// leaf link as its own leaf user; decisions still reach the hub and a hub
+// kind's outcome still comes back to its site.
+func TestEdgeFleetWithUsersEverywhereRunsWithPerSiteLeafUsers(t *testing.T) {
+	hash, err := bcrypt.GenerateFromPassword([]byte("pw"), bcrypt.MinCost)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hub, sites := startFleet(t, func(role string, cfg *config.Config) {
+		cfg.NATS.Embedded.Users = []config.User{{Name: "app", Password: string(hash), Role: config.RoleClient}}
+		if role == config.EdgeHub {
+			cfg.Edge.LeafUsers = []config.LeafUser{{Site: "s1", Password: string(hash)}, {Site: "s2", User: "shop-two", Password: string(hash)}}
+			return
+		}
+		cfg.Edge.Auth = config.Auth{User: map[string]string{"s1": "s1", "s2": "shop-two"}[role], Password: "pw"}
+	})
+	names := streams.NamesFor("fleet")
+	for id, s := range sites {
+		if _, err := s.API().Send(t.Context(), "order", id+"-o1", "place", []byte(`{}`), api.Meta{}); err != nil {
+			t.Fatalf("place %s-o1: %v", id, err)
+		}
+	}
+	for _, s := range sites {
+		natstest.Eventually(t, 60*time.Second, func() bool { return streamMsgs(t, s.JetStream(), names.Events) == 3 })
+	}
+	natstest.Eventually(t, 60*time.Second, func() bool { return streamMsgs(t, hub.JetStream(), names.Events) == 6 })
 }
