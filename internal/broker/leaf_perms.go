@@ -81,10 +81,14 @@ func NodeInbox(cfg config.Config) string {
 //     the hub's log, no consumer create, no other site's consumer), no
 //     other site's domain, and none of the namespace's subjects.
 //   - to the site (Subscribe): the hub's requests into the site's own
-//     JetStream ($JS.<site>.API.>: sourcing creates and deletes its source
-//     consumers, the site monitor reads stream info), flow control replies
-//     to its source consumers, and replies to the site node's own inbox.
-//     No other site's traffic reaches it.
+//     JetStream that sourcing and the site monitor make (consumer create
+//     and delete, and stream info, of the site's <NS>_EVENTS and
+//     <NS>_OUTBOX), flow control replies to its source consumers, and
+//     replies to the site node's own inbox. Not the rest of the site's API
+//     (no stream delete, purge, update or direct get, no buckets), and no
+//     other site's traffic. The hub stays trusted with the site: a
+//     consumer create names its delivery subject, which can be any subject
+//     at the site.
 //
 // With one site the permissions are that site's; with several (a shared
 // edge.auth) the union, so sites that share a user can pull each other's
@@ -108,8 +112,10 @@ func LeafPermissions(cfg config.Config, sites ...string) *server.Permissions {
 			"$JS.ACK."+hub+".*."+outcomes+"."+c+".>",
 			SourceDeliverPrefix(ns, s)+".>",
 		)
+		api := "$JS." + s + ".API."
 		sub = append(sub,
-			"$JS."+s+".API.>",
+			api+"CONSUMER.CREATE."+events, api+"CONSUMER.CREATE."+events+".>", api+"CONSUMER.DELETE."+events+".*", api+"STREAM.INFO."+events,
+			api+"CONSUMER.CREATE."+outbox, api+"CONSUMER.CREATE."+outbox+".>", api+"CONSUMER.DELETE."+outbox+".*", api+"STREAM.INFO."+outbox,
 			"$JS.FC."+events+".>", "$JS.FC."+outbox+".>", "$JS.FC."+s+".*."+events+".>", "$JS.FC."+s+".*."+outbox+".>",
 			NodeInboxPrefix(ns)+"."+s+".>",
 		)

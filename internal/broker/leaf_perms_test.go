@@ -45,13 +45,13 @@ func TestLeafPermissionsAreTheSitesOwnAndNoMore(t *testing.T) {
 			t.Errorf("s1 may send %s into the hub", s)
 		}
 	}
-	for _, want := range []string{"$JS.s1.API.>", "_INBOX_fleet_node.s1.>", "$JS.FC.FLEET_EVENTS.>"} {
+	for _, want := range []string{"$JS.s1.API.CONSUMER.CREATE.FLEET_EVENTS.>", "$JS.s1.API.STREAM.INFO.FLEET_EVENTS", "_INBOX_fleet_node.s1.>", "$JS.FC.FLEET_EVENTS.>"} {
 		if !slices.Contains(p.Subscribe.Allow, want) {
 			t.Errorf("the hub may not send %s to s1: %v", want, p.Subscribe.Allow)
 		}
 	}
 	for _, s := range p.Subscribe.Allow {
-		if strings.Contains(s, "s2") || strings.Contains(s, "hub") || s == "_INBOX_fleet_node.>" || s == ">" {
+		if strings.Contains(s, "s2") || strings.Contains(s, "hub") || s == "_INBOX_fleet_node.>" || strings.HasSuffix(s, "API.>") || strings.Contains(s, "STREAM.DELETE") || strings.Contains(s, "DIRECT") {
 			t.Errorf("the hub may send %s to s1", s)
 		}
 	}

@@ -19,14 +19,15 @@ import (
 	"github.com/esjet/esjet/internal/streams"
 )
 
-// startFleet starts a hub of sites s1 and s2 and both sites, each site
-// with a loopback client listener and no users (the default): anyone on
-// the site's machine is a client of its NATS.
+// startFleet starts a hub of sites s1 and s2 and both sites, each with a
+// loopback client listener and no users (the default): anyone on the
+// machine is a client of its NATS.
 func startFleet(t *testing.T, tune func(role string, cfg *config.Config)) (hub *Node, sites map[string]*Node) {
 	t.Helper()
 	defs := []*aggregate.Definition{orderDefinition()}
 	var charged, shipped atomic.Int64
 	hubCfg := edgeConfig(t, config.EdgeHub)
+	hubCfg.NATS.Embedded.Listen = "127.0.0.1:0"
 	if tune != nil {
 		tune(config.EdgeHub, &hubCfg)
 	}
@@ -210,4 +211,50 @@ func TestEdgeFleetWithUsersEverywhereRunsWithPerSiteLeafUsers(t *testing.T) {
 		natstest.Eventually(t, 60*time.Second, func() bool { return streamMsgs(t, s.JetStream(), names.Events) == 3 })
 	}
 	natstest.Eventually(t, 60*time.Second, func() bool { return streamMsgs(t, hub.JetStream(), names.Events) == 6 })
+}
+
+// TestEdgeHubLocalClientCannotDeleteASitesLog pins what the hub may do to
+// a site: its sourcing and stream info, not a site's stream deletion,
+// purge, update or direct reads. (The hub stays trusted with the site:
+// creating a source consumer is a consumer create, which can name any
+// delivery subject at the site; README "At the edge".)
+func TestEdgeHubLocalClientCannotDeleteASitesLog(t *testing.T) {
+	hub, sites := startFleet(t, nil)
+	names := streams.NamesFor("fleet")
+	if _, err := sites["s1"].API().Send(t.Context(), "order", "s1-o1", "place", []byte(`{}`), api.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 60*time.Second, func() bool { return streamMsgs(t, hub.JetStream(), names.Events) == 3 })
+	// The hub node's inbox: the site's replies reach it, so a refusal is
+	// the permission's, not a lost reply.
+	local, err := nats.Connect(hub.Broker().ClientURL(), nats.CustomInboxPrefix("_INBOX_fleet_node.hub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	if _, err := local.Request("$JS.s1.API.STREAM.INFO."+names.Events, nil, 5*time.Second); err != nil {
+		t.Fatalf("the hub cannot read s1's stream info: %v", err)
+	}
+	for _, subj := range []string{
+		"$JS.s1.API.STREAM.DELETE." + names.Events,
+		"$JS.s1.API.STREAM.PURGE." + names.Outbox,
+		"$JS.s1.API.STREAM.UPDATE." + names.Events,
+		"$JS.s1.API.DIRECT.GET." + names.Events,
+		"$JS.s1.API.STREAM.INFO.KV_fleet_receipts",
+		"$JS.s1.API.INFO",
+	} {
+		var body []byte
+		if strings.Contains(subj, "DIRECT.GET") {
+			body = []byte(`{"seq":1}`)
+		}
+		if m, err := local.Request(subj, body, time.Second); err == nil {
+			t.Errorf("a client at the hub asked %s across the link and got an answer: %.200s", subj, m.Data)
+		}
+	}
+	if got := streamMsgs(t, sites["s1"].JetStream(), names.Events); got != 3 {
+		t.Errorf("s1's EVENTS holds %d messages after the hub's requests, want 3", got)
+	}
+	if got := streamMsgs(t, sites["s1"].JetStream(), names.Outbox); got == 0 {
+		t.Errorf("s1's OUTBOX is empty after the hub's requests")
+	}
 }
