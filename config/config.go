@@ -313,28 +313,14 @@ type Demo struct {
 	Services bool `yaml:"services"`
 }
 
-// HTTP configures the HTTP API.
-type HTTP struct {
-	// Listen is host:port or "none" to disable HTTP. Default "127.0.0.1:8080".
-	// A host beyond loopback needs AllowRemote.
-	Listen string `yaml:"listen"`
-	// AllowRemote permits a non-loopback Listen. The HTTP API has no
-	// authentication of its own: only behind a proxy that has. Default false.
-	AllowRemote bool `yaml:"allow_remote"`
-	// MetricsListen is where Prometheus scrapes /metrics: empty (the
-	// default) serves it on Listen beside the API; host:port on a listener
-	// of its own (any host: it serves only counts, no API), and "none"
-	// nowhere.
-	MetricsListen string `yaml:"metrics_listen"`
-}
-
 // Console configures the web console the node serves at /console on the
-// HTTP listener (http.listen), with the HTTP API's loopback-only default.
+// HTTP listener (http.listen), under the HTTP listener's checks and, when
+// http.auth is set, its roles (operator and admin see the console).
 type Console struct {
 	// AllowActions lets the console retry and discard dead letters (with
-	// the checks and audit records of `esjet dlq`). Whoever reaches the
-	// HTTP listener could then act: it has no authentication of its own.
-	// Default false: the console only reads.
+	// the checks and audit records of `esjet dlq`). With http.auth they
+	// need the operator or admin role; without it, whoever reaches the
+	// HTTP listener could act. Default false: the console only reads.
 	AllowActions bool `yaml:"allow_actions"`
 }
 
@@ -394,10 +380,11 @@ func Default() Config {
 		},
 		Workers: map[string]Worker{},
 		Demo:    Demo{Services: true},
-		HTTP:    HTTP{Listen: "127.0.0.1:8080"},
-		Edge:    DefaultEdge(),
-		Memory:  Memory{Limit: 512 * MiB},
-		Log:     Log{Level: "info", Format: "text"},
+		HTTP: HTTP{Listen: "127.0.0.1:8080", AllowedHosts: []string{},
+			Auth: HTTPAuth{Tokens: []HTTPToken{}, Certs: []HTTPCert{}}},
+		Edge:   DefaultEdge(),
+		Memory: Memory{Limit: 512 * MiB},
+		Log:    Log{Level: "info", Format: "text"},
 	}
 }
 

@@ -37,3 +37,19 @@ func TestRawTypesLoadFromTheFileAndAreValidated(t *testing.T) {
 		t.Error("a misspelt key under aggregates.raw loaded; want a strict error")
 	}
 }
+
+// A raw type named by a word the API routes on could be appended and never
+// read back where a type goes: refused, naming the type and the words.
+func TestRawTypesThatAreRouteWordsAreRefused(t *testing.T) {
+	for _, word := range apiRouteWords {
+		c := Default()
+		c.Aggregates.Raw = map[string]RawType{word: {}, "invoice": {}}
+		err := c.Validate()
+		if err == nil || !strings.Contains(err.Error(), `aggregates.raw: "`+word+`" is not valid: is one of the API's route words`) {
+			t.Errorf("raw type %q: Validate() = %v; want a route word error", word, err)
+		}
+		if strings.Contains(err.Error(), `"invoice"`) {
+			t.Errorf("raw type invoice refused: %v", err)
+		}
+	}
+}

@@ -128,10 +128,7 @@ func (c *Config) Validate() error {
 			v.add(path+".ack_wait", w.AckWait, "must be at least 1s")
 		}
 	}
-	if host, ok := v.listen("http.listen", c.HTTP.Listen); ok && c.HTTP.Listen != ListenNone && !isLoopback(host) && !c.HTTP.AllowRemote {
-		v.add("http.listen", c.HTTP.Listen, "the HTTP API has no authentication: listening beyond loopback would let anyone on the network send commands and append events; "+
-			"put it behind an authenticating proxy and set http.allow_remote: true, or listen on 127.0.0.1")
-	}
+	c.HTTP.validate(v)
 	c.validateEdge(v)
 	if c.HTTP.MetricsListen != "" {
 		v.listen("http.metrics_listen", c.HTTP.MetricsListen)
@@ -301,6 +298,11 @@ func isLoopback(host string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
+// apiRouteWords are the words the API routes on where an aggregate type
+// goes (internal/api.RouteWords; internal/api's tests hold the two lists
+// together: config imports nothing of esjet).
+var apiRouteWords = []string{"raw", "types", "ops", "state", "events", "log", "views", "multi"}
+
 // validateRaw checks aggregates.raw: type names and command kinds are
 // subject tokens, each kind listed once.
 func (a Aggregates) validateRaw(v *validator) {
@@ -308,6 +310,11 @@ func (a Aggregates) validateRaw(v *validator) {
 		field := "aggregates.raw." + typ
 		if !kindPattern.MatchString(typ) {
 			v.add("aggregates.raw", typ, "an aggregate type is 1-128 characters of A-Z, a-z, 0-9, '_' and '-'")
+			continue
+		}
+		if slices.Contains(apiRouteWords, typ) {
+			v.add("aggregates.raw", typ, fmt.Sprintf("is one of the API's route words (%s): its events could not be read back where a type goes (esjet.<ns>.%s.<id>.state, /v1/%s/<id>); name the type otherwise",
+				strings.Join(apiRouteWords, ", "), typ, typ))
 			continue
 		}
 		seen := map[string]bool{}

@@ -39,6 +39,7 @@ func newPostRequest(t *testing.T, url, body string, hdr map[string]string) *http
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json")
 	for k, v := range hdr {
 		req.Header.Set(k, v)
 	}

@@ -32,6 +32,7 @@ func dfSend(n *node, id string) dfAnswer {
 		return dfAnswer{err: err}
 	}
 	req.Header.Set("Idempotency-Key", id+"-req")
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := httpClient.Do(req)
 	if err != nil {
 		return dfAnswer{err: err}

@@ -430,6 +430,7 @@ func (lg *loadGen) send(id string, deadline time.Time) {
 			panic(err)
 		}
 		req.Header.Set("Idempotency-Key", key)
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := lg.client.Do(req)
 		if err != nil {
 			continue // the node is down, stopped or restarting

@@ -33,7 +33,13 @@ type roleConn struct {
 func connectAs(t *testing.T, url, user string) *roleConn {
 	t.Helper()
 	rc := &roleConn{}
-	nc, err := nats.Connect(url, nats.UserInfo(user, "pw-"+user), nats.Name(user),
+	// Each role's user receives its replies on its own inbox prefix (the
+	// node's is its namespace's).
+	inbox := broker.InboxPrefix(user)
+	if ns, ok := strings.CutSuffix(user, "-node"); ok {
+		inbox = broker.NodeInboxPrefix(ns)
+	}
+	nc, err := nats.Connect(url, nats.UserInfo(user, "pw-"+user), nats.Name(user), nats.CustomInboxPrefix(inbox),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			rc.mu.Lock()
 			defer rc.mu.Unlock()
@@ -108,7 +114,7 @@ func startRoleServer(t *testing.T, dir, ns string) string {
 	if err != nil {
 		t.Fatalf("the printed config does not load: %v\n%s", err, block)
 	}
-	s := natstest.RunServer(t, func(o *server.Options) { o.Users = conf.Users })
+	s := natstest.RunServer(t, func(o *server.Options) { o.Accounts, o.Users, o.Nkeys = conf.Accounts, conf.Users, conf.Nkeys })
 	return s.ClientURL()
 }
 
@@ -218,6 +224,7 @@ func TestRolesEachDoTheirJobAndNothingMore(t *testing.T) {
 	if _, err := spy.nc.Subscribe("_INBOX.>", func(m *nats.Msg) { spied.Store(m.Subject, string(m.Data)) }); err != nil {
 		t.Fatal(err)
 	}
+	spy.refused(t, "client: subscribe to every inbox", "_INBOX.>")
 	if err := spy.nc.Flush(); err != nil {
 		t.Fatal(err)
 	}

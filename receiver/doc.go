@@ -70,4 +70,9 @@
 //		})
 //		reply(m, res, err) // {"result": …}, {"error": …, "retryable": …} or, for ErrStale, {"error": …, "stale": true}
 //	})
+//
+// Under esjet's NATS roles (`esjet permissions`), a receiver's user lives in
+// an account of its own, with JetStream for its bucket, and may subscribe to
+// its subject and its own replies only: connect with
+// nats.CustomInboxPrefix("_INBOX_<user>") so the bucket's reads come back.
 package receiver

@@ -80,14 +80,21 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Receiver, er
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	kvc := jetstream.KeyValueConfig{
 		Bucket:      cfg.Bucket,
 		Description: "esjet receiver: idempotency keys, parameter digests and results",
 		History:     1,
 		TTL:         cfg.Retention,
 		Replicas:    cfg.Replicas,
 		Storage:     jetstream.FileStorage,
-	})
+	}
+	// Create first: an existing bucket of the same configuration needs no
+	// update, which a receiver running inside the node (the node role may
+	// create its buckets, never update them) is not allowed to ask for.
+	kv, err := js.CreateKeyValue(ctx, kvc)
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		kv, err = js.CreateOrUpdateKeyValue(ctx, kvc)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("receiver: bucket %s: %w", cfg.Bucket, err)
 	}

@@ -8,6 +8,7 @@
 //	esjet state trip t1    # current state; esjet events trip t1: history
 //	esjet streams          # streams, message counts, consumer lag
 //	esjet outbox, reconcile, dlq           # operator tools
+//	esjet provision [--dry-run]            # as admin: streams and buckets to the config
 //	esjet server, demo-services, bench     # a plain JetStream, the demo's services, benchmarks
 //	esjet version
 //

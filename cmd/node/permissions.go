@@ -126,7 +126,7 @@ func roleUsers(cfg config.Config, f *permissionsFlags) ([]broker.RoleUser, error
 		if err != nil {
 			return err
 		}
-		users = append(users, broker.RoleUser{Name: name, Role: role, Permissions: p})
+		users = append(users, broker.RoleUser{Name: name, Role: role, Permissions: p, Subject: spec.Subject, Bucket: spec.Bucket})
 		return nil
 	}
 	nspec, err := nodeSpec(cfg, f.views)
@@ -161,6 +161,7 @@ func roleUsers(cfg config.Config, f *permissionsFlags) ([]broker.RoleUser, error
 
 type permissionsJSON struct {
 	Namespace string          `json:"namespace"`
+	Accounts  []accountJSON   `json:"accounts"`
 	Users     []userPermsJSON `json:"users"`
 	// LeafUsers are a hub's sites on its leaf listener (edge.role hub).
 	LeafUsers []leafPermsJSON `json:"leaf_users,omitempty"`
@@ -172,9 +173,19 @@ type leafPermsJSON struct {
 	Permissions broker.JWTPermissions `json:"permissions"`
 }
 
+// accountJSON is what an account's JWT needs (nsc add account, nsc add
+// export/import, nsc edit account --js-enable).
+type accountJSON struct {
+	Name      string          `json:"name"`
+	JetStream bool            `json:"jetstream"`
+	Exports   []broker.Export `json:"exports,omitempty"`
+	Imports   []broker.Import `json:"imports,omitempty"`
+}
+
 type userPermsJSON struct {
 	User        string                `json:"user"`
 	Role        string                `json:"role"`
+	Account     string                `json:"account"`
 	Permissions broker.JWTPermissions `json:"permissions"`
 }
 
@@ -186,10 +197,17 @@ func printPermissions(g *globals, cfg config.Config, f *permissionsFlags) error 
 	if err != nil {
 		return err
 	}
+	accounts, err := broker.Accounts(cfg.Namespace, users)
+	if err != nil {
+		return err
+	}
 	if f.format == "json" {
 		out := permissionsJSON{Namespace: cfg.Namespace}
-		for _, u := range users {
-			out.Users = append(out.Users, userPermsJSON{User: u.Name, Role: u.Role, Permissions: broker.ToJWT(u.Permissions)})
+		for _, a := range accounts {
+			out.Accounts = append(out.Accounts, accountJSON{Name: a.Name, JetStream: a.JetStream, Exports: a.Exports, Imports: a.Imports})
+			for _, u := range a.Users {
+				out.Users = append(out.Users, userPermsJSON{User: u.Name, Role: u.Role, Account: a.Name, Permissions: broker.ToJWT(u.Permissions)})
+			}
 		}
 		if f.role == "" {
 			for _, u := range broker.LeafUsers(cfg) {
@@ -201,27 +219,24 @@ func printPermissions(g *globals, cfg config.Config, f *permissionsFlags) error 
 		enc.SetEscapeHTML(false)
 		return enc.Encode(out)
 	}
-	fmt.Fprintf(g.stdout, "# esjet roles for namespace %s (esjet %s permissions). Before the server starts, set\n", cfg.Namespace, version())
-	fmt.Fprintf(g.stdout, "# each password variable to a bcrypt hash (nats server passwd):\n")
+	fmt.Fprintf(g.stdout, "# esjet accounts and roles for namespace %s (esjet %s permissions). Only node and admin\n", cfg.Namespace, version())
+	fmt.Fprintf(g.stdout, "# share %s with the streams; clients and operators reach the node's API\n", broker.NamespaceAccount(cfg.Namespace))
+	fmt.Fprintf(g.stdout, "# from %s, each receiver serves from an account of its own.\n", broker.UsersAccount(cfg.Namespace))
+	fmt.Fprintf(g.stdout, "# Before the server starts, set each password variable to a bcrypt hash (nats server passwd):\n")
 	for _, u := range users {
 		fmt.Fprintf(g.stdout, "#   %s  (user %s, role %s)\n", broker.PasswordVar(u.Name), u.Name, u.Role)
 	}
-	auth := broker.ServerAuthorization(users)
-	if leaf := broker.LeafServerUsers(cfg); leaf != "" && f.role == "" {
-		// A hub's sites are users of the same list, allowed only leaf
-		// connections (nats-server applies no permissions to the users of
-		// a leafnodes authorization block).
-		fmt.Fprintf(g.stdout, "# and the hub's leaf users, one per site (the embedded hub runs them from edge.*;\n")
-		fmt.Fprintf(g.stdout, "# seen from the hub, publish is what a site may send in, subscribe what it is sent):\n")
-		for _, u := range broker.LeafUsers(cfg) {
+	text := broker.ServerAccounts(accounts)
+	if leaf := broker.LeafUsers(cfg); len(leaf) > 0 && f.role == "" {
+		fmt.Fprintf(g.stdout, "# and the hub's leaf users, one per site, in the namespace account (seen from the hub,\n")
+		fmt.Fprintf(g.stdout, "# publish is what a site may send in, subscribe what it is sent; the embedded hub runs them):\n")
+		for _, u := range leaf {
 			if u.Password != "" {
 				fmt.Fprintf(g.stdout, "#   %s  (leaf user %s, site %s)\n", broker.PasswordVar(u.Name), u.Name, strings.Join(u.Sites, ", "))
 			}
 		}
-		if head, ok := strings.CutSuffix(auth, "  ]\n}\n"); ok {
-			auth = head + leaf + "  ]\n}\n"
-		}
+		text = broker.WithLeafUsers(text, cfg)
 	}
-	_, err = fmt.Fprint(g.stdout, auth)
+	_, err = fmt.Fprint(g.stdout, text)
 	return err
 }

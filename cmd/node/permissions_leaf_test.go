@@ -13,8 +13,8 @@ import (
 )
 
 // TestPermissionsOfAHubListItsLeafUsersAsValidServerConfig pins that
-// `esjet permissions` at a hub prints its sites' leaf users inside the
-// users list, in a form nats-server reads: allowed only leaf connections,
+// `esjet permissions` at a hub prints its sites' leaf users in the
+// namespace account, in a form nats-server reads: allowed only leaf connections,
 // each with its own site's outcome pull and nothing of another site's.
 func TestPermissionsOfAHubListItsLeafUsersAsValidServerConfig(t *testing.T) {
 	env := []string{"ESJET_EDGE_ROLE=hub", "ESJET_EDGE_SITES=s1,s2"}
@@ -41,6 +41,9 @@ func TestPermissionsOfAHubListItsLeafUsersAsValidServerConfig(t *testing.T) {
 	}
 	if len(leaf) != 2 || leaf["s1"] == nil || leaf["s2"] == nil {
 		t.Fatalf("leaf users in the printed config: %v, want s1 and s2", leaf)
+	}
+	if a := leaf["s1"].Account; a == nil || a.Name != "ESJET_FLEET" {
+		t.Errorf("the leaf user s1 is in account %v, want ESJET_FLEET (where esjet's streams are)", a)
 	}
 	if _, ok := leaf["s1"].AllowedConnectionTypes["STANDARD"]; ok {
 		t.Errorf("the leaf user s1 may connect as a client")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"text/tabwriter"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/esjet/esjet/internal/ops"
+	"github.com/esjet/esjet/internal/streams"
 )
 
 // listCap is how many entries of each drift list the text output shows.
@@ -30,6 +32,7 @@ type repairReport struct {
 type reconcileFlags struct {
 	repair, asJSON, noProgress, full bool
 	stuckAfter                       time.Duration
+	checkpointFile                   string
 }
 
 const reconcileLong = `Read every command recorded in the log, every message in OUTBOX (and the
@@ -53,7 +56,10 @@ it read, the counts of the commands settled for good, and the commands
 still open. The next run reads only what was stored since, plus the open
 commands, and reports the same figures; anything that touches a settled
 command (a second copy, a late outcome) makes it start over as a full run.
---full reads everything and saves a new checkpoint.
+--full reads everything and saves a new checkpoint. A user who may not
+manage that object store (the operator role creates nothing in JetStream)
+keeps the checkpoint in a file of its own instead: --checkpoint-file, by
+default esjet/reconcile-<ns>.json in the user's cache directory.
 
 --repair re-publishes each orphan to OUTBOX from its decision, with its
 original command id as Nats-Msg-Id, then reconciles again and reports (and
@@ -75,6 +81,7 @@ func newReconcileCmd(g *globals) *cobra.Command {
 	fs := cmd.Flags()
 	fs.BoolVar(&f.repair, "repair", false, "re-publish orphans to OUTBOX with their original ids, then reconcile again")
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON instead of tables")
+	fs.StringVar(&f.checkpointFile, "checkpoint-file", "", "keep the checkpoint in this file instead of the object store <ns>_reconcile (default for a user who may not write that store: esjet/reconcile-<ns>.json in the user cache directory)")
 	fs.BoolVar(&f.full, "full", false, "read the whole log, OUTBOX, receipts and DLQ instead of starting from the last run's checkpoint")
 	fs.DurationVar(&f.stuckAfter, "stuck-after", 15*time.Minute, "report a command in flight this long without an outcome as stuck")
 	fs.BoolVar(&f.noProgress, "no-progress", false, "no progress bar (it is also off with --json or when stderr is not a terminal)")
@@ -96,6 +103,14 @@ func runReconcile(cmd *cobra.Command, g *globals, f reconcileFlags) error {
 	rcfg := ops.ReconcileConfig{StuckAfter: f.stuckAfter}
 	if f.full {
 		rcfg.Checkpoint = ops.CheckpointFull
+	}
+	rcfg.CheckpointFile = f.checkpointFile
+	if rcfg.CheckpointFile == "" && !streams.ConsumersAllowed(ctx, js, "OBJ_"+ops.CheckpointBucket(cfg.Namespace)) {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			dir = os.TempDir()
+		}
+		rcfg.CheckpointFile = filepath.Join(dir, "esjet", "reconcile-"+cfg.Namespace+".json")
 	}
 	rc := ops.NewReconciler(js, cfg.Namespace, rcfg, newLogger(cfg, g.stderr))
 	showBar := !f.noProgress && !f.asJSON && isTerminal(g.stderr)

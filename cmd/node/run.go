@@ -70,6 +70,9 @@ func printReady(w io.Writer, cfg config.Config, n *node.Node) {
 	httpURL := "(disabled)"
 	if a := n.HTTPAddr(); a != "" {
 		httpURL = "http://" + a
+		if cfg.HTTP.TLS.CertFile != "" {
+			httpURL = "https://" + a
+		}
 	}
 	fmt.Fprintf(w, "esjet %s ready: namespace %s, nats %s, http %s\n", version(), cfg.Namespace, natsURL, httpURL)
 }

@@ -11,8 +11,10 @@ import (
 //
 // --auth names a nats-server config file whose authorization block lists
 // users (what `esjet permissions` prints); the server then accepts only
-// them. Since the readiness check connects in-process too, it gets a user
-// of its own: a fresh nkey allowed only to ask for JetStream's account info.
+// them, in their accounts. Since the readiness check connects in-process
+// too, it gets a user of its own: a fresh nkey allowed only to ask for
+// JetStream's account info (in an account of its own when the file has
+// accounts).
 //
 // --tls-cert/--tls-key serve the client listener over TLS; --tls-ca then
 // requires and verifies client certificates (mTLS). In a cluster, routes use
@@ -28,7 +30,7 @@ func serverSecurity(f *serverFlags, opts *server.Options, bad func(string, ...an
 		case len(conf.Users) == 0 && len(conf.Nkeys) == 0:
 			bad("--auth %s: no users: write an authorization block with users = [...] (esjet permissions prints one)", f.authFile)
 		default:
-			opts.Users, opts.Nkeys = conf.Users, conf.Nkeys
+			opts.Users, opts.Nkeys, opts.Accounts = conf.Users, conf.Nkeys, conf.Accounts
 			kp, err := nkeys.CreateUser()
 			var pub string
 			if err == nil {
@@ -38,11 +40,24 @@ func serverSecurity(f *serverFlags, opts *server.Options, bad func(string, ...an
 				bad("readiness key: %v", err)
 				break
 			}
-			opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: pub, Permissions: &server.Permissions{
+			perms := &server.Permissions{
 				Publish:   &server.SubjectPermission{Allow: []string{"$JS.API.INFO"}},
 				Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}},
-			}})
+			}
 			asReadiness = nats.Nkey(pub, kp.Sign)
+			if len(conf.Accounts) == 0 {
+				opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: pub, Permissions: perms})
+				break
+			}
+			// With accounts (what esjet permissions prints), the readiness
+			// user gets an account of its own with JetStream, alone in it.
+			ready := &server.Options{}
+			if err := ready.ProcessConfigString(`accounts { ESJET_READINESS: { jetstream: enabled, users: [ {nkey: "` + pub + `", permissions: { publish: ["$JS.API.INFO"], subscribe: ["_INBOX.>"] } } ] } }`); err != nil {
+				bad("readiness account: %v", err)
+				break
+			}
+			opts.Accounts = append(opts.Accounts, ready.Accounts...)
+			opts.Nkeys = append(opts.Nkeys, ready.Nkeys...)
 		}
 	}
 	if (f.tlsCert == "") != (f.tlsKey == "") {

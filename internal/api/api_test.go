@@ -192,6 +192,9 @@ func (s *httpSurface) tryDo(t *testing.T, method, path string, body io.Reader, h
 	if err != nil {
 		return reply{}, fmt.Errorf("%s %s: %w", method, path, err)
 	}
+	if method != http.MethodGet && method != http.MethodHead {
+		req.Header.Set("Content-Type", "application/json") // as every client must
+	}
 	for k, v := range h {
 		req.Header[k] = v
 	}

@@ -19,11 +19,17 @@
 // route words: no aggregate type or command kind may be one of
 // [RouteWords], and [New] refuses a registry that uses one.
 //
-// Ingest limits (limits.go): a body must be UTF-8 and nest JSON at most
-// [DefaultMaxDepth] levels; trace headers are capped ([MaxMetaLen]) and a
+// Ingest limits (limits.go): a body must be UTF-8, nest JSON at most
+// [DefaultMaxDepth] levels and give no key twice in one object
+// (jsonbody.go); trace headers are capped ([MaxMetaLen]) and a
 // traceparent must be W3C. History reads are paged ([Page], at most [MaxPageLimit] events, a
 // next_after cursor). On NATS every subject under esjet.<ns>.> is answered,
 // as HTTP answers every path: see [Service.StartMicro].
+//
+// The HTTP listener's boundary is [Guard] (guard.go, httpauth.go), in
+// front of the API, the console and /metrics alike: the Host allow-list,
+// cross-origin writes refused, writes only as application/json, and with
+// credentials the roles of [Permits] (client, operator, admin, as on NATS).
 //
 // A command's body is its JSON payload; the Idempotency-Key header makes a
 // retry safe. Errors carry a status (400 bad input, 403 an outcome kind or

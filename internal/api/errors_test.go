@@ -97,11 +97,11 @@ func TestHTTP_RepliesAreCompactJSON(t *testing.T) {
 func TestNew_RefusesATypeThatIsARouteWord(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ typ, kind, want string }{
-		{"raw", "touch", `aggregate type "raw" collides with the API's routes (reserved: raw, types, ops, state, events, log, views); rename the type`},
+		{"raw", "touch", `aggregate type "raw" collides with the API's routes (reserved: raw, types, ops, state, events, log, views, multi); rename the type`},
 		{"types", "touch", `aggregate type "types" collides`},
 		{"state", "touch", `aggregate type "state" collides`},
 		{"ops", "touch", `aggregate type "ops" collides`},
-		{"ledger", "state", `command kind "state" of aggregate type "ledger" collides with the API's routes (reserved: raw, types, ops, state, events, log, views); rename the command`},
+		{"ledger", "state", `command kind "state" of aggregate type "ledger" collides with the API's routes (reserved: raw, types, ops, state, events, log, views, multi); rename the command`},
 		{"ledger", "events", `command kind "events" of aggregate type "ledger" collides`},
 	} {
 		def := esjet.Define(tc.typ, 1, func(s struct{}, _ esjet.Event) struct{} { return s })

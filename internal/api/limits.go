@@ -21,7 +21,8 @@ const DefaultMaxDepth = 64
 // append body's correlation_id and causation_id), in characters.
 const MaxMetaLen = 256
 
-// checkBody refuses a body that is not UTF-8 or nests deeper than maxDepth.
+// checkBody refuses a body that is not UTF-8, nests deeper than maxDepth
+// or has a key twice in one object ([checkDuplicateKeys]).
 func checkBody(body []byte, maxDepth int) error {
 	if !utf8.Valid(body) {
 		i := invalidUTF8At(body)
@@ -32,7 +33,7 @@ func checkBody(body []byte, maxDepth int) error {
 		return &Error{Status: 400, Code: "too_deep",
 			Message: fmt.Sprintf("request body nests JSON more than %d levels deep (it reached %d); flatten the payload", maxDepth, d)}
 	}
-	return nil
+	return checkDuplicateKeys(body)
 }
 
 func invalidUTF8At(b []byte) int {

@@ -123,6 +123,10 @@ func (ms *MicroService) subscribe() error {
 
 // dispatch answers one request by its subject, whichever endpoint got it.
 func (ms *MicroService) dispatch(req *nats.Msg) {
+	if replyIntoStore(ms.s.ns, req.Reply) {
+		ms.s.logger.Warn("request dropped: its reply subject is one esjet stores or serves (a forged reply would write there)", "subject", req.Subject, "reply", req.Reply)
+		return
+	}
 	r, rerr := routeSubject(SubjectPrefix(ms.s.ns), req.Subject)
 	if r.typ != "" && r.op != opRawAppend && r.op != opRawEvents {
 		if _, err := ms.s.repo.Registry().Get(r.typ); err != nil {
@@ -139,8 +143,15 @@ func (ms *MicroService) dispatch(req *nats.Msg) {
 	})(req)
 }
 
-// serve runs the operation r names.
+// serve runs the operation r names. A body with a key twice is refused
+// first ([checkDuplicateKeys]): here for the bodies of reads and operator
+// actions, in [checkBody] for commands, raw appends and multi (on HTTP too).
 func (s *Service) serve(ctx context.Context, r route, req *nats.Msg) (any, error) {
+	if r.op != opSend && r.op != opRawAppend && r.op != opMulti {
+		if err := checkDuplicateKeys(req.Data); err != nil {
+			return nil, err
+		}
+	}
 	switch r.op {
 	case opTypes:
 		return s.Types(), nil

@@ -34,6 +34,10 @@ func (ms *MicroService) subscribeVerbs() error {
 				return err
 			}
 			sub, err := ms.nc.Subscribe(subj, func(m *nats.Msg) {
+				if replyIntoStore(ms.s.ns, m.Reply) {
+					ms.s.logger.Warn("micro "+verb.String()+" dropped: its reply subject is one esjet stores or serves", "reply", m.Reply)
+					return
+				}
 				data, err := json.Marshal(answer())
 				if err == nil && m.Reply != "" {
 					err = m.Respond(data)

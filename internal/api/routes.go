@@ -10,12 +10,15 @@ import (
 )
 
 // RouteWords are the words the API routes on, on both surfaces: "raw",
-// "types", "ops", "log" and "views" where a type would go (esjet.<ns>.raw.…,
-// /v1/types, esjet.<ns>.ops.<user>.dlq.<action>, /v1/log, /v1/views/…), "state" and "events" where a command
-// kind would go (esjet.<ns>.<type>.<id>.state).
+// "types", "ops", "log", "views" and "multi" where a type would go
+// (esjet.<ns>.raw.…, /v1/types, esjet.<ns>.ops.<user>.dlq.<action>,
+// /v1/log, /v1/views/…, /v1/multi and the micro endpoint of that name),
+// "state" and "events" where a command kind would go
+// (esjet.<ns>.<type>.<id>.state).
 // An aggregate type or command kind may not be one of them: [New] refuses
-// a registry that uses one, so the node does not start.
-var RouteWords = []string{"raw", "types", "ops", "state", "events", "log", "views"}
+// a registry that uses one, so the node does not start; config refuses one
+// as a raw type (aggregates.raw), and a raw append to one is answered 400.
+var RouteWords = []string{"raw", "types", "ops", "state", "events", "log", "views", "multi"}
 
 // ErrRouteWord is wrapped by the error [New] returns for an aggregate type
 // or command kind that is one of [RouteWords].

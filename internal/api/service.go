@@ -2,7 +2,10 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/esjet/esjet/internal/aggregate"
@@ -115,6 +118,11 @@ func (s *Service) State(ctx context.Context, typ, id string) (aggregate.State, e
 func (s *Service) AppendRaw(ctx context.Context, typ, id string, body []byte, m Meta) (res aggregate.Result, err error) {
 	done := s.countRaw(time.Now())
 	defer func() { done(res, err) }()
+	if slices.Contains(RouteWords, typ) {
+		return aggregate.Result{}, &Error{Status: 400, Code: "route_word", Message: fmt.Sprintf(
+			"%q is one of the API's route words (%s), never an aggregate type: its events could not be read back; name the type otherwise",
+			typ, strings.Join(RouteWords, ", "))}
+	}
 	if len(body) > s.maxBody {
 		return aggregate.Result{}, tooLarge(len(body), s.maxBody)
 	}

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -192,11 +194,44 @@ func Connect(ctx context.Context, cfg config.Config, name string, extra ...nats.
 	default:
 		return nil, fmt.Errorf("connect to nats: unknown nats.mode %q", cfg.NATS.Mode)
 	}
+	if prefix := userInbox(cfg); prefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(prefix))
+	}
 	nc, err := nats.Connect(url, append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w%s", redactURLs(url), err, hint)
 	}
 	return nc, nil
+}
+
+// userInbox is the inbox prefix a CLI connection of cfg uses: the user's
+// own ([InboxPrefix]), which is all a role's user may subscribe to; "" (the
+// default _INBOX) when the connection names no user: no auth, a token, or
+// a creds file whose user JWT cannot be read.
+func userInbox(cfg config.Config) string {
+	auth, creds := cfg.NATS.Embedded.Auth, ""
+	if cfg.NATS.Mode == config.ModeExternal {
+		auth, creds = cfg.NATS.External.Auth, cfg.NATS.External.CredentialsFile
+	}
+	if auth.User != "" {
+		return InboxPrefix(auth.User)
+	}
+	if creds == "" {
+		return ""
+	}
+	data, err := os.ReadFile(creds)
+	if err != nil {
+		return ""
+	}
+	tok, err := jwt.ParseDecoratedJWT(data)
+	if err != nil {
+		return ""
+	}
+	claims, err := jwt.DecodeUserClaims(tok)
+	if err != nil || claims.Name == "" || !validUserToken(claims.Name) {
+		return ""
+	}
+	return InboxPrefix(claims.Name)
 }
 
 // dialHost turns a wildcard listen host into one a local client can dial.

@@ -46,9 +46,12 @@ func leafOptions(cfg config.Config, opts *server.Options) error {
 	case config.EdgeSite:
 		opts.ServerName, opts.JetStreamDomain = e.Site, e.Site
 		remote := &server.RemoteLeafOpts{
-			Credentials: e.CredentialsFile,
-			DenyImports: LeafDenies(cfg.Namespace),
-			DenyExports: LeafDenies(cfg.Namespace),
+			// With users, esjet's streams are in the namespace account
+			// (addUsers): that is the account the link joins to the hub.
+			LocalAccount: localLeafAccount(cfg),
+			Credentials:  e.CredentialsFile,
+			DenyImports:  LeafDenies(cfg.Namespace),
+			DenyExports:  LeafDenies(cfg.Namespace),
 		}
 		for _, raw := range e.HubURLs {
 			u, err := url.Parse(raw)
@@ -105,6 +108,15 @@ func leafOptions(cfg config.Config, opts *server.Options) error {
 	return nil
 }
 
+// localLeafAccount is the site's account that its leaf link joins to the
+// hub: the namespace account when the site has users, else the global one.
+func localLeafAccount(cfg config.Config) string {
+	if len(cfg.NATS.Embedded.Users) > 0 {
+		return NamespaceAccount(cfg.Namespace)
+	}
+	return ""
+}
+
 // LeafURL is the hub's leaf node listener URL with its actual port, "" when
 // the broker is not an embedded hub.
 func (b *Broker) LeafURL() string {
@@ -152,7 +164,11 @@ func EdgeSubjects(cfg config.Config) []string {
 	case config.EdgeSite:
 		return []string{"$JS." + e.HubDomain + ".API.>"}
 	case config.EdgeHub:
-		subjects := append([]string{ns + ".outcome.>", "esjet-edge." + ns + ".sites"}, streamOwner(strings.ToUpper(ns)+"_OUTCOMES")...)
+		up := strings.ToUpper(ns)
+		subjects := append([]string{ns + ".outcome.>", "esjet-edge." + ns + ".sites"}, streamOwner(up+"_OUTCOMES")...)
+		// The hub adds and drops its sites' sources on its EVENTS and
+		// OUTBOX (streams.RestartSources): the one update a node makes.
+		subjects = append(subjects, "$JS.API.STREAM.UPDATE."+up+"_EVENTS", "$JS.API.STREAM.UPDATE."+up+"_OUTBOX")
 		for _, s := range e.Sites {
 			subjects = append(subjects, "$JS."+s+".API.>")
 		}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/jwt/v2"
@@ -16,8 +17,8 @@ import (
 // fleet without edge.leaf_users and with a shared edge.auth, every site)
 // that connects as it, and what it may do across the link.
 //
-// Leaf users live in the hub server's main users list, allowed only leaf
-// node connections: nats-server applies no permissions to the users of a
+// Leaf users live in the hub server's main users list (in the namespace
+// account when the hub has users), allowed only leaf node connections: nats-server applies no permissions to the users of a
 // leafnodes authorization block (opts.go parseLeafUsers, auth.go
 // isLeafNodeAuthorized, v2.15.2), but it does apply a main user's to the
 // leaf connection that authenticates as it, seen from the hub: Publish is
@@ -197,39 +198,54 @@ func addLeafUsers(cfg config.Config, opts *server.Options) error {
 		opts.Users = append(opts.Users, &server.User{Username: localUser, AllowedConnectionTypes: clientConnections})
 		opts.NoAuthUser = localUser
 	}
+	// With users, esjet's streams are in the namespace account, and so is
+	// a site's leaf connection; without, everything is in the global one.
+	var acc *server.Account
+	if i := slices.IndexFunc(opts.Accounts, func(a *server.Account) bool { return a.Name == NamespaceAccount(cfg.Namespace) }); i >= 0 {
+		acc = opts.Accounts[i]
+	}
 	for _, l := range leaf {
 		if slices.ContainsFunc(opts.Users, func(u *server.User) bool { return u.Username == l.Name }) {
 			return fmt.Errorf("edge leaf user %q is also a user of nats.embedded: give the site another user name", l.Name)
 		}
-		opts.Users = append(opts.Users, &server.User{Username: l.Name, Password: l.Password, Permissions: l.Permissions, AllowedConnectionTypes: leafConnections})
+		opts.Users = append(opts.Users, &server.User{Username: l.Name, Password: l.Password, Permissions: l.Permissions, AllowedConnectionTypes: leafConnections, Account: acc})
 	}
 	return nil
 }
 
-// LeafServerUsers renders the hub's leaf users ([LeafUsers]) as entries of
-// a nats-server config's authorization users list, each allowed only leaf
-// node connections and with its permissions (seen from the hub: publish is
-// what the site may send in, subscribe what the hub sends it). The
-// embedded hub adds them itself; the text says what it runs, and is what a
-// standalone hub's config needs (a leafnodes authorization block would
-// apply no permissions). A password is read from the environment variable
-// [PasswordVar] names; a user without one (a loopback fleet's site id)
-// gets none. "" when cfg is not a hub.
-func LeafServerUsers(cfg config.Config) string {
+// WithLeafUsers adds the hub's leaf users ([LeafUsers]) to accounts, a
+// nats-server accounts block ([ServerAccounts]): in the namespace account,
+// the account of esjet's streams, which a site's leaf connection must be
+// bound to. Each is allowed only leaf node connections, with its
+// permissions seen from the hub (publish: what the site may send in;
+// subscribe: what the hub sends it), and its password read from the
+// environment variable [PasswordVar] names (a loopback fleet's site id has
+// none). The embedded hub adds them itself; the text says what it runs,
+// and is what a standalone hub's config needs (a leafnodes authorization
+// block would apply no permissions). accounts unchanged when cfg is not a
+// hub or has no namespace account.
+func WithLeafUsers(accounts string, cfg config.Config) string {
 	users := LeafUsers(cfg)
-	if len(users) == 0 {
-		return ""
+	head := "  " + strconv.Quote(NamespaceAccount(cfg.Namespace)) + ": {\n"
+	i := strings.Index(accounts, head)
+	if len(users) == 0 || i < 0 {
+		return accounts
 	}
+	j := strings.Index(accounts[i:], "    users: [\n")
+	if j < 0 {
+		return accounts
+	}
+	at := i + j + len("    users: [\n")
 	var b strings.Builder
 	for _, u := range users {
-		fmt.Fprintf(&b, "    # leaf node of site %s\n    {\n      user: %q\n", strings.Join(u.Sites, ", "), u.Name)
+		fmt.Fprintf(&b, "      # leaf node of site %s\n      {\n        user: %q\n", strings.Join(u.Sites, ", "), u.Name)
 		if u.Password != "" {
-			fmt.Fprintf(&b, "      password: $%s\n", PasswordVar(u.Name))
+			fmt.Fprintf(&b, "        password: $%s\n", PasswordVar(u.Name))
 		}
-		b.WriteString("      allowed_connection_types: [\"LEAFNODE\", \"LEAFNODE_WS\"]\n      permissions: {\n")
+		b.WriteString("        allowed_connection_types: [\"LEAFNODE\", \"LEAFNODE_WS\"]\n        permissions: {\n")
 		writeSubjectPerm(&b, "publish", u.Permissions.Publish)
 		writeSubjectPerm(&b, "subscribe", u.Permissions.Subscribe)
-		b.WriteString("      }\n    }\n")
+		b.WriteString("        }\n      }\n")
 	}
-	return b.String()
+	return accounts[:at] + b.String() + accounts[at:]
 }

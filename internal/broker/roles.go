@@ -181,11 +181,14 @@ func streamReads(s string) []string {
 	}
 }
 
-// streamOwner are the requests that create, update and consume stream s,
-// short of deleting or purging it.
+// streamOwner are the requests that create (when missing) and consume
+// stream s, short of updating, deleting or purging it: an update can set
+// limits that delete history even where purge is denied, so only admin
+// updates (esjet provision), and a node checks what it finds
+// (streams.Ensure).
 func streamOwner(s string) []string {
 	return append(streamReads(s),
-		"$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s,
+		"$JS.API.STREAM.CREATE."+s,
 		"$JS.API.CONSUMER.CREATE."+s, "$JS.API.CONSUMER.CREATE."+s+".>", "$JS.API.CONSUMER.DURABLE.CREATE."+s+".*",
 		"$JS.API.CONSUMER.DELETE."+s+".*", "$JS.API.CONSUMER.MSG.NEXT."+s+".*", "$JS.API.CONSUMER.UNPIN."+s+".*",
 		"$JS.ACK."+s+".>",
@@ -195,9 +198,43 @@ func streamOwner(s string) []string {
 // jsAccount are the account-wide read requests every JetStream user makes.
 var jsAccount = []string{"$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST"}
 
-// RolePermissions returns the NATS permissions of role for spec. The same
-// set goes into a server's authorization block, a user JWT (see
+// InboxPrefix is the reply subject prefix of user (nats.CustomInboxPrefix,
+// nats --inbox-prefix): _INBOX_<user>. Each role's user may subscribe to
+// its own replies only, so no user reads another's (a shared _INBOX.> let an
+// operator read a client's state replies).
+func InboxPrefix(user string) string { return "_INBOX_" + user }
+
+// validUserToken reports whether user can be one subject token (its inbox
+// prefix and, for an operator, its ops subject name it).
+func validUserToken(user string) bool {
+	return user != "" && !strings.ContainsAny(user, ".*> \t\r\n")
+}
+
+// operatorReads are the JetStream API requests an operator makes to read the
+// namespace account's streams and consumers: info, messages and direct gets,
+// never a consumer of its own (a push consumer's deliveries are published by
+// the server in the namespace account, where a deliver subject such as
+// <ns>.outbox.<kind> would be stored). The namespace account exports exactly
+// these to the users account ([Accounts]).
+var operatorReads = []string{
+	"$JS.API.INFO", "$JS.API.STREAM.NAMES", "$JS.API.STREAM.LIST",
+	"$JS.API.STREAM.INFO.*", "$JS.API.STREAM.MSG.GET.*", "$JS.API.DIRECT.GET.>",
+	"$JS.API.CONSUMER.INFO.*.*", "$JS.API.CONSUMER.NAMES.*", "$JS.API.CONSUMER.LIST.*",
+}
+
+// RolePermissions returns the NATS permissions of role for spec, inside the
+// account the role's users belong to ([RoleAccount]). The same set goes into
+// a server's accounts block ([ServerAccounts]), a user JWT (see
 // [JWTPermissions]) and the embedded server's users.
+//
+// Only the node and admin share the namespace account with the streams:
+// every request made in an account is answered in it, and a reply subject is
+// not checked against the requester's permissions, so a user there who may
+// ask anything (even $JS.API.INFO) could have the server or the node publish
+// the answer to <ns>.outbox.<kind>. Clients and operators live in the users
+// account and receivers each in an account of their own, reaching the node's
+// API (and an operator the read-only JetStream API) through imports, whose
+// replies travel back through the server.
 func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 	ns := spec.Namespace
 	if ns == "" {
@@ -239,46 +276,42 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 			Response:  allResponses,
 		}, nil
 	case RoleClient:
-		// Views are read through the API (esjet.<ns>.views…), as the node
-		// serves them; their buckets are the node's.
+		if !validUserToken(spec.User) {
+			return nil, fmt.Errorf("permissions of role client: %w: user %q is not one subject token (its replies come on %s.>; name the user without '.', '*', '>' or spaces)", ErrRole, spec.User, InboxPrefix(spec.User))
+		}
+		// The API only (views are read through it, as the node serves
+		// them); the users account has no JetStream and sees nothing of
+		// the namespace account but the API.
 		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: []string{api + ".>", "$SRV.>"}, Deny: append(Protected(ns), kvSubjects(viewStreams(spec))...)},
-			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}, Deny: []string{api + ".>"}},
+			Publish:   &server.SubjectPermission{Allow: []string{api + ".>", "$SRV.>"}, Deny: []string{api + ".ops.>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(spec.User) + ".>"}},
 		}, nil
 	case RoleOperator:
-		if spec.User == "" || strings.ContainsAny(spec.User, ".*> \t\r\n") {
+		if !validUserToken(spec.User) {
 			return nil, fmt.Errorf("permissions of role operator: %w: user %q is not one subject token (its ops subject is %s.ops.<user>.>; name the user without '.', '*', '>' or spaces)", ErrRole, spec.User, api)
 		}
-		pub := []string{api + ".*.*.state", api + ".*.*.events", api + ".types", api + ".raw.events.*.*", "$SRV.>", UserInfoSubject}
+		pub := []string{api + ".*.*.state", api + ".*.*.events", api + ".types", api + ".raw.events.*.*", api + ".log", "$SRV.>", UserInfoSubject}
 		// The views, read through the node (esjet projections ls|status|parked,
-		// GET-like queries) and straight from their buckets.
+		// GET-like queries).
 		pub = append(pub, api+".views", api+".views.>")
-		pub = append(pub, jsAccount...)
-		for _, s := range append(nodeStreams(ns), readModelStreams(spec)...) {
-			pub = append(pub, streamReads(s)...)
-		}
+		pub = append(pub, operatorReads...)
 		// Retrying and discarding a dead letter: a request to the node on
 		// this user's ops subject only, so the node's audit record can name
 		// the user (the subject token) and no operator can name another.
 		pub = append(pub, OpsPrefix(ns, spec.User)+".>")
-		// esjet reconcile keeps its checkpoint in an object store of its
-		// own (ops.CheckpointBucket; the broker does not import ops).
-		pub = append(pub, "$O."+reconcileBucket(ns)+".>")
-		pub = append(pub, streamOwner("OBJ_"+reconcileBucket(ns))...)
-		deny := []string{ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>",
-			"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>"}
-		deny = append(deny, kvSubjects(readModelStreams(spec))...)
-		deny = append(deny, destructive...)
 		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: pub, Deny: deny},
-			Subscribe: &server.SubjectPermission{Allow: []string{"_INBOX.>"}, Deny: []string{api + ".>"}},
+			Publish:   &server.SubjectPermission{Allow: pub},
+			Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(spec.User) + ".>"}},
 		}, nil
 	case RoleReceiver:
 		if spec.Subject == "" {
 			return nil, fmt.Errorf("permissions of role receiver: %w: no subject (the one target subject it serves)", ErrRole)
 		}
+		if !validUserToken(spec.User) {
+			return nil, fmt.Errorf("permissions of role receiver: %w: user %q is not one subject token (its replies come on %s.>; name the user without '.', '*', '>' or spaces)", ErrRole, spec.User, InboxPrefix(spec.User))
+		}
 		p := &server.Permissions{
-			Subscribe: &server.SubjectPermission{Allow: []string{spec.Subject}, Deny: []string{api + ".>"}},
+			Subscribe: &server.SubjectPermission{Allow: []string{spec.Subject}},
 			Response:  allResponses,
 		}
 		if spec.Bucket == "" {
@@ -288,12 +321,14 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 		if b := spec.Bucket; b == ns+"_snapshots" || b == ns+"_receipts" || b == ProjectionsBucket(ns) || strings.HasPrefix(b, ns+"_view_") {
 			return nil, fmt.Errorf("permissions of role receiver: %w: bucket %q is the node's own (namespace %s keeps its snapshots, receipts and read models in %s_*); name the receiver's idempotency bucket otherwise, e.g. billing_receipts", ErrRole, b, ns, ns)
 		}
+		// Its bucket lives in the receiver's own account: whatever the
+		// receiver does to that stream stays in that account.
 		s := "KV_" + spec.Bucket
 		pub := append(slices.Clone(jsAccount), "$KV."+spec.Bucket+".>",
 			"$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s)
 		pub = append(pub, streamReads(s)...)
-		p.Publish = &server.SubjectPermission{Allow: pub, Deny: Protected(ns)}
-		p.Subscribe.Allow = append(p.Subscribe.Allow, "_INBOX.>")
+		p.Publish = &server.SubjectPermission{Allow: pub}
+		p.Subscribe.Allow = append(p.Subscribe.Allow, InboxPrefix(spec.User)+".>")
 		return p, nil
 	case RoleAdmin:
 		return &server.Permissions{

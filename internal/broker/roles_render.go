@@ -9,11 +9,18 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// RoleUser is one user of a role: its name, the role, and its permissions.
+// RoleUser is one user of a role: its name, the role, its permissions, and
+// how it authenticates. A printed config reads the password of a user with
+// neither Password nor NKey from the environment ([PasswordVar]).
 type RoleUser struct {
 	Name        string
 	Role        string
 	Permissions *server.Permissions
+	// Subject and Bucket are a receiver's (its account exports Subject).
+	Subject, Bucket string
+	// Password is a bcrypt hash (or, where allowed, a plaintext password);
+	// NKey a public user nkey. Both empty: $<PasswordVar>.
+	Password, NKey string
 }
 
 // PasswordVar is the environment variable a printed server config reads
@@ -24,23 +31,63 @@ func PasswordVar(user string) string {
 	return "ESJET_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(user)) + "_PASSWORD"
 }
 
-// ServerAuthorization renders users as a nats-server config authorization
-// block. Each password is read from the environment variable [PasswordVar]
-// names: set it to a bcrypt hash (`nats server passwd`) before the server
-// starts.
-func ServerAuthorization(users []RoleUser) string {
+// ServerAccounts renders accounts as a nats-server config accounts block:
+// each account's users with their permissions, JetStream where the account
+// keeps streams, and the service exports and imports between them. A user
+// without a password or nkey reads its password from the environment
+// variable [PasswordVar] names: set it to a bcrypt hash (`nats server
+// passwd`) before the server starts.
+func ServerAccounts(accounts []Account) string {
 	var b strings.Builder
-	b.WriteString("authorization {\n  users = [\n")
-	for _, u := range users {
-		fmt.Fprintf(&b, "    # role %s\n    {\n      user: %s\n      password: $%s\n      permissions: {\n", u.Role, strconv.Quote(u.Name), PasswordVar(u.Name))
-		writeSubjectPerm(&b, "publish", u.Permissions.Publish)
-		writeSubjectPerm(&b, "subscribe", u.Permissions.Subscribe)
-		if r := u.Permissions.Response; r != nil {
-			fmt.Fprintf(&b, "        allow_responses: { max: %d, expires: %s }\n", r.MaxMsgs, strconv.Quote(r.Expires.String()))
+	b.WriteString("accounts {\n")
+	for _, a := range accounts {
+		fmt.Fprintf(&b, "  %s: {\n", strconv.Quote(a.Name))
+		if a.JetStream {
+			b.WriteString("    jetstream: enabled\n")
 		}
-		b.WriteString("      }\n    }\n")
+		b.WriteString("    users: [\n")
+		for _, u := range a.Users {
+			cred := "password: $" + PasswordVar(u.Name)
+			switch {
+			case u.NKey != "":
+				cred = "nkey: " + strconv.Quote(u.NKey)
+			case u.Password != "":
+				cred = "password: " + strconv.Quote(u.Password)
+			}
+			user := "user: " + strconv.Quote(u.Name) + "\n        "
+			if u.NKey != "" {
+				user = ""
+			}
+			fmt.Fprintf(&b, "      # role %s\n      {\n        %s%s\n        permissions: {\n", u.Role, user, cred)
+			writeSubjectPerm(&b, "publish", u.Permissions.Publish)
+			writeSubjectPerm(&b, "subscribe", u.Permissions.Subscribe)
+			if r := u.Permissions.Response; r != nil {
+				fmt.Fprintf(&b, "          allow_responses: { max: %d, expires: %s }\n", r.MaxMsgs, strconv.Quote(r.Expires.String()))
+			}
+			b.WriteString("        }\n      }\n")
+		}
+		b.WriteString("    ]\n")
+		if len(a.Exports) > 0 {
+			b.WriteString("    exports: [\n")
+			for _, e := range a.Exports {
+				rt := ""
+				if e.Stream {
+					rt = ", response_type: stream"
+				}
+				fmt.Fprintf(&b, "      { service: %s, accounts: %s%s }\n", strconv.Quote(e.Subject), quoteList(e.To), rt)
+			}
+			b.WriteString("    ]\n")
+		}
+		if len(a.Imports) > 0 {
+			b.WriteString("    imports: [\n")
+			for _, i := range a.Imports {
+				fmt.Fprintf(&b, "      { service: { account: %s, subject: %s } }\n", strconv.Quote(i.From), strconv.Quote(i.Subject))
+			}
+			b.WriteString("    ]\n")
+		}
+		b.WriteString("  }\n")
 	}
-	b.WriteString("  ]\n}\n")
+	b.WriteString("}\n")
 	return b.String()
 }
 
@@ -48,14 +95,14 @@ func writeSubjectPerm(b *strings.Builder, name string, p *server.SubjectPermissi
 	if p == nil {
 		return
 	}
-	fmt.Fprintf(b, "        %s: {\n", name)
+	fmt.Fprintf(b, "          %s: {\n", name)
 	if p.Allow != nil {
-		fmt.Fprintf(b, "          allow: %s\n", quoteList(p.Allow))
+		fmt.Fprintf(b, "            allow: %s\n", quoteList(p.Allow))
 	}
 	if p.Deny != nil {
-		fmt.Fprintf(b, "          deny: %s\n", quoteList(p.Deny))
+		fmt.Fprintf(b, "            deny: %s\n", quoteList(p.Deny))
 	}
-	b.WriteString("        }\n")
+	b.WriteString("          }\n")
 }
 
 func quoteList(l []string) string {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -152,13 +153,12 @@ func TestRolesDoTheirJobs(t *testing.T) {
 		pub  []string
 		sub  []string
 	}{
-		{RoleNode, []string{"$JS.API.STREAM.CREATE.TRIPS_EVENTS", "$JS.API.STREAM.UPDATE.KV_trips_snapshots", "$JS.API.DIRECT.GET.KV_trips_snapshots.$KV.trips_snapshots.trip.t1",
+		{RoleNode, []string{"$JS.API.STREAM.CREATE.TRIPS_EVENTS", "$JS.API.STREAM.CREATE.KV_trips_snapshots", "$JS.API.DIRECT.GET.KV_trips_snapshots.$KV.trips_snapshots.trip.t1",
 			"$JS.API.CONSUMER.MSG.NEXT.TRIPS_OUTBOX.esjet-worker-x", "$JS.ACK.TRIPS_OUTBOX.esjet-worker-x.1.2.3.4.5", "billing.charge", "$SRV.PING"},
 			[]string{NodeInboxPrefix("trips") + ".abc", "$SRV.PING.esjet", "billing.charge"}},
-		{RoleClient, []string{"esjet.trips.trip.t1.book", "esjet.trips.trip.t1.state", "esjet.trips.raw.append.x.y", "$SRV.INFO.esjet"}, []string{"_INBOX.abc.def"}},
+		{RoleClient, []string{"esjet.trips.trip.t1.book", "esjet.trips.trip.t1.state", "esjet.trips.raw.append.x.y", "$SRV.INFO.esjet"}, []string{"_INBOX_oncall.abc.def"}},
 		{RoleOperator, []string{"esjet.trips.trip.t1.state", "esjet.trips.trip.t1.events", "$JS.API.STREAM.INFO.TRIPS_DLQ", "$JS.API.STREAM.MSG.GET.TRIPS_EVENTS",
-			"$JS.API.CONSUMER.INFO.TRIPS_EVENTS.esjet-relay", "$JS.API.DIRECT.GET.TRIPS_EVENTS", "esjet.trips.ops.oncall.dlq.retry", "esjet.trips.ops.oncall.dlq.discard", UserInfoSubject,
-			"$JS.API.STREAM.CREATE.OBJ_trips_reconcile", "$O.trips_reconcile.M.Y2hlY2twb2ludA"}, []string{"_INBOX.x"}},
+			"$JS.API.CONSUMER.INFO.TRIPS_EVENTS.esjet-relay", "$JS.API.DIRECT.GET.TRIPS_EVENTS", "esjet.trips.ops.oncall.dlq.retry", "esjet.trips.ops.oncall.dlq.discard", UserInfoSubject}, []string{"_INBOX_oncall.x"}},
 		{RoleReceiver, []string{"$KV.billing_keys.k1", "$JS.API.STREAM.CREATE.KV_billing_keys"}, []string{"billing.charge"}},
 	}
 	for _, c := range cases {
@@ -178,19 +178,23 @@ func TestRolesDoTheirJobs(t *testing.T) {
 	// The node writes OUTBOX, the receipts and the audit record of a DLQ
 	// action: the operator writes none of them, nor deletes a dead letter.
 	for _, s := range []string{"esjet.trips.trip.t1.book", "$JS.API.STREAM.MSG.DELETE.TRIPS_EVENTS", "trips.dlq.book_flight",
-		"trips.dlq.audit.book_flight", "$JS.API.STREAM.MSG.DELETE.TRIPS_DLQ", "trips.outbox.book_flight", "$KV.trips_receipts.abc"} {
+		"trips.dlq.audit.book_flight", "$JS.API.STREAM.MSG.DELETE.TRIPS_DLQ", "trips.outbox.book_flight", "$KV.trips_receipts.abc",
+		// No stream, bucket or consumer of its own: a stream's republish or
+		// a push consumer's deliveries are written by the server.
+		"$JS.API.STREAM.CREATE.OBJ_trips_reconcile", "$O.trips_reconcile.M.Y2hlY2twb2ludA", "$JS.API.CONSUMER.CREATE.TRIPS_EVENTS",
+		"$JS.API.CONSUMER.CREATE.TRIPS_EVENTS.x.trips.evt.>", "$JS.API.CONSUMER.DURABLE.CREATE.TRIPS_EVENTS.x"} {
 		if allowed(op.Publish, s, "") {
 			t.Errorf("operator may publish %s", s)
 		}
 	}
 	rc := perms(t, RoleReceiver)
-	if allowed(rc.Subscribe, "billing.refund", "") || allowed(rc.Subscribe, ">", "") {
+	if allowed(rc.Subscribe, "billing.refund", "") || allowed(rc.Subscribe, ">", "") || allowed(rc.Subscribe, "_INBOX.x", "") {
 		t.Error("receiver may subscribe beyond its subject")
 	}
 	if rc.Response == nil {
 		t.Error("receiver may not reply")
 	}
-	bare, err := RolePermissions(RoleReceiver, RoleSpec{Namespace: "trips", Subject: "billing.charge"})
+	bare, err := RolePermissions(RoleReceiver, RoleSpec{Namespace: "trips", Subject: "billing.charge", User: "billing"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,44 +207,64 @@ func TestRolePermissionsRefusesUnknownRoleAndMissingSubject(t *testing.T) {
 	if _, err := RolePermissions("root", RoleSpec{Namespace: "trips"}); !errors.Is(err, ErrRole) || !strings.Contains(err.Error(), "node, client") {
 		t.Errorf("unknown role: %v", err)
 	}
-	if _, err := RolePermissions(RoleReceiver, RoleSpec{Namespace: "trips"}); !errors.Is(err, ErrRole) {
+	if _, err := RolePermissions(RoleReceiver, RoleSpec{Namespace: "trips", User: "billing"}); !errors.Is(err, ErrRole) {
 		t.Errorf("receiver without subject: %v", err)
 	}
-	for _, user := range []string{"", "a.b", "*", "on call"} {
-		if _, err := RolePermissions(RoleOperator, RoleSpec{Namespace: "trips", User: user}); !errors.Is(err, ErrRole) || !strings.Contains(err.Error(), "subject token") {
-			t.Errorf("operator with user %q: %v", user, err)
+	for _, role := range []string{RoleOperator, RoleClient, RoleReceiver} {
+		for _, user := range []string{"", "a.b", "*", "on call"} {
+			if _, err := RolePermissions(role, RoleSpec{Namespace: "trips", User: user, Subject: "billing.charge"}); !errors.Is(err, ErrRole) || !strings.Contains(err.Error(), "subject token") {
+				t.Errorf("%s with user %q: %v", role, user, err)
+			}
 		}
 	}
 }
 
-// The printed authorization block is a valid nats-server config that
-// yields exactly the role's permissions.
-func TestServerAuthorizationLoadsInNatsServer(t *testing.T) {
+// The printed accounts block is a valid nats-server config that puts each
+// user in its role's account with exactly the role's permissions, and wires
+// the imports.
+func TestServerAccountsLoadsInNatsServer(t *testing.T) {
 	var users []RoleUser
 	for _, role := range Roles {
-		users = append(users, RoleUser{Name: "trips-" + role, Role: role, Permissions: perms(t, role)})
-		t.Setenv(PasswordVar("trips-"+role), "pw-"+role)
+		name := "trips-" + role
+		p, err := RolePermissions(role, RoleSpec{Namespace: "trips", Targets: []string{"billing.charge"}, Subject: "billing.charge", Bucket: "billing_keys", User: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		users = append(users, RoleUser{Name: name, Role: role, Permissions: p, Subject: "billing.charge", Bucket: "billing_keys"})
+		t.Setenv(PasswordVar(name), "pw-"+role)
 	}
+	accounts, err := Accounts("trips", users)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := ServerAccounts(accounts)
 	file := filepath.Join(t.TempDir(), "auth.conf")
-	if err := os.WriteFile(file, []byte(ServerAuthorization(users)), 0o600); err != nil {
+	if err := os.WriteFile(file, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	opts, err := server.ProcessConfigFile(file)
 	if err != nil {
-		t.Fatalf("nats-server config:\n%s\n%v", ServerAuthorization(users), err)
+		t.Fatalf("nats-server config:\n%s\n%v", text, err)
 	}
 	if len(opts.Users) != len(Roles) {
 		t.Fatalf("users: %d, want %d", len(opts.Users), len(Roles))
 	}
-	for i, u := range opts.Users {
+	for _, u := range opts.Users {
+		i := slices.IndexFunc(users, func(r RoleUser) bool { return r.Name == u.Username })
+		if i < 0 {
+			t.Fatalf("unexpected user %s", u.Username)
+		}
 		want := users[i]
-		if u.Username != want.Name || u.Password != "pw-"+want.Role {
-			t.Errorf("user %d: %s/%s", i, u.Username, u.Password)
+		if u.Password != "pw-"+want.Role || u.Account == nil || u.Account.Name != RoleAccount("trips", want.Role, want.Name) {
+			t.Errorf("user %s: password %s account %v", u.Username, u.Password, u.Account)
 		}
 		got, _ := json.Marshal(u.Permissions)
 		exp, _ := json.Marshal(want.Permissions)
 		if string(got) != string(exp) {
 			t.Errorf("user %s permissions:\n got %s\nwant %s", u.Username, got, exp)
 		}
+	}
+	if names := []string{accounts[0].Name, accounts[1].Name, accounts[2].Name}; !slices.Equal(names, []string{"ESJET_TRIPS", "ESJET_TRIPS_USERS", "ESJET_TRIPS_RECV_TRIPS_RECEIVER"}) {
+		t.Errorf("accounts %v", names)
 	}
 }

@@ -55,27 +55,29 @@ func UserSpec(cfg config.Config, u config.User, views ...string) RoleSpec {
 }
 
 // addUsers gives the embedded server the users of nats.embedded.users, each
-// with its role's permissions, and a node user known only to this process:
-// a fresh nkey whose seed never leaves memory. It returns the option that
-// connects as that node user, or nil when there are no users (the server
-// then has nats.embedded.auth, if any, as its one user). views are the
-// node's read models (see [NodeSpec]).
+// with its role's permissions in its role's account ([Accounts]), and a node
+// user known only to this process: a fresh nkey whose seed never leaves
+// memory. It returns the option that connects as that node user, or nil
+// when there are no users (the server then has nats.embedded.auth, if any,
+// as its one user). views are the node's read models (see [NodeSpec]).
 func addUsers(cfg config.Config, views []string, opts *server.Options) (nats.Option, error) {
 	e := cfg.NATS.Embedded
 	if len(e.Users) == 0 {
 		return nil, nil
 	}
 	opts.Username, opts.Password, opts.Authorization = "", "", ""
+	var users []RoleUser
 	for _, u := range e.Users {
-		p, err := RolePermissions(u.Role, UserSpec(cfg, u, views...))
+		spec := UserSpec(cfg, u, views...)
+		p, err := RolePermissions(u.Role, spec)
 		if err != nil {
 			return nil, fmt.Errorf("nats.embedded.users %s: %w", u.Name, err)
 		}
+		name := u.Name
 		if u.NKey != "" {
-			opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: u.NKey, Permissions: p})
-			continue
+			name = u.NKey
 		}
-		opts.Users = append(opts.Users, &server.User{Username: u.Name, Password: u.Password, Permissions: p})
+		users = append(users, RoleUser{Name: name, Role: u.Role, Permissions: p, Subject: u.Subject, Bucket: u.Bucket, Password: u.Password, NKey: u.NKey})
 	}
 	kp, err := nkeys.CreateUser()
 	if err != nil {
@@ -89,6 +91,17 @@ func addUsers(cfg config.Config, views []string, opts *server.Options) (nats.Opt
 	if err != nil {
 		return nil, err
 	}
-	opts.Nkeys = append(opts.Nkeys, &server.NkeyUser{Nkey: pub, Permissions: p})
+	users = append(users, RoleUser{Name: pub, Role: RoleNode, Permissions: p, NKey: pub})
+	accounts, err := Accounts(cfg.Namespace, users)
+	if err != nil {
+		return nil, fmt.Errorf("nats.embedded.users: %w", err)
+	}
+	// The same text `esjet permissions` prints, read by nats-server's own
+	// parser: one description of the accounts, whichever server runs them.
+	parsed := &server.Options{}
+	if err := parsed.ProcessConfigString(ServerAccounts(accounts)); err != nil {
+		return nil, fmt.Errorf("nats.embedded.users: accounts: %w", err)
+	}
+	opts.Accounts, opts.Users, opts.Nkeys = parsed.Accounts, parsed.Users, parsed.Nkeys
 	return nats.Nkey(pub, kp.Sign), nil
 }

@@ -141,7 +141,7 @@ func TestWhoAmINamesTheAuthenticatedUser(t *testing.T) {
 	cfg.NATS.Embedded.Users = []config.User{{Name: "oncall", Password: "pw", Role: config.RoleOperator}}
 	cfg.NATS.Embedded.AllowPlaintextPasswords = true
 	b := start(t, cfg)
-	nc, err := nats.Connect(b.ClientURL(), nats.UserInfo("oncall", "pw"))
+	nc, err := nats.Connect(b.ClientURL(), nats.UserInfo("oncall", "pw"), nats.CustomInboxPrefix(InboxPrefix("oncall")))
 	if err != nil {
 		t.Fatal(err)
 	}

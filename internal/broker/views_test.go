@@ -42,7 +42,7 @@ func TestOnlyTheNodeWritesTheViews(t *testing.T) {
 	writes := []string{"$KV.trips_view_by_status.pending", "$KV.trips_view_by_status-b.pending", "$KV.trips_view_spend-c.ada",
 		"$KV.trips_projections.spend.g1.p0.lease", "$KV.trips_projections.spend.ctl"}
 	node := viewPerms(t, RoleNode)
-	for _, s := range append(writes, "$JS.API.STREAM.CREATE.KV_trips_view_spend-c", "$JS.API.STREAM.UPDATE.KV_trips_view_spend",
+	for _, s := range append(writes, "$JS.API.STREAM.CREATE.KV_trips_view_spend-c",
 		"$JS.API.STREAM.CREATE.KV_trips_projections", "$JS.API.CONSUMER.CREATE.KV_trips_view_by_status-b.x.$KV.trips_view_by_status-b.>",
 		"$JS.API.DIRECT.GET.KV_trips_view_spend.$KV.trips_view_spend.ada",
 		"$JS.API.STREAM.PURGE.KV_trips_view_spend", "$JS.API.STREAM.PURGE.KV_trips_view_by_status-c") {
@@ -52,7 +52,7 @@ func TestOnlyTheNodeWritesTheViews(t *testing.T) {
 	}
 	for _, s := range append(slices.Clone(destructiveRequests), "$JS.API.STREAM.PURGE.KV_trips_projections", "$JS.API.STREAM.PURGE.TRIPS_DLQ",
 		"$JS.API.STREAM.PURGE.KV_trips_snapshots", "$JS.API.STREAM.DELETE.KV_trips_view_spend", "$KV.trips_view_other.x",
-		"$JS.API.STREAM.PURGE.KV_trips_view_other", "$KV.trips_view_spend_g2.x") {
+		"$JS.API.STREAM.PURGE.KV_trips_view_other", "$KV.trips_view_spend_g2.x", "$JS.API.STREAM.UPDATE.KV_trips_view_spend", "$JS.API.STREAM.UPDATE.TRIPS_EVENTS") {
 		if allowed(node.Publish, s, "") {
 			t.Errorf("node may publish %s", s)
 		}
@@ -81,7 +81,7 @@ func TestOnlyTheNodeWritesTheViews(t *testing.T) {
 	}
 	// A receiver's idempotency bucket may not be one of the node's.
 	for _, b := range []string{"trips_view_spend", "trips_view_x-b", "trips_projections", "trips_receipts"} {
-		_, err := RolePermissions(RoleReceiver, RoleSpec{Namespace: "trips", Subject: "billing.charge", Bucket: b})
+		_, err := RolePermissions(RoleReceiver, RoleSpec{Namespace: "trips", Subject: "billing.charge", Bucket: b, User: "billing"})
 		if err == nil || !strings.Contains(err.Error(), b) {
 			t.Errorf("receiver with bucket %s: %v, want an error naming it", b, err)
 		}

@@ -234,8 +234,11 @@ func TestDLQActions(t *testing.T) {
 	url := base + "/console/api/dlq/" + itoa(first.Seq)
 
 	var e apiError
-	if code := request(t, "POST", url+"/retry", "text/plain", `{}`, &e); code != 400 || !strings.Contains(e.Error.Message, "application/json") {
-		t.Errorf("retry as text/plain: %d %+v, want 400 asking for application/json", code, e)
+	if code := request(t, "POST", url+"/retry", "text/plain", `{}`, &e); code != 415 || e.Error.Code != "unsupported_media_type" || !strings.Contains(e.Error.Message, "application/json") {
+		t.Errorf("retry as text/plain: %d %+v, want 415 asking for application/json", code, e)
+	}
+	if code := request(t, "POST", url+"/discard", "application/json", `{"reason":"a","reason":"b"}`, &e); code != 400 || e.Error.Code != "duplicate_key" || !strings.Contains(e.Error.Message, `"reason"`) {
+		t.Errorf("discard with a key twice: %d %+v, want 400 duplicate_key", code, e)
 	}
 	if code := request(t, "POST", url+"/retry", "application/json", `{"command_id":"trip:t2:2:0"}`, &e); code != 409 || e.Error.Code != "reported_failure" {
 		t.Fatalf("retry: %d %+v, want 409 reported_failure", code, e)

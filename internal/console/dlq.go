@@ -1,11 +1,13 @@
 package console
 
 import (
+	"errors"
 	"fmt"
 	"mime"
 	"net/http"
 	"strconv"
 
+	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/telemetry"
 )
@@ -60,9 +62,11 @@ func (c *Console) handleDLQShow(w http.ResponseWriter, r *http.Request) {
 // handleDLQAction retries or discards the dead letter at {seq}, through the
 // same ops.DLQ calls the node serves `esjet dlq` with: the same checks
 // (still a dead letter, not settled, the aggregate not told it failed
-// unless after_failed), the same audit record, naming "console at <host>".
-// A JSON content type is required: a cross-site form cannot send one
-// without a preflight the console never answers.
+// unless after_failed), the same audit record, naming the HTTP identity
+// ("http user oncall at <host>") or, without http.auth, "console at
+// <host>". The listener's guard has already refused another origin and a
+// body that is not JSON; the content type is checked here too, so the
+// console stays safe wherever it is mounted.
 func (c *Console) handleDLQAction(w http.ResponseWriter, r *http.Request) {
 	rep, err := c.dlqAction(r)
 	c.reply(w, rep, err)
@@ -84,7 +88,10 @@ func (c *Console) dlqAction(r *http.Request) (ops.ActionReply, error) {
 		return ops.ActionReply{}, fmt.Errorf("%w: %q is not a DLQ sequence number", ErrBadRequest, r.PathValue("seq"))
 	}
 	var req ActionRequest
-	if err := decode(r, &req); err != nil {
+	var dup *api.Error
+	if err := decode(r, &req); errors.As(err, &dup) {
+		return ops.ActionReply{}, dup
+	} else if err != nil {
 		return ops.ActionReply{}, fmt.Errorf("%w: body: %v (want {\"command_id\": …, \"after_failed\": bool, \"reason\": …})", ErrBadRequest, err)
 	}
 	ctx := r.Context()
@@ -95,7 +102,7 @@ func (c *Console) dlqAction(r *http.Request) (ops.ActionReply, error) {
 	if req.CommandID != "" && req.CommandID != dl.ID {
 		return ops.ActionReply{}, fmt.Errorf("%w: seq %d is a dead letter of %s, not of %s", ops.ErrDeadLetterNotFound, seq, dl.ID, req.CommandID)
 	}
-	by := "console at " + remoteHost(r)
+	by := actor(r)
 	rep := ops.NewActionReply(dl, by)
 	if action == ops.ActionRetry {
 		mode := ops.RetryUnlessReportedFailure

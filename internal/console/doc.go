@@ -15,6 +15,13 @@
 // `esjet dlq`) and the aggregate's log (package streams). The browser polls
 // those endpoints, so a timeline follows a saga as it moves without a reload.
 //
+// It sits behind the HTTP listener's guard (api.Guard): the Host,
+// origin and content type checks, and with http.auth the operator role.
+// Its pages allow only their own assets ([ContentSecurityPolicy]); with
+// tokens the page sends the one the user pasted as Authorization (kept in
+// sessionStorage, never a cookie), and an action's audit record names the
+// HTTP user.
+//
 // Data flow: EVENTS, OUTBOX, DLQ, KV buckets → ops, streams → console →
 // the browser; console → ops.DLQ → OUTBOX, receipts, DLQ audit records
 // (actions only).

@@ -15,8 +15,8 @@ func (n *Node) mountConsole(mux *http.ServeMux) {
 		AllowActions: n.cfg.Console.AllowActions,
 		Projections:  n.projectionLags,
 	}, n.logger)
-	if n.cfg.Console.AllowActions {
-		n.logger.Warn("console: write actions on (console.allow_actions): whoever reaches the HTTP listener can retry and discard dead letters as the node; the NATS roles do not apply to HTTP",
+	if n.cfg.Console.AllowActions && !n.cfg.HTTP.Auth.Set() {
+		n.logger.Warn("console: write actions on (console.allow_actions) without http.auth: whoever reaches the HTTP listener can retry and discard dead letters as the node; set http.auth to give them to operators only",
 			"http", n.cfg.HTTP.Listen)
 	}
 	h := c.Handler()

@@ -4,7 +4,7 @@
 // HTTP APIs, the outbox relay and the command workers. cmd/node (`esjet run`)
 // and the public esjet package (and through it esjettest) start it.
 //
-// Start order: broker → provision streams and buckets → event log →
+// Start order: broker → create missing streams and buckets, check the rest → event log →
 // repository → micro service → relay → workers (one per command kind with a
 // target: a configured NATS or HTTP target, or a Go handler) → HTTP. A kind
 // that a registered aggregate can issue (it handles the kind's outcome), or

@@ -20,17 +20,46 @@ import (
 	"github.com/esjet/esjet/internal/wire"
 )
 
-// provision sets up the node's streams: a hub's aggregate the sites'
-// (streams.ProvisionHub), every other node's are its own.
+// provision creates the node's missing streams and buckets and checks the
+// existing ones (streams.Ensure: a node never updates a stream, esjet
+// provision does). A hub's streams aggregate the sites' (its sources it
+// keeps up to date itself), and a hub creates each site's outcome consumer
+// (a site may not create consumers at the hub); every other node's streams
+// are its own.
+//
+// The exception is an embedded server without users: the node owns that
+// server and no role stands between anyone who reaches it and everything,
+// so the node is its own admin and applies its configuration at start (as
+// esjet provision would: a changed setting, or a limit someone set that
+// deletes history, is put back as configured and logged) instead of asking
+// for it.
 func provision(ctx context.Context, js jetstream.JetStream, cfg config.Config, logger *slog.Logger) ([]streams.Change, error) {
-	if cfg.Edge.Role == config.EdgeHub {
-		changes, err := streams.ProvisionHub(ctx, js, cfg.Namespace, ProvisionConfig(cfg), HubConfig(cfg), logger)
-		if err == nil {
-			err = provisionOutcomeConsumers(ctx, js, cfg)
-		}
-		return changes, err
+	var changes []streams.Change
+	var err error
+	if ownAdmin(cfg) {
+		changes, err = streams.Apply(ctx, js, Objects(cfg), streams.ApplyChanges, logger)
+	} else {
+		changes, err = streams.Ensure(ctx, js, Objects(cfg), logger)
 	}
-	return streams.Provision(ctx, js, cfg.Namespace, ProvisionConfig(cfg), logger)
+	if err == nil && cfg.Edge.Role == config.EdgeHub {
+		err = provisionOutcomeConsumers(ctx, js, cfg)
+	}
+	return changes, err
+}
+
+// ownAdmin reports whether the node is the admin of its server: embedded,
+// without users.
+func ownAdmin(cfg config.Config) bool {
+	return cfg.NATS.Mode == config.ModeEmbedded && len(cfg.NATS.Embedded.Users) == 0
+}
+
+// Objects are the streams and buckets the node's configuration asks for:
+// what its start creates and checks, and what esjet provision applies.
+func Objects(cfg config.Config) []streams.Object {
+	if cfg.Edge.Role == config.EdgeHub {
+		return streams.HubObjects(cfg.Namespace, ProvisionConfig(cfg), HubConfig(cfg))
+	}
+	return streams.Objects(cfg.Namespace, ProvisionConfig(cfg))
 }
 
 // HubConfig maps the node config to the hub's aggregation.

@@ -33,7 +33,7 @@ func groupCommit(cfg config.Config) streams.GroupCommit {
 
 // receiptCommitter is the group commit of the workers' receipt writes: on
 // when the log's is (one fsync per receipt otherwise; the receipts bucket
-// allows atomic publish, see streams.Provision).
+// allows atomic publish from its creation, see streams.Objects).
 func receiptCommitter(cfg config.Config, js jetstream.JetStream, logger *slog.Logger) *streams.Committer {
 	if groupCommitMin(cfg) == 0 {
 		return nil

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -15,13 +16,26 @@ import (
 	"github.com/esjet/esjet/internal/streams"
 )
 
-// startHTTP serves /healthz, /readyz, the API and the console on http.listen.
+// startHTTP serves /healthz, /readyz, the API and the console on
+// http.listen (HTTPS with http.tls), all behind the listener's guard
+// (api.Guard: the Host, origin and content type checks, and http.auth).
 func (n *Node) startHTTP() error {
+	guard, err := guardConfig(n.cfg.HTTP)
+	if err != nil {
+		return err
+	}
+	tlsCfg, err := httpTLS(n.cfg.HTTP.TLS)
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", n.cfg.HTTP.Listen)
 	if err != nil {
 		return fmt.Errorf("http listen on %s (http.listen): %w", n.cfg.HTTP.Listen, err)
 	}
 	n.httpAddr = ln.Addr().String()
+	if tlsCfg != nil {
+		ln = tls.NewListener(ln, tlsCfg)
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
@@ -32,7 +46,7 @@ func (n *Node) startHTTP() error {
 	if n.metricsOnAPI() {
 		mux.Handle("GET /metrics", n.tel.Handler())
 	}
-	counted := api.JSONErrors(mux)
+	counted := api.Guard(guard, api.JSONErrors(mux))
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n.httpInFlight.Add(1)
 		defer n.httpInFlight.Add(-1)

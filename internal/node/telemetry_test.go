@@ -88,6 +88,7 @@ func post(t *testing.T, n *node.Node, path, body string, header http.Header, wan
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Content-Type", "application/json")
 	for k, v := range header {
 		req.Header[k] = v
 	}

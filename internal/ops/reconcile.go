@@ -27,6 +27,10 @@ type ReconcileConfig struct {
 	// (the zero value), re-checks everything and writes a new one, or
 	// neither reads nor writes one.
 	Checkpoint CheckpointMode
+	// CheckpointFile, when set, keeps the checkpoint in this local file
+	// instead of the object store <ns>_reconcile: for a user who may not
+	// write to JetStream (the operator role creates no stream of its own).
+	CheckpointFile string
 	// Chunk is how many EVENTS messages a run reads before it settles what
 	// it can (see reconcile_chunks.go), so its memory follows the open
 	// commands, not the log. Zero means 100,000; negative: one chunk.

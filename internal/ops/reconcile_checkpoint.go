@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -233,19 +236,9 @@ func closable(e *entry, c Counts, ackFloor uint64) bool {
 // loadCheckpoint returns the last run's checkpoint when it can be the start
 // of this one (else nil and why not).
 func (r *Reconciler) loadCheckpoint(ctx context.Context, b bounds) (*checkpoint, string, error) {
-	store, err := r.js.ObjectStore(ctx, CheckpointBucket(r.names.Namespace))
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return nil, "no checkpoint yet", nil
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("reconcile: checkpoint store %s: %w", CheckpointBucket(r.names.Namespace), err)
-	}
-	data, err := store.GetBytes(ctx, checkpointObject)
-	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return nil, "no checkpoint yet", nil
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("reconcile: read checkpoint from %s: %w", CheckpointBucket(r.names.Namespace), err)
+	data, err := r.readCheckpoint(ctx)
+	if err != nil || data == nil {
+		return nil, "no checkpoint yet", err
 	}
 	var cp checkpoint
 	if err := json.Unmarshal(data, &cp); err != nil || cp.V != checkpointVersion {
@@ -276,11 +269,54 @@ func (r *Reconciler) loadCheckpoint(ctx context.Context, b bounds) (*checkpoint,
 	return &cp, "", nil
 }
 
-// saveCheckpoint writes cp, creating the object store on first use.
+// readCheckpoint returns the stored checkpoint, nil when there is none.
+func (r *Reconciler) readCheckpoint(ctx context.Context) ([]byte, error) {
+	if f := r.cfg.CheckpointFile; f != "" {
+		data, err := os.ReadFile(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reconcile: read checkpoint file: %w", err)
+		}
+		return data, nil
+	}
+	store, err := r.js.ObjectStore(ctx, CheckpointBucket(r.names.Namespace))
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: checkpoint store %s: %w", CheckpointBucket(r.names.Namespace), err)
+	}
+	data, err := store.GetBytes(ctx, checkpointObject)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: read checkpoint from %s: %w", CheckpointBucket(r.names.Namespace), err)
+	}
+	return data, nil
+}
+
+// saveCheckpoint writes cp, creating the object store (or the file's
+// directory) on first use.
 func (r *Reconciler) saveCheckpoint(ctx context.Context, cp *checkpoint) error {
 	data, err := json.Marshal(cp)
 	if err != nil {
 		return err
+	}
+	if f := r.cfg.CheckpointFile; f != "" {
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			return fmt.Errorf("reconcile: checkpoint file: %w", err)
+		}
+		tmp := f + ".tmp"
+		if err := os.WriteFile(tmp, data, 0o600); err != nil {
+			return fmt.Errorf("reconcile: write checkpoint file: %w", err)
+		}
+		if err := os.Rename(tmp, f); err != nil {
+			return fmt.Errorf("reconcile: write checkpoint file: %w", err)
+		}
+		return nil
 	}
 	bucket := CheckpointBucket(r.names.Namespace)
 	store, err := r.js.ObjectStore(ctx, bucket)

@@ -3,6 +3,8 @@ package ops
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -30,7 +32,7 @@ func TestReconcileReadsTheSameAsAnOperatorAndAsAnAdmin(t *testing.T) {
 		o.Users = []*server.User{{Username: "admin", Password: "x"}, {Username: "op", Password: "x", Permissions: op}}
 	})
 	connect := func(user string) jetstream.JetStream {
-		nc, err := nats.Connect(s.ClientURL(), nats.UserInfo(user, "x"))
+		nc, err := nats.Connect(s.ClientURL(), nats.UserInfo(user, "x"), nats.CustomInboxPrefix(broker.InboxPrefix(user)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -78,5 +80,31 @@ func TestReconcileReadsTheSameAsAnOperatorAndAsAnAdmin(t *testing.T) {
 	if byAdmin.Scanned != byOperator.Scanned || byAdmin.Totals.Orphans != 2 || byAdmin.Totals.Completed != 11 {
 		t.Fatalf("admin scanned %+v totals %+v; operator scanned %+v; want the same, 2 orphans, 11 completed",
 			byAdmin.Scanned, byAdmin.Totals, byOperator.Scanned)
+	}
+	// The operator may not write the object store: its checkpoint is a
+	// file, and its second run starts from it.
+	file := filepath.Join(t.TempDir(), "cp", "reconcile.json")
+	opRun := func() Report {
+		ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+		defer cancel()
+		rep, err := NewReconciler(operator, ns, ReconcileConfig{CheckpointFile: file, Batch: 2, Chunk: 8}, nil).Run(ctx, nil)
+		if err != nil {
+			t.Fatalf("reconcile with a checkpoint file: %v", err)
+		}
+		return rep
+	}
+	first := opRun()
+	if !first.Checkpoint.Saved || first.Checkpoint.Incremental {
+		t.Fatalf("first run with a file: %+v", first.Checkpoint)
+	}
+	if _, err := os.Stat(file); err != nil {
+		t.Fatalf("no checkpoint file: %v", err)
+	}
+	second := opRun()
+	if !second.Checkpoint.Incremental || second.Totals != first.Totals {
+		t.Fatalf("second run: %+v totals %+v, want incremental with %+v", second.Checkpoint, second.Totals, first.Totals)
+	}
+	if _, err := admin.ObjectStore(t.Context(), CheckpointBucket(ns)); err == nil {
+		t.Error("the operator's runs created the object store")
 	}
 }

@@ -95,7 +95,7 @@ func NewRunner(ctx context.Context, js jetstream.JetStream, log *streams.Log, de
 		seen[d.Name] = true
 	}
 	names := log.Names()
-	kv, err := ensureBucket(ctx, js, ControlBucket(names.Namespace), cfg.Replicas, false)
+	kv, err := ensureBucket(ctx, js, ControlBucket(names.Namespace), cfg.Replicas, false, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -117,37 +117,52 @@ func NewRunner(ctx context.Context, js jetstream.JetStream, log *streams.Log, de
 }
 
 // ensureBucket opens or creates a KV bucket (atomic: with atomic batches
-// allowed on its stream).
-func ensureBucket(ctx context.Context, js jetstream.JetStream, bucket string, replicas int, atomic bool) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: bucket, History: 1, Replicas: replicas,
-			Description: "esjet projections"})
-		if errors.Is(err, jetstream.ErrBucketExists) {
-			kv, err = js.KeyValue(ctx, bucket)
+// allowed on its stream, as a view's writes are batches). A missing bucket
+// is created with its whole configuration in one CREATE: the node's role
+// may create its buckets but not update them, so an existing one is checked
+// instead (streams.Check) and refused if it would lose what it holds or
+// lacks atomic batches (esjet provision --view applies the configuration).
+func (r *Runner) ensureBucket(ctx context.Context, bucket string, atomic bool) (jetstream.KeyValue, error) {
+	return ensureBucket(ctx, r.js, bucket, r.cfg.Replicas, atomic, r.logger)
+}
+
+func ensureBucket(ctx context.Context, js jetstream.JetStream, bucket string, replicas int, atomic bool, logger *slog.Logger) (jetstream.KeyValue, error) {
+	want := BucketStreamConfig(bucket, replicas, atomic)
+	st, err := js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		_, err = js.CreateStream(ctx, want)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			// Another node made it first: check what it made.
+			st, err = js.Stream(ctx, want.Name)
+		} else if err == nil {
+			return js.KeyValue(ctx, bucket)
 		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: %w", bucket, err)
 	}
-	if atomic {
-		st, err := js.Stream(ctx, "KV_"+bucket)
-		if err != nil {
-			return nil, fmt.Errorf("bucket %s: %w", bucket, err)
-		}
-		if cfg := st.CachedInfo().Config; !cfg.AllowAtomicPublish {
-			cfg.AllowAtomicPublish = true
-			if _, err := js.UpdateStream(ctx, cfg); err != nil {
-				return nil, fmt.Errorf("bucket %s: allow atomic batches: %w", bucket, err)
-			}
-		}
+	benign, err := streams.Check(st.CachedInfo().Config, want)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: %w", bucket, err)
 	}
-	return kv, nil
+	if len(benign) > 0 && logger != nil {
+		logger.Warn("bucket differs from the configuration in ways that lose nothing; run `esjet provision` as an admin user to apply it",
+			"stream", want.Name, "fields", benign)
+	}
+	return js.KeyValue(ctx, bucket)
+}
+
+// BucketStreamConfig is the stream of a projection bucket: the control
+// bucket, or (atomic) a view's.
+func BucketStreamConfig(bucket string, replicas int, atomic bool) jetstream.StreamConfig {
+	sc := streams.BucketStreamConfig(jetstream.KeyValueConfig{Bucket: bucket, History: 1, Replicas: replicas, Description: "esjet projections"})
+	sc.AllowAtomicPublish = atomic
+	return sc
 }
 
 // viewStream opens (creating it when missing) the stream of a view bucket.
 func (r *Runner) viewStream(ctx context.Context, bucket string) (jetstream.Stream, error) {
-	if _, err := ensureBucket(ctx, r.js, bucket, r.cfg.Replicas, true); err != nil {
+	if _, err := r.ensureBucket(ctx, bucket, true); err != nil {
 		return nil, err
 	}
 	return r.js.Stream(ctx, "KV_"+bucket)

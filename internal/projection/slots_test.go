@@ -118,7 +118,7 @@ func TestAViewRebuiltBeforeSlotsKeepsServingAndMovesIntoThem(t *testing.T) {
 	for i := range 20 {
 		e.append(t, "order", fmt.Sprint("o", i%2), "placed")
 	}
-	kv, err := ensureBucket(t.Context(), e.js, ControlBucket(e.ns), 1, false)
+	kv, err := ensureBucket(t.Context(), e.js, ControlBucket(e.ns), 1, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

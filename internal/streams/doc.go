@@ -1,6 +1,13 @@
 // Package streams is esjet's event log on JetStream: it provisions the streams
 // and buckets of a namespace, appends decisions and reads them back.
 //
+// Provisioning has two sides. [Ensure] is a node's: it creates what is
+// missing, each object with its whole configuration in one CREATE, and
+// checks what exists (diff.go classifies each difference as lossy, needed or
+// benign), because a node's role may not update a stream. [Provision] and
+// [Apply] are esjet provision's, run as admin: create or update to the
+// configuration.
+//
 // A decision (the events one command produced and the commands it issues) is
 // appended as ONE message on the aggregate's literal subject
 // <ns>.evt.<type>.<id>, guarded by Nats-Expected-Last-Subject-Sequence and

@@ -3,6 +3,7 @@ package streams
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -122,3 +123,50 @@ func isTooLarge(err error) bool {
 	}
 	return errors.Is(err, nats.ErrMaxPayload)
 }
+
+// ErrImmutable is wrapped by [*ImmutableError].
+var ErrImmutable = errors.New("streams: existing stream cannot be changed to match config")
+
+// ImmutableError names the settings of an existing stream that JetStream does
+// not allow to change in place.
+type ImmutableError struct {
+	Stream string
+	Fields []string // "field: current → wanted"
+}
+
+func (e *ImmutableError) Error() string {
+	return fmt.Sprintf("stream %s exists with settings JetStream cannot change in place (%s); "+
+		"keep the old values in the config, or migrate the data to a new namespace", e.Stream, strings.Join(e.Fields, "; "))
+}
+
+func (e *ImmutableError) Unwrap() error { return ErrImmutable }
+
+// ErrUnsafeStream is wrapped by [*StreamConfigError]: an existing stream
+// differs from the configuration in a way a node does not run with.
+var ErrUnsafeStream = errors.New("streams: existing stream would lose history or lacks what the node needs")
+
+// StreamConfigError names the settings of an existing stream that would lose
+// or hide history ([DiffLossy]) or that the node needs and may not apply
+// ([DiffNeeded]): a node creates what is missing but never updates what
+// exists, so it refuses to start until an admin applies the configuration.
+type StreamConfigError struct {
+	Stream string
+	Diffs  []Diff
+}
+
+func (e *StreamConfigError) Error() string {
+	parts := make([]string, len(e.Diffs))
+	immutable := false
+	for i, d := range e.Diffs {
+		parts[i] = d.explain()
+		immutable = immutable || d.Immutable
+	}
+	fix := "run `esjet provision` with this configuration as an admin user (or set the stream by hand), then start the node"
+	if immutable {
+		fix = "JetStream cannot change some of these in place: move the data to a new stream (or keep the old values in the config); run `esjet provision` as an admin user for the rest"
+	}
+	return fmt.Sprintf("stream %s exists with settings the node does not run with: %s; the node never changes an existing stream: %s",
+		e.Stream, strings.Join(parts, "; "), fix)
+}
+
+func (e *StreamConfigError) Unwrap() error { return ErrUnsafeStream }

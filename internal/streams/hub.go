@@ -2,9 +2,7 @@ package streams
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"strings"
@@ -104,73 +102,24 @@ func HubStreamConfigs(names Names, c ProvisionConfig, h HubConfig) []jetstream.S
 	return []jetstream.StreamConfig{events, outbox, dlq, outcomes}
 }
 
-// ProvisionHub creates or updates the hub's streams ([HubStreamConfigs])
-// and the namespace's buckets. Adding a site to h.Sites adds its sources;
-// the ones already there keep their position. logger may be nil.
-func ProvisionHub(ctx context.Context, js jetstream.JetStream, ns string, c ProvisionConfig, h HubConfig, logger *slog.Logger) ([]Change, error) {
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	logger = logger.With("component", "streams")
+// HubObjects are the hub's streams ([HubStreamConfigs]) and the
+// namespace's buckets (a hub's workers write receipts too). [Ensure] on a
+// hub node adds and drops their sources as h.Sites changes (the ones
+// already there keep their position) and refuses what would lose history,
+// like any node.
+func HubObjects(ns string, c ProvisionConfig, h HubConfig) []Object {
 	names := NamesFor(ns)
-	var changes []Change
-	var errs []error
-	for _, want := range HubStreamConfigs(names, c, h) {
-		ch, err := provisionHubStream(ctx, js, want)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		changes = append(changes, ch)
+	var out []Object
+	for _, s := range HubStreamConfigs(names, c, h) {
+		out = append(out, Object{Name: s.Name, Config: s})
 	}
-	return provisionBuckets(ctx, js, names, c, changes, errs, logger)
+	return append(out, bucketObjects(names, c)...)
 }
 
-func provisionHubStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (Change, error) {
-	st, err := js.Stream(ctx, want.Name)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		if _, err := js.CreateStream(ctx, want); err != nil {
-			return Change{}, fmt.Errorf("create hub stream %s: %w", want.Name, err)
-		}
-		return Change{Name: want.Name, Action: "created"}, nil
-	}
-	if err != nil {
-		return Change{}, fmt.Errorf("look up hub stream %s: %w", want.Name, err)
-	}
-	have := st.CachedInfo().Config
-	if have.AllowMsgSchedules && !want.AllowMsgSchedules {
-		return Change{}, &ImmutableError{Stream: want.Name, Fields: []string{"allow_msg_schedules: true → false (a hub's outbox sources the sites' and cannot hold schedules)"}}
-	}
-	var diffs []string
-	if !slices.Equal(have.Subjects, want.Subjects) {
-		diffs = append(diffs, fmt.Sprintf("subjects: %v → %v", have.Subjects, want.Subjects))
-	}
-	if hs, ws := sourceKeys(have.Sources), sourceKeys(want.Sources); !slices.Equal(hs, ws) {
-		diffs = append(diffs, fmt.Sprintf("sources: %v → %v", hs, ws))
-	}
-	if have.Duplicates != want.Duplicates {
-		diffs = append(diffs, fmt.Sprintf("duplicate_window: %v → %v", have.Duplicates, want.Duplicates))
-	}
-	if have.MaxAge != want.MaxAge {
-		diffs = append(diffs, fmt.Sprintf("max_age: %v → %v", have.MaxAge, want.MaxAge))
-	}
-	if have.Description != want.Description {
-		diffs = append(diffs, "description")
-	}
-	if have.Compression != want.Compression {
-		diffs = append(diffs, fmt.Sprintf("compression (blocks written after the next server restart): %v → %v", have.Compression, want.Compression))
-	}
-	if len(diffs) == 0 {
-		return Change{Name: want.Name, Action: "unchanged"}, nil
-	}
-	upd := have
-	upd.Description, upd.Subjects, upd.Sources = want.Description, want.Subjects, want.Sources
-	upd.Duplicates, upd.MaxAge = want.Duplicates, want.MaxAge
-	upd.AllowRollup, upd.Compression = want.AllowRollup, want.Compression
-	if _, err := js.UpdateStream(ctx, upd); err != nil {
-		return Change{}, fmt.Errorf("update hub stream %s (%s): %w", want.Name, strings.Join(diffs, "; "), err)
-	}
-	return Change{Name: want.Name, Action: "updated", Fields: diffs}, nil
+// ProvisionHub creates or updates the hub's objects ([HubObjects]), as
+// [Provision] does a namespace's. logger may be nil.
+func ProvisionHub(ctx context.Context, js jetstream.JetStream, ns string, c ProvisionConfig, h HubConfig, logger *slog.Logger) ([]Change, error) {
+	return Apply(ctx, js, HubObjects(ns, c, h), ApplyChanges, logger)
 }
 
 // sourceKeys names each source by stream, domain, delivery prefix and

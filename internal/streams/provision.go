@@ -1,12 +1,11 @@
 package streams
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -46,29 +45,16 @@ func (c *ProvisionConfig) setDefaults() {
 	}
 }
 
-// Change is what provisioning did to one stream or bucket.
+// Change is what provisioning did, or would do, to one stream or bucket.
 type Change struct {
-	Name   string   // stream or bucket name
-	Action string   // "created", "updated" or "unchanged"
-	Fields []string // for "updated": what changed, as "field: old → new"
+	Name string // stream or bucket name
+	// Action is what [Provision] did ("created", "updated", "unchanged"),
+	// what [Plan] would do ("create", "update", "unchanged"), or what
+	// [Ensure] found ("created", "unchanged", or "differs": a benign
+	// difference the node runs with; a hub's "updated" sources).
+	Action string
+	Fields []string // for "updated", "update" and "differs": "field: old → new"
 }
-
-// ErrImmutable is wrapped by [*ImmutableError].
-var ErrImmutable = errors.New("streams: existing stream cannot be changed to match config")
-
-// ImmutableError names the settings of an existing stream that JetStream does
-// not allow to change in place.
-type ImmutableError struct {
-	Stream string
-	Fields []string // "field: current → wanted"
-}
-
-func (e *ImmutableError) Error() string {
-	return fmt.Sprintf("stream %s exists with settings JetStream cannot change in place (%s); "+
-		"keep the old values in the config, or migrate the data to a new namespace", e.Stream, strings.Join(e.Fields, "; "))
-}
-
-func (e *ImmutableError) Unwrap() error { return ErrImmutable }
 
 // StreamConfigs returns the desired configuration of the namespace's three
 // streams: EVENTS, OUTBOX, DLQ (DESIGN.md).
@@ -97,7 +83,7 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		AllowDirect:       true,
 		Duplicates:        c.DuplicateWindow,
 		// Group commit (groupcommit.go) stores concurrent decisions as
-		// atomic batches; an older stream is updated in place.
+		// atomic batches; esjet provision turns it on for an older stream.
 		AllowAtomicPublish: true,
 		Compression:        compression(c),
 	}, {
@@ -121,8 +107,8 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		AllowDirect:       true,
 		Duplicates:        c.OutboxDuplicateWindow,
 		// The relay publishes a batch of commands as one atomic batch under
-		// sync always (one fsync, not one each); an older stream is updated
-		// in place.
+		// sync always (one fsync, not one each); esjet provision turns it
+		// on for an older stream.
 		AllowAtomicPublish: true,
 		Compression:        compression(c),
 	}, {
@@ -140,8 +126,8 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		Discard:           jetstream.DiscardNew,
 		// Nothing may delete or purge the dead letters: esjet dlq
 		// retry/discard settle an entry with an audit record that names
-		// it, and the entry stays. An older DLQ is updated in place
-		// (false → true is allowed; the reverse is not).
+		// it, and the entry stays. esjet provision turns them on for an
+		// older DLQ (false → true is allowed; the reverse is not).
 		DenyDelete:  true,
 		DenyPurge:   true,
 		AllowDirect: true,
@@ -174,90 +160,167 @@ func BucketConfigs(names Names, c ProvisionConfig) []jetstream.KeyValueConfig {
 	}}
 }
 
-// Provision creates or updates the namespace's streams and KV buckets.
-// It is idempotent: with an unchanged config a second call changes nothing
-// and reports every object "unchanged". A setting JetStream can update in
-// place is updated; one it cannot (storage, retention, deny delete/purge
-// turned off) is reported as an [*ImmutableError] and nothing of that stream
-// is touched. logger may be nil.
-func Provision(ctx context.Context, js jetstream.JetStream, ns string, c ProvisionConfig, logger *slog.Logger) ([]Change, error) {
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+// BucketStreamConfig is the stream (KV_<bucket>) that nats.go's
+// CreateKeyValue makes for kv, without mirrors, sources or TTLs: the same
+// settings, so jetstream.KeyValue opens it and a bucket made either way
+// compares equal. esjet creates buckets through it so that a bucket which
+// needs more (atomic batches) has it from its first CREATE: a node may
+// create streams but never update them.
+func BucketStreamConfig(kv jetstream.KeyValueConfig) jetstream.StreamConfig {
+	history := int64(max(kv.History, 1))
+	replicas := max(kv.Replicas, 1)
+	maxBytes, maxValue := kv.MaxBytes, kv.MaxValueSize
+	if maxBytes == 0 {
+		maxBytes = -1
 	}
-	logger = logger.With("component", "streams")
-	names := NamesFor(ns)
-	var changes []Change
-	var errs []error
-	for _, want := range StreamConfigs(names, c) {
-		ch, err := provisionStream(ctx, js, want)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		changes = append(changes, ch)
+	if maxValue == 0 {
+		maxValue = -1
 	}
-	return provisionBuckets(ctx, js, names, c, changes, errs, logger)
+	var comp jetstream.StoreCompression
+	if kv.Compression {
+		comp = jetstream.S2Compression
+	}
+	return jetstream.StreamConfig{
+		Name:              "KV_" + kv.Bucket,
+		Description:       kv.Description,
+		Subjects:          []string{"$KV." + kv.Bucket + ".>"},
+		MaxMsgsPerSubject: history,
+		MaxBytes:          maxBytes,
+		MaxAge:            kv.TTL,
+		MaxMsgSize:        maxValue,
+		Storage:           kv.Storage,
+		Replicas:          replicas,
+		Placement:         kv.Placement,
+		AllowRollup:       true,
+		DenyDelete:        true,
+		Duplicates:        min(2*time.Minute, cmp.Or(kv.TTL, 2*time.Minute)),
+		MaxMsgs:           -1,
+		MaxConsumers:      -1,
+		AllowDirect:       true,
+		Compression:       comp,
+		Discard:           jetstream.DiscardNew,
+	}
 }
 
-// provisionBuckets creates or updates the namespace's KV buckets after its
-// streams (Provision, ProvisionHub: a hub's workers write receipts too) and
-// logs every change.
-func provisionBuckets(ctx context.Context, js jetstream.JetStream, names Names, c ProvisionConfig, changes []Change, errs []error, logger *slog.Logger) ([]Change, error) {
-	for _, want := range BucketConfigs(names, c) {
-		ch, err := provisionBucket(ctx, js, want)
-		if err == nil && want.Bucket == names.Receipts {
-			ch, err = withAtomic(ctx, js, ch) // receipts are group-committed (atomic.go)
-		}
+// Object is one stream or KV bucket of a namespace and the configuration
+// esjet wants for it.
+type Object struct {
+	Name   string // the stream's name, or the bucket's
+	Config jetstream.StreamConfig
+}
+
+// Objects are the namespace's streams (EVENTS, OUTBOX, DLQ) and buckets
+// (snapshots, receipts) as [Provision] and [Ensure] make them.
+func Objects(ns string, c ProvisionConfig) []Object {
+	names := NamesFor(ns)
+	var out []Object
+	for _, s := range StreamConfigs(names, c) {
+		out = append(out, Object{Name: s.Name, Config: s})
+	}
+	return append(out, bucketObjects(names, c)...)
+}
+
+// bucketObjects are the namespace's buckets; receipts allow atomic
+// batches (group commit writes them, NATS.md: 10174 otherwise).
+func bucketObjects(names Names, c ProvisionConfig) []Object {
+	var out []Object
+	for _, b := range BucketConfigs(names, c) {
+		sc := BucketStreamConfig(b)
+		sc.AllowAtomicPublish = b.Bucket == names.Receipts
+		out = append(out, Object{Name: b.Bucket, Config: sc})
+	}
+	return out
+}
+
+// ApplyMode says whether [Apply] changes streams or only reports what it
+// would change.
+type ApplyMode int
+
+const (
+	// ApplyChanges creates and updates streams.
+	ApplyChanges ApplyMode = iota
+	// PlanOnly changes nothing and reports "create", "update" or
+	// "unchanged" for each object.
+	PlanOnly
+)
+
+// Provision creates or updates the namespace's streams and KV buckets: what
+// esjet provision does, as an admin. It is idempotent: with an unchanged
+// config a second call changes nothing and reports every object
+// "unchanged". A setting JetStream can update in place is updated; one it
+// cannot (storage, retention, deny delete/purge turned off) is reported as
+// an [*ImmutableError] and nothing of that stream is touched. The node
+// itself never updates a stream: it runs [Ensure]. logger may be nil.
+func Provision(ctx context.Context, js jetstream.JetStream, ns string, c ProvisionConfig, logger *slog.Logger) ([]Change, error) {
+	return Apply(ctx, js, Objects(ns, c), ApplyChanges, logger)
+}
+
+// Apply creates each missing object and updates each existing one to its
+// configuration (see [Provision]), or with [PlanOnly] reports what it would
+// do. Errors of single objects are joined; the others are still applied.
+func Apply(ctx context.Context, js jetstream.JetStream, objs []Object, mode ApplyMode, logger *slog.Logger) ([]Change, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With("component", "streams")
+	var changes []Change
+	var errs []error
+	for _, o := range objs {
+		ch, err := provisionStream(ctx, js, o, mode)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		changes = append(changes, ch)
-	}
-	for _, ch := range changes {
-		if ch.Action != "unchanged" {
+		if mode == ApplyChanges && ch.Action != "unchanged" {
 			logger.Info("provisioned", "stream", ch.Name, "action", ch.Action, "fields", ch.Fields)
 		}
 	}
 	return changes, errors.Join(errs...)
 }
 
-func provisionStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) (Change, error) {
+func provisionStream(ctx context.Context, js jetstream.JetStream, o Object, mode ApplyMode) (Change, error) {
+	want := o.Config
 	st, err := js.Stream(ctx, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		// A cluster that has just started may refuse to place replicas for a
-		// moment (10005, no suitable peers): try again for a few seconds.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			_, err := js.CreateStream(ctx, want)
-			var apiErr *jetstream.APIError
-			if errors.As(err, &apiErr) && apiErr.ErrorCode == 10005 && time.Now().Before(deadline) {
-				select {
-				case <-ctx.Done():
-					return Change{}, fmt.Errorf("create stream %s: %w", want.Name, ctx.Err())
-				case <-time.After(250 * time.Millisecond):
-				}
-				continue
-			}
-			if err != nil {
-				return Change{}, fmt.Errorf("create stream %s: %w", want.Name, err)
-			}
-			return Change{Name: want.Name, Action: "created"}, nil
+		if mode == PlanOnly {
+			return Change{Name: o.Name, Action: "create"}, nil
 		}
+		if err := createStream(ctx, js, want); err != nil {
+			return Change{}, err
+		}
+		return Change{Name: o.Name, Action: "created"}, nil
 	}
 	if err != nil {
 		return Change{}, fmt.Errorf("look up stream %s: %w", want.Name, err)
 	}
 	have := st.CachedInfo().Config
-	diffs, immutable := diffStream(have, want)
+	diffs := diffStream(have, want)
+	var immutable []string
+	for _, d := range diffs {
+		if d.Immutable {
+			immutable = append(immutable, d.String())
+		}
+	}
 	if len(immutable) > 0 {
 		return Change{}, &ImmutableError{Stream: want.Name, Fields: immutable}
 	}
 	if len(diffs) == 0 {
-		return Change{Name: want.Name, Action: "unchanged"}, nil
+		return Change{Name: o.Name, Action: "unchanged"}, nil
 	}
-	// Start from what exists so settings esjet does not manage (placement,
-	// metadata) survive the update.
+	if mode == PlanOnly {
+		return Change{Name: o.Name, Action: "update", Fields: fields(diffs)}, nil
+	}
+	if _, err := js.UpdateStream(ctx, updated(have, want)); err != nil {
+		return Change{}, fmt.Errorf("update stream %s (%s): %w", want.Name, strings.Join(fields(diffs), "; "), err)
+	}
+	return Change{Name: o.Name, Action: "updated", Fields: fields(diffs)}, nil
+}
+
+// updated is have with the settings esjet manages taken from want. It
+// starts from what exists so settings esjet does not manage (placement,
+// metadata) survive the update.
+func updated(have, want jetstream.StreamConfig) jetstream.StreamConfig {
 	upd := have
 	upd.Description = want.Description
 	upd.Subjects = want.Subjects
@@ -279,96 +342,32 @@ func provisionStream(ctx context.Context, js jetstream.JetStream, want jetstream
 	// it to the blocks it writes after a restart.
 	upd.Compression = want.Compression
 	upd.AllowAtomicPublish = want.AllowAtomicPublish
-	if _, err := js.UpdateStream(ctx, upd); err != nil {
-		return Change{}, fmt.Errorf("update stream %s (%s): %w", want.Name, strings.Join(diffs, "; "), err)
-	}
-	return Change{Name: want.Name, Action: "updated", Fields: diffs}, nil
+	upd.Sources = want.Sources
+	upd.RePublish = want.RePublish
+	upd.SubjectTransform = want.SubjectTransform
+	upd.NoAck = want.NoAck
+	return upd
 }
 
-// diffStream compares the settings esjet manages. immutable lists the
-// differences JetStream refuses to apply in place.
-func diffStream(have, want jetstream.StreamConfig) (diffs, immutable []string) {
-	d := func(field string, h, w any) string { return fmt.Sprintf("%s: %v → %v", field, h, w) }
-	if have.Storage != want.Storage {
-		immutable = append(immutable, d("storage", have.Storage, want.Storage))
-	}
-	if have.Retention != want.Retention {
-		immutable = append(immutable, d("retention", have.Retention, want.Retention))
-	}
-	if have.DenyDelete && !want.DenyDelete {
-		immutable = append(immutable, d("deny_delete", have.DenyDelete, want.DenyDelete))
-	}
-	if have.DenyPurge && !want.DenyPurge {
-		immutable = append(immutable, d("deny_purge", have.DenyPurge, want.DenyPurge))
-	}
-	// A mirror cannot take writes, and sources bring in messages that no
-	// expectation guarded (and, unless set, turn dedup off): neither is an
-	// esjet stream.
-	if have.Mirror != nil {
-		immutable = append(immutable, d("mirror", have.Mirror.Name, "none"))
-	}
-	if len(have.Sources) > 0 {
-		immutable = append(immutable, d("sources", len(have.Sources), "none"))
-	}
-	check := func(field string, differ bool, h, w any) {
-		if differ {
-			diffs = append(diffs, d(field, h, w))
+// createStream creates want. A cluster that has just started may refuse
+// to place replicas for a moment (10005, no suitable peers): it tries
+// again for a few seconds.
+func createStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err := js.CreateStream(ctx, want)
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode == 10005 && time.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("create stream %s: %w", want.Name, ctx.Err())
+			case <-time.After(250 * time.Millisecond):
+			}
+			continue
 		}
-	}
-	check("subjects", !slices.Equal(have.Subjects, want.Subjects), have.Subjects, want.Subjects)
-	check("description", have.Description != want.Description, have.Description, want.Description)
-	check("replicas", have.Replicas != want.Replicas, have.Replicas, want.Replicas)
-	check("max_age", have.MaxAge != want.MaxAge, have.MaxAge, want.MaxAge)
-	check("max_msgs", have.MaxMsgs != want.MaxMsgs, have.MaxMsgs, want.MaxMsgs)
-	check("max_bytes", have.MaxBytes != want.MaxBytes, have.MaxBytes, want.MaxBytes)
-	check("max_msgs_per_subject", have.MaxMsgsPerSubject != want.MaxMsgsPerSubject, have.MaxMsgsPerSubject, want.MaxMsgsPerSubject)
-	check("max_msg_size", have.MaxMsgSize != want.MaxMsgSize, have.MaxMsgSize, want.MaxMsgSize)
-	check("discard", have.Discard != want.Discard, have.Discard, want.Discard)
-	check("deny_delete", have.DenyDelete != want.DenyDelete, have.DenyDelete, want.DenyDelete)
-	check("deny_purge", have.DenyPurge != want.DenyPurge, have.DenyPurge, want.DenyPurge)
-	check("allow_rollup", have.AllowRollup != want.AllowRollup, have.AllowRollup, want.AllowRollup)
-	check("allow_direct", have.AllowDirect != want.AllowDirect, have.AllowDirect, want.AllowDirect)
-	check("duplicate_window", have.Duplicates != want.Duplicates, have.Duplicates, want.Duplicates)
-	check("allow_msg_schedules", have.AllowMsgSchedules != want.AllowMsgSchedules, have.AllowMsgSchedules, want.AllowMsgSchedules)
-	check("compression (blocks written after the next server restart)", have.Compression != want.Compression, have.Compression, want.Compression)
-	check("allow_atomic", have.AllowAtomicPublish != want.AllowAtomicPublish, have.AllowAtomicPublish, want.AllowAtomicPublish)
-	if have.AllowMsgSchedules && !want.AllowMsgSchedules {
-		immutable = append(immutable, d("allow_msg_schedules", have.AllowMsgSchedules, want.AllowMsgSchedules))
-	}
-	return diffs, immutable
-}
-
-func provisionBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig) (Change, error) {
-	kv, err := js.KeyValue(ctx, want.Bucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		if _, err := js.CreateKeyValue(ctx, want); err != nil {
-			return Change{}, fmt.Errorf("create bucket %s: %w", want.Bucket, err)
+		if err != nil {
+			return fmt.Errorf("create stream %s: %w", want.Name, err)
 		}
-		return Change{Name: want.Bucket, Action: "created"}, nil
+		return nil
 	}
-	if err != nil {
-		return Change{}, fmt.Errorf("look up bucket %s: %w", want.Bucket, err)
-	}
-	status, err := kv.Status(ctx)
-	if err != nil {
-		return Change{}, fmt.Errorf("bucket %s status: %w", want.Bucket, err)
-	}
-	have := status.(*jetstream.KeyValueBucketStatus).StreamInfo().Config
-	var diffs []string
-	if have.Replicas != want.Replicas {
-		diffs = append(diffs, fmt.Sprintf("replicas: %d → %d", have.Replicas, want.Replicas))
-	}
-	if have.MaxMsgsPerSubject != int64(want.History) {
-		diffs = append(diffs, fmt.Sprintf("history: %d → %d", have.MaxMsgsPerSubject, want.History))
-	}
-	if have.Description != want.Description {
-		diffs = append(diffs, fmt.Sprintf("description: %q → %q", have.Description, want.Description))
-	}
-	if len(diffs) == 0 {
-		return Change{Name: want.Bucket, Action: "unchanged"}, nil
-	}
-	if _, err := js.UpdateKeyValue(ctx, want); err != nil {
-		return Change{}, fmt.Errorf("update bucket %s (%s): %w", want.Bucket, strings.Join(diffs, "; "), err)
-	}
-	return Change{Name: want.Bucket, Action: "updated", Fields: diffs}, nil
 }

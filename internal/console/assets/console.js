@@ -26,18 +26,56 @@ function el(tag, attrs, ...children) {
   return e;
 }
 
-async function getJSON(path) {
-  const r = await fetch(API + path, {headers: {Accept: "application/json"}});
+// With http.auth the node wants a credential on every request. A client
+// certificate the browser presents itself; a bearer token the user pastes
+// once, kept in this tab's sessionStorage and sent as Authorization — never
+// a cookie, which a browser would also send with another site's requests.
+const TOKEN_KEY = "esjet-console-token";
+
+function headers(extra) {
+  const h = Object.assign({Accept: "application/json"}, extra);
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  if (token) h.Authorization = "Bearer " + token;
+  return h;
+}
+
+async function answer(r) {
   const body = await r.json().catch(() => ({}));
+  if (r.status === 401) askToken(body.error && body.error.message);
   if (!r.ok) throw Object.assign(new Error((body.error && body.error.message) || r.statusText), {status: r.status, code: body.error && body.error.code});
   return body;
 }
 
+async function getJSON(path) {
+  return answer(await fetch(API + path, {headers: headers()}));
+}
+
+// postJSON sends data as application/json: the node refuses a write in any
+// other content type.
 async function postJSON(path, data) {
-  const r = await fetch(API + path, {method: "POST", headers: {"Content-Type": "application/json", Accept: "application/json"}, body: JSON.stringify(data)});
-  const body = await r.json().catch(() => ({}));
-  if (!r.ok) throw Object.assign(new Error((body.error && body.error.message) || r.statusText), {status: r.status, code: body.error && body.error.code});
-  return body;
+  return answer(await fetch(API + path, {method: "POST", headers: headers({"Content-Type": "application/json"}), body: JSON.stringify(data)}));
+}
+
+// askToken replaces the view with a form for the token (once: later 401s
+// of the same view's polls leave it be).
+function askToken(message) {
+  if (document.getElementById("token-form")) return;
+  viewToken++;
+  clearTimeout(timer);
+  const input = el("input", {type: "password", id: "token-input", autocomplete: "off", required: true});
+  const form = el("form", {id: "token-form"},
+    el("h1", {tabindex: "-1"}, "Sign in"),
+    el("p", {}, message || "This node requires a credential."),
+    el("p", {}, "Paste an operator token (esjet http-token --role operator makes one). It stays in this tab until you close it."),
+    el("label", {for: "token-input"}, "Token"), input,
+    el("div", {class: "buttons"}, el("button", {type: "submit"}, "Use token")));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, input.value.trim());
+    route();
+  });
+  main.replaceChildren(form);
+  input.focus();
 }
 
 function say(text) {
