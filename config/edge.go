@@ -39,9 +39,20 @@ type Edge struct {
 	LeafListen string `yaml:"leaf_listen"`
 	// CredentialsFile is a NATS .creds file a site presents to the hub.
 	CredentialsFile string `yaml:"credentials_file"`
-	// Auth is the user and password of the leaf link: the hub requires
-	// them, a site presents them. Empty: none (loopback only).
+	// Auth is the user and password a site presents on the leaf link (its
+	// own, when the hub lists it in LeafUsers). At the hub without
+	// LeafUsers it is the one user every site shares (kept for older
+	// fleets: the sites then share one set of permissions, see LeafUsers).
+	// Empty: a site presents its site id, without a password, and the hub
+	// takes the name as the site's (loopback only).
 	Auth Auth `yaml:"auth"`
+	// LeafUsers are the sites' own credentials on the hub's leaf listener
+	// (role hub): each site authenticates as its own user and may use the
+	// link only for what its sourcing and its outcome pull need (README "At
+	// the edge"). List every site of Sites once. Empty: the hub
+	// authenticates no site by its own secret (see Auth). Set in the file
+	// only.
+	LeafUsers []LeafUser `yaml:"leaf_users"`
 	// TLS of the leaf link: the hub serves CertFile/KeyFile (and requires
 	// client certificates signed by CAFile when set); a site verifies the
 	// hub with CAFile and presents CertFile/KeyFile when set.
@@ -67,6 +78,28 @@ type Edge struct {
 	StallAfter Duration `yaml:"stall_after"`
 }
 
+// LeafUser is one site's credentials on the hub's leaf listener
+// ([Edge.LeafUsers]).
+type LeafUser struct {
+	// Site is the site the user is (one of [Edge.Sites]).
+	Site string `yaml:"site"`
+	// User is the name the site presents (its edge.auth.user). Default:
+	// the site id.
+	User string `yaml:"user"`
+	// Password is a bcrypt hash ("$2a$…", from `nats server passwd`) of
+	// the password the site presents (its edge.auth.password); plaintext
+	// only with nats.embedded.allow_plaintext_passwords.
+	Password string `yaml:"password"`
+}
+
+// Name is the user name the site presents: User, or the site id.
+func (u LeafUser) Name() string {
+	if u.User != "" {
+		return u.User
+	}
+	return u.Site
+}
+
 // Owner is one ownership rule of [Edge.Owners].
 type Owner struct {
 	// Site owns the aggregates the rule matches.
@@ -84,6 +117,7 @@ func DefaultEdge() Edge {
 		HubURLs:    []string{},
 		LeafListen: "127.0.0.1:7422",
 		Sites:      []string{},
+		LeafUsers:  []LeafUser{},
 		HubKinds:   []string{},
 		Owners:     []Owner{},
 		StallAfter: Duration(2 * time.Minute),
@@ -212,6 +246,10 @@ func (c *Config) validateHub(v *validator) {
 	if len(e.Sites) == 0 {
 		v.add("edge.sites", nil, "the hub needs the ids of the sites it aggregates")
 	}
+	if c.NATS.Embedded.Auth.Token != "" {
+		v.add("nats.embedded.auth.token", redacted, "the hub's leaf users (one per site, with its permissions) are users of its server, which then cannot take a token: use nats.embedded.auth user and password, or nats.embedded.users")
+	}
+	c.validateLeafUsers(v)
 	for i, o := range e.Owners {
 		if !slices.Contains(e.Sites, o.Site) {
 			v.add(fmt.Sprintf("edge.owners[%d].site", i), o.Site, "is not in edge.sites: add it there, or fix the rule")
@@ -220,8 +258,46 @@ func (c *Config) validateHub(v *validator) {
 	if host, ok := v.listen("edge.leaf_listen", e.LeafListen); ok {
 		if e.LeafListen == ListenNone {
 			v.add("edge.leaf_listen", e.LeafListen, "the hub needs a leaf node listener for its sites")
-		} else if !isLoopback(host) && (!e.Auth.set() || e.TLS.CertFile == "") {
-			v.add("edge.leaf_listen", e.LeafListen, "a leaf listener beyond loopback needs edge.auth (user and password) and edge.tls (cert_file, key_file): set them, or listen on 127.0.0.1")
+		} else if !isLoopback(host) && ((!e.Auth.set() && len(e.LeafUsers) == 0) || e.TLS.CertFile == "") {
+			v.add("edge.leaf_listen", e.LeafListen, "a leaf listener beyond loopback needs edge.leaf_users (or a shared edge.auth) and edge.tls (cert_file, key_file): set them, or listen on 127.0.0.1")
+		}
+	}
+}
+
+// validateLeafUsers checks the hub's per-site leaf users: one per site of
+// edge.sites, each with a bcrypt hash, names unique, and no shared
+// edge.auth beside them (which user would a site be?).
+func (c *Config) validateLeafUsers(v *validator) {
+	e := &c.Edge
+	if len(e.LeafUsers) == 0 {
+		return
+	}
+	if e.Auth.User != "" {
+		v.add("edge.auth", nil, "the hub with edge.leaf_users authenticates each site as its own user: remove the shared edge.auth from the hub's config (each site presents its own)")
+	}
+	names := map[string]bool{}
+	for i, u := range e.LeafUsers {
+		path := fmt.Sprintf("edge.leaf_users[%d]", i)
+		switch {
+		case !slices.Contains(e.Sites, u.Site):
+			v.add(path+".site", u.Site, "is not in edge.sites: add it there, or fix the entry")
+		case slices.IndexFunc(e.LeafUsers, func(o LeafUser) bool { return o.Site == u.Site }) != i:
+			v.add(path+".site", u.Site, "has two leaf users: list each site once")
+		}
+		if names[u.Name()] {
+			v.add(path+".user", u.Name(), "is another site's user name: give each site its own")
+		}
+		names[u.Name()] = true
+		switch {
+		case u.Password == "":
+			v.add(path+".password", nil, "set the bcrypt hash of the site's password (nats server passwd)")
+		case !bcryptPattern.MatchString(u.Password) && !c.NATS.Embedded.AllowPlaintextPasswords:
+			v.add(path+".password", redacted, "is not a bcrypt hash: hash the site's password with nats server passwd (or set nats.embedded.allow_plaintext_passwords)")
+		}
+	}
+	for _, s := range e.Sites {
+		if !slices.ContainsFunc(e.LeafUsers, func(u LeafUser) bool { return u.Site == s }) {
+			v.add("edge.leaf_users", nil, fmt.Sprintf("site %q has no leaf user: with edge.leaf_users every site of edge.sites needs one", s))
 		}
 	}
 }

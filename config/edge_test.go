@@ -30,7 +30,7 @@ func TestEdgeSiteAndHubAreValidatedWithEveryProblemNamed(t *testing.T) {
 	for _, want := range []string{
 		"edge.sites: the hub needs the ids of the sites",
 		`edge.owners[0].site: "shop9" is not valid: is not in edge.sites`,
-		`edge.leaf_listen: "0.0.0.0:7422" is not valid: a leaf listener beyond loopback needs edge.auth`,
+		`edge.leaf_listen: "0.0.0.0:7422" is not valid: a leaf listener beyond loopback needs edge.leaf_users`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("hub config error %v\ndoes not say %q", err, want)
@@ -64,5 +64,47 @@ func TestEdgeOwnerIsTheFirstMatchingRuleElseTheSitePrefix(t *testing.T) {
 		if got := e.OwnerOf(c.typ, c.id); got != c.want {
 			t.Errorf("OwnerOf(%s, %s) = %q, want %q", c.typ, c.id, got, c.want)
 		}
+	}
+}
+
+func TestEdgeLeafUsersNameEverySiteOnceWithABcryptHash(t *testing.T) {
+	const hash = "$2a$11$abcdefghijklmnopqrstuuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0"
+	h := Default()
+	h.Edge.Role, h.Edge.Sites = EdgeHub, []string{"shop1", "shop2", "shop3"}
+	h.Edge.Auth = Auth{User: "fleet", Password: "x"}
+	h.NATS.Embedded.Auth.Token = "tok"
+	h.Edge.LeafUsers = []LeafUser{
+		{Site: "shop1", Password: hash},
+		{Site: "shop1", User: "other", Password: hash},
+		{Site: "shop9", User: "shop1", Password: hash},
+		{Site: "shop2", Password: "plain"},
+	}
+	err := h.Validate()
+	for _, want := range []string{
+		"edge.auth: the hub with edge.leaf_users authenticates each site as its own user",
+		`edge.leaf_users[1].site: "shop1" is not valid: has two leaf users`,
+		`edge.leaf_users[2].site: "shop9" is not valid: is not in edge.sites`,
+		`edge.leaf_users[2].user: "shop1" is not valid: is another site's user name`,
+		"edge.leaf_users[3].password",
+		`site "shop3" has no leaf user`,
+		"nats.embedded.auth.token",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("hub config error %v\ndoes not say %q", err, want)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), `"plain"`) {
+		t.Errorf("the error shows a password: %v", err)
+	}
+
+	ok := Default()
+	ok.Edge.Role, ok.Edge.Sites, ok.Edge.LeafListen = EdgeHub, []string{"shop1", "shop2"}, "0.0.0.0:7422"
+	ok.Edge.TLS = TLS{CertFile: "hub.pem", KeyFile: "hub-key.pem"}
+	ok.Edge.LeafUsers = []LeafUser{{Site: "shop1", Password: hash}, {Site: "shop2", User: "s2", Password: hash}}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("a hub with a leaf user per site: %v", err)
+	}
+	if got := ok.Edge.LeafUsers[0].Name(); got != "shop1" {
+		t.Errorf("a leaf user without a name is named %q, want its site id", got)
 	}
 }

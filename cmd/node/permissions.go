@@ -45,6 +45,10 @@ and the read models the node runs (the demo's views, and --view):
             own esjet.<ns>.ops.<user>.> only
   admin     everything, including deleting and purging streams
 
+At an edge hub (edge.role hub) it also prints each site's leaf user: allowed
+only leaf node connections, with what the site may do across the link
+(README "At the edge").
+
 --format server prints a nats-server authorization block: each password is
 read from the environment variable named beside it (set it to a bcrypt hash,
 nats server passwd). --format json prints the permissions to put in each
@@ -159,6 +163,14 @@ type permissionsJSON struct {
 	Namespace string          `json:"namespace"`
 	Accounts  []accountJSON   `json:"accounts"`
 	Users     []userPermsJSON `json:"users"`
+	// LeafUsers are a hub's sites on its leaf listener (edge.role hub).
+	LeafUsers []leafPermsJSON `json:"leaf_users,omitempty"`
+}
+
+type leafPermsJSON struct {
+	User        string                `json:"user"`
+	Sites       []string              `json:"sites"`
+	Permissions broker.JWTPermissions `json:"permissions"`
 }
 
 // accountJSON is what an account's JWT needs (nsc add account, nsc add
@@ -197,6 +209,11 @@ func printPermissions(g *globals, cfg config.Config, f *permissionsFlags) error 
 				out.Users = append(out.Users, userPermsJSON{User: u.Name, Role: u.Role, Account: a.Name, Permissions: broker.ToJWT(u.Permissions)})
 			}
 		}
+		if f.role == "" {
+			for _, u := range broker.LeafUsers(cfg) {
+				out.LeafUsers = append(out.LeafUsers, leafPermsJSON{User: u.Name, Sites: u.Sites, Permissions: broker.ToJWT(u.Permissions)})
+			}
+		}
 		enc := json.NewEncoder(g.stdout)
 		enc.SetIndent("", "  ")
 		enc.SetEscapeHTML(false)
@@ -209,6 +226,17 @@ func printPermissions(g *globals, cfg config.Config, f *permissionsFlags) error 
 	for _, u := range users {
 		fmt.Fprintf(g.stdout, "#   %s  (user %s, role %s)\n", broker.PasswordVar(u.Name), u.Name, u.Role)
 	}
-	_, err = fmt.Fprint(g.stdout, broker.ServerAccounts(accounts))
+	text := broker.ServerAccounts(accounts)
+	if leaf := broker.LeafUsers(cfg); len(leaf) > 0 && f.role == "" {
+		fmt.Fprintf(g.stdout, "# and the hub's leaf users, one per site, in the namespace account (seen from the hub,\n")
+		fmt.Fprintf(g.stdout, "# publish is what a site may send in, subscribe what it is sent; the embedded hub runs them):\n")
+		for _, u := range leaf {
+			if u.Password != "" {
+				fmt.Fprintf(g.stdout, "#   %s  (leaf user %s, site %s)\n", broker.PasswordVar(u.Name), u.Name, strings.Join(u.Sites, ", "))
+			}
+		}
+		text = broker.WithLeafUsers(text, cfg)
+	}
+	_, err = fmt.Fprint(g.stdout, text)
 	return err
 }

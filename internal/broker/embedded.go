@@ -57,6 +57,9 @@ func startEmbedded(ctx context.Context, cfg config.Config, so startOptions, base
 func runEmbedded(ctx context.Context, cfg config.Config, so startOptions, opts *server.Options, base, logger *slog.Logger) (*Broker, error) {
 	e := cfg.NATS.Embedded
 	asNode, err := addUsers(cfg, so.views, opts)
+	if err == nil {
+		err = addLeafUsers(cfg, opts)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("create embedded nats-server: %w", err)
 	}
@@ -81,7 +84,7 @@ func runEmbedded(ctx context.Context, cfg config.Config, so startOptions, opts *
 		nats.InProcessServer(srv),
 		nats.Name("esjet"),
 		nats.ClosedHandler(closedOnce(b.closed)),
-		nats.CustomInboxPrefix(NodeInboxPrefix(cfg.Namespace)),
+		nats.CustomInboxPrefix(NodeInbox(cfg)),
 	}
 	if asNode != nil {
 		connOpts = append(connOpts, asNode) // in-process, as role node

@@ -46,9 +46,12 @@ func leafOptions(cfg config.Config, opts *server.Options) error {
 	case config.EdgeSite:
 		opts.ServerName, opts.JetStreamDomain = e.Site, e.Site
 		remote := &server.RemoteLeafOpts{
-			Credentials: e.CredentialsFile,
-			DenyImports: LeafDenies(cfg.Namespace),
-			DenyExports: LeafDenies(cfg.Namespace),
+			// With users, esjet's streams are in the namespace account
+			// (addUsers): that is the account the link joins to the hub.
+			LocalAccount: localLeafAccount(cfg),
+			Credentials:  e.CredentialsFile,
+			DenyImports:  LeafDenies(cfg.Namespace),
+			DenyExports:  LeafDenies(cfg.Namespace),
 		}
 		for _, raw := range e.HubURLs {
 			u, err := url.Parse(raw)
@@ -58,8 +61,12 @@ func leafOptions(cfg config.Config, opts *server.Options) error {
 			if u.Scheme == "nats-leaf" {
 				u.Scheme = "nats"
 			}
-			if e.Auth.User != "" && u.User == nil {
+			switch {
+			case u.User != nil || e.CredentialsFile != "":
+			case e.Auth.User != "":
 				u.User = url.UserPassword(e.Auth.User, e.Auth.Password)
+			default:
+				u.User = url.User(e.Site) // names the site to the hub's leaf users
 			}
 			remote.URLs = append(remote.URLs, u)
 		}
@@ -86,7 +93,8 @@ func leafOptions(cfg config.Config, opts *server.Options) error {
 			port = server.RANDOM_PORT
 		}
 		opts.LeafNode.Host, opts.LeafNode.Port = host, port
-		opts.LeafNode.Username, opts.LeafNode.Password = e.Auth.User, e.Auth.Password
+		// Sites authenticate as the hub's leaf users (addLeafUsers), each
+		// with its permissions: not here, where nats-server would apply none.
 		if e.TLS.CertFile != "" {
 			tc, err := server.GenTLSConfig(&server.TLSConfigOpts{
 				CertFile: e.TLS.CertFile, KeyFile: e.TLS.KeyFile, CaFile: e.TLS.CAFile, Verify: e.TLS.CAFile != "",
@@ -98,6 +106,15 @@ func leafOptions(cfg config.Config, opts *server.Options) error {
 		}
 	}
 	return nil
+}
+
+// localLeafAccount is the site's account that its leaf link joins to the
+// hub: the namespace account when the site has users, else the global one.
+func localLeafAccount(cfg config.Config) string {
+	if len(cfg.NATS.Embedded.Users) > 0 {
+		return NamespaceAccount(cfg.Namespace)
+	}
+	return ""
 }
 
 // LeafURL is the hub's leaf node listener URL with its actual port, "" when

@@ -13,6 +13,7 @@ import (
 
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/aggregate"
+	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/telemetry"
@@ -22,7 +23,9 @@ import (
 // provision creates the node's missing streams and buckets and checks the
 // existing ones (streams.Ensure: a node never updates a stream, esjet
 // provision does). A hub's streams aggregate the sites' (its sources it
-// keeps up to date itself); every other node's are its own.
+// keeps up to date itself), and a hub creates each site's outcome consumer
+// (a site may not create consumers at the hub); every other node's streams
+// are its own.
 //
 // The exception is an embedded server without users: the node owns that
 // server and no role stands between anyone who reaches it and everything,
@@ -31,10 +34,17 @@ import (
 // deletes history, is put back as configured and logged) instead of asking
 // for it.
 func provision(ctx context.Context, js jetstream.JetStream, cfg config.Config, logger *slog.Logger) ([]streams.Change, error) {
+	var changes []streams.Change
+	var err error
 	if ownAdmin(cfg) {
-		return streams.Apply(ctx, js, Objects(cfg), streams.ApplyChanges, logger)
+		changes, err = streams.Apply(ctx, js, Objects(cfg), streams.ApplyChanges, logger)
+	} else {
+		changes, err = streams.Ensure(ctx, js, Objects(cfg), logger)
 	}
-	return streams.Ensure(ctx, js, Objects(cfg), logger)
+	if err == nil && cfg.Edge.Role == config.EdgeHub {
+		err = provisionOutcomeConsumers(ctx, js, cfg)
+	}
+	return changes, err
 }
 
 // ownAdmin reports whether the node is the admin of its server: embedded,
@@ -54,7 +64,8 @@ func Objects(cfg config.Config) []streams.Object {
 
 // HubConfig maps the node config to the hub's aggregation.
 func HubConfig(cfg config.Config) streams.HubConfig {
-	return streams.HubConfig{Sites: cfg.Edge.Sites, HubKinds: cfg.Edge.HubKinds}
+	return streams.HubConfig{Sites: cfg.Edge.Sites, HubKinds: cfg.Edge.HubKinds,
+		DeliverPrefix: func(site string) string { return broker.SourceDeliverPrefix(cfg.Namespace, site) }}
 }
 
 // sitesRule maps the edge config to the repository's ownership rule.
@@ -162,13 +173,33 @@ func (n *Node) startEdge(ctx context.Context) {
 // repeat is answered from the aggregate's log.
 const outcomeAckWait = 10 * time.Second
 
-// outcomeConsumer names a site's durable consumer on the hub's OUTCOMES.
-func outcomeConsumer(site string) string { return "esjet_site_" + site }
+// outcomeConsumerConfig is site's durable consumer on the hub's OUTCOMES.
+// The hub creates it ([provisionOutcomeConsumers]): a site may only look
+// it up and pull from it (broker.LeafPermissions).
+func outcomeConsumerConfig(names streams.Names, site string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable: broker.OutcomeConsumer(site), FilterSubject: names.OutcomeSubject(site),
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: outcomeAckWait, MaxAckPending: 256,
+	}
+}
+
+// provisionOutcomeConsumers creates or updates at the hub each site's
+// consumer of OUTCOMES, so that no site needs the right to create one.
+func provisionOutcomeConsumers(ctx context.Context, js jetstream.JetStream, cfg config.Config) error {
+	names := streams.NamesFor(cfg.Namespace)
+	for _, site := range cfg.Edge.Sites {
+		if _, err := js.CreateOrUpdateConsumer(ctx, names.Outcomes(), outcomeConsumerConfig(names, site)); err != nil {
+			return fmt.Errorf("outcome consumer of site %s: %w", site, err)
+		}
+	}
+	return nil
+}
 
 // pullOutcomes applies at this site the outcomes the hub recorded for it,
 // in order, each once (a repeat is refused by the aggregate as answered
-// and acked). While the link is down it tries again every second; the
-// outcomes wait at the hub.
+// and acked). It pulls from the consumer the hub created for it. While the
+// link is down (or the hub has not created it yet) it tries again every
+// second; the outcomes wait at the hub.
 func (n *Node) pullOutcomes(ctx context.Context) error {
 	e := n.cfg.Edge
 	names := streams.NamesFor(n.cfg.Namespace)
@@ -185,10 +216,7 @@ func (n *Node) pullOutcomes(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if cons == nil {
 			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			cons, err = hub.CreateOrUpdateConsumer(cctx, names.Outcomes(), jetstream.ConsumerConfig{
-				Durable: outcomeConsumer(e.Site), FilterSubject: names.OutcomeSubject(e.Site),
-				AckPolicy: jetstream.AckExplicitPolicy, AckWait: outcomeAckWait, MaxAckPending: 256,
-			})
+			cons, err = hub.Consumer(cctx, names.Outcomes(), broker.OutcomeConsumer(e.Site))
 			cancel()
 			if err != nil {
 				cons = nil

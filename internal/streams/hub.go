@@ -19,6 +19,11 @@ type HubConfig struct {
 	// HubKinds are the command kinds that run at the hub: the hub's OUTBOX
 	// sources them from every site's OUTBOX.
 	HubKinds []string
+	// DeliverPrefix, when set, is where each site's source consumers
+	// deliver to the hub (ExternalStream.DeliverPrefix): one prefix per site
+	// lets the hub's leaf permissions take each site's deliveries from that
+	// site only. Nil: JetStream's default, $JS.S.<random>.
+	DeliverPrefix func(site string) string
 }
 
 // Outcomes is the hub's stream of outcomes of hub kinds on their way back
@@ -56,14 +61,20 @@ func HubStreamConfigs(names Names, c ProvisionConfig, h HubConfig) []jetstream.S
 	outbox.Subjects = []string{names.OutboxFilter()}
 	outbox.AllowMsgSchedules, outbox.AllowRollup = false, false
 	for _, site := range h.Sites {
+		external := func() *jetstream.ExternalStream {
+			x := &jetstream.ExternalStream{APIPrefix: SiteAPIPrefix(site)}
+			if h.DeliverPrefix != nil {
+				x.DeliverPrefix = h.DeliverPrefix(site)
+			}
+			return x
+		}
 		events.Sources = append(events.Sources, &jetstream.StreamSource{
-			Name: names.Events, OptStartSeq: 1, FilterSubject: names.EventsFilter(),
-			External: &jetstream.ExternalStream{APIPrefix: SiteAPIPrefix(site)},
+			Name: names.Events, OptStartSeq: 1, FilterSubject: names.EventsFilter(), External: external(),
 		})
 		if len(h.HubKinds) == 0 {
 			continue
 		}
-		src := &jetstream.StreamSource{Name: names.Outbox, OptStartSeq: 1, External: &jetstream.ExternalStream{APIPrefix: SiteAPIPrefix(site)}}
+		src := &jetstream.StreamSource{Name: names.Outbox, OptStartSeq: 1, External: external()}
 		for _, kind := range h.HubKinds {
 			subj := names.Namespace + ".outbox." + kind
 			src.SubjectTransforms = append(src.SubjectTransforms, jetstream.SubjectTransformConfig{Source: subj, Destination: subj})
@@ -111,11 +122,15 @@ func ProvisionHub(ctx context.Context, js jetstream.JetStream, ns string, c Prov
 	return Apply(ctx, js, HubObjects(ns, c, h), ApplyChanges, logger)
 }
 
-// sourceKeys names each source by stream, domain and filter, sorted.
+// sourceKeys names each source by stream, domain, delivery prefix and
+// filter, sorted.
 func sourceKeys(srcs []*jetstream.StreamSource) []string {
 	var keys []string
 	for _, s := range srcs {
 		k := s.Name + "@" + sourceDomain(s) + ":" + s.FilterSubject
+		if s.External != nil && s.External.DeliverPrefix != "" {
+			k += ">" + s.External.DeliverPrefix
+		}
 		for _, t := range s.SubjectTransforms {
 			k += "," + t.Source
 		}

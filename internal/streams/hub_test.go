@@ -57,3 +57,38 @@ func TestRestartSourcesResumesAfterTheLastStoredMessage(t *testing.T) {
 		t.Error("restarting the sources of a domain the stream does not source from did not fail")
 	}
 }
+
+// TestHubSourcesDeliverUnderEachSitesPrefix pins what the hub's leaf
+// permissions rely on: each site's source consumers deliver under that
+// site's own prefix, and a hub provisioned before the prefix existed gets
+// it (the sources are compared with it).
+func TestHubSourcesDeliverUnderEachSitesPrefix(t *testing.T) {
+	names := streams.NamesFor("fleet")
+	h := streams.HubConfig{Sites: []string{"s1", "s2"}, HubKinds: []string{"charge"},
+		DeliverPrefix: func(site string) string { return "edge.src." + site }}
+	for _, cfg := range streams.HubStreamConfigs(names, streams.ProvisionConfig{}, h) {
+		for _, src := range cfg.Sources {
+			site := streams.SiteOfSource(&jetstream.StreamSourceInfo{External: src.External})
+			if src.External.DeliverPrefix != "edge.src."+site {
+				t.Errorf("%s's source from %s delivers under %q, want edge.src.%s", cfg.Name, site, src.External.DeliverPrefix, site)
+			}
+		}
+	}
+	_, js := natstest.Connect(t, natstest.RunServer(t))
+	h.DeliverPrefix = nil
+	if _, err := streams.ProvisionHub(t.Context(), js, "fleet", streams.ProvisionConfig{}, h, nil); err != nil {
+		t.Fatal(err)
+	}
+	h.DeliverPrefix = func(site string) string { return "edge.src." + site }
+	changes, err := streams.ProvisionHub(t.Context(), js, "fleet", streams.ProvisionConfig{}, h, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(t.Context(), names.Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.CachedInfo().Config.Sources[0].External.DeliverPrefix; got == "" {
+		t.Errorf("re-provisioned EVENTS sources still deliver under the default prefix (changes %+v)", changes)
+	}
+}
