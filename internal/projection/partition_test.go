@@ -168,6 +168,11 @@ func TestSingleStopsAtAFailingEventAndASkipLeavesARecord(t *testing.T) {
 	if _, err := v.Get(t.Context(), "single", "good", Wait{After: after.LastPosition()}); !errors.Is(err, ErrParked) {
 		t.Fatalf("wait past the stop: %v, want ErrParked", err)
 	}
+	// A position below the first decision's names none: invalid, not a
+	// failed read of the log.
+	if _, err := v.Get(t.Context(), "single", "good", Wait{After: 50}); !errors.Is(err, ErrInvalid) {
+		t.Fatalf("wait after position 50: %v, want ErrInvalid", err)
+	}
 	if _, err := v.Skip(t.Context(), "single", bad.EventPosition(0), "ops", ""); !errors.Is(err, ErrInvalid) {
 		t.Fatalf("skip without a reason: %v", err)
 	}

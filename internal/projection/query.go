@@ -131,6 +131,9 @@ func (v *Views) wait(ctx context.Context, cs controlStore, ctl Control, kv jetst
 		return 0, err
 	}
 	seq, _ := streams.SplitPosition(w.After)
+	if seq == 0 {
+		return 0, fmt.Errorf("%w: position %d names no decision (a position is a decision's log sequence times %d plus an event's index); pass a position a command's result gave", ErrInvalid, w.After, streams.EventPosition(1, 0))
+	}
 	m, err := events.GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return 0, fmt.Errorf("%w: position %d: the log has no decision at seq %d; pass a position a command's result gave", ErrInvalid, w.After, seq)
