@@ -276,6 +276,9 @@ func TestValidateRules(t *testing.T) {
 	}{
 		{"sync interval needs a period", func(c *Config) { c.NATS.Embedded.Sync = SyncInterval; c.NATS.Embedded.SyncInterval = 0 }, "nats.embedded.sync_interval"},
 		{"sync interval ok", func(c *Config) { c.NATS.Embedded.Sync = SyncInterval }, ""},
+		{"namespace named like another's clients account", func(c *Config) { c.Namespace = "demo_clients" }, "namespace"},
+		{"namespace named like another's receiver account", func(c *Config) { c.Namespace = "a_recv_b" }, "namespace"},
+		{"namespace with a dash is fine", func(c *Config) { c.Namespace = "demo-clients" }, ""},
 		{"memory limit off", func(c *Config) { c.Memory.Limit = 0 }, ""},
 		{"memory limit too small", func(c *Config) { c.Memory.Limit = 16 * MiB }, "memory.limit"},
 		{"cache bytes negative", func(c *Config) { c.Aggregates.CacheBytes = -1 }, "aggregates.cache_bytes"},

@@ -49,7 +49,8 @@ At an edge hub (edge.role hub) it also prints each site's leaf user: allowed
 only leaf node connections, with what the site may do across the link
 (README "At the edge").
 
---format server prints a nats-server authorization block: each password is
+--format server prints a nats-server accounts block (the roles' accounts, their
+imports and users): each password is
 read from the environment variable named beside it (set it to a bcrypt hash,
 nats server passwd). --format json prints the permissions to put in each
 user's JWT (nsc edit user, or an auth callout).`,

@@ -58,7 +58,7 @@ cluster for nodes in external mode (esjet run --url …) needs no separate
 nats-server install. It serves no namespace and reads no esjet config.
 
 Listeners are loopback-only unless the server has authentication and TLS:
---auth names a nats-server config file with an authorization block of users
+--auth names a nats-server config file with the accounts block (or an authorization block) of users
 (esjet permissions prints one per role), --tls-cert/--tls-key serve TLS, and
 --tls-ca requires client certificates it signed (mTLS; routes too, which a
 non-loopback --cluster-listen needs). --allow-remote exposes a listener
@@ -90,7 +90,7 @@ SIGTERM and shuts down gracefully. nats-server's log goes to stderr.`,
 	fl.StringVar(&f.sync, "sync", config.SyncAlways, `fsync mode: "always" (every write) or "interval" (every 2 minutes)`)
 	fl.StringVar(&f.maxStore, "max-store", "", `JetStream file store limit, e.g. "1GiB" (default: the server's, from the disk's free space)`)
 	fl.StringVar(&f.maxPayload, "max-payload", "8MiB", "largest message the server accepts; keep it above the nodes' streams.max_message_size plus headers")
-	fl.StringVar(&f.authFile, "auth", "", "nats-server config file with an authorization block of users (esjet permissions prints one); only they may connect")
+	fl.StringVar(&f.authFile, "auth", "", "nats-server config file with the accounts (or authorization) block of users esjet permissions prints; only they may connect")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "TLS certificate (PEM) of the client listener (and of routes)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "TLS key (PEM) of --tls-cert")
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "CA (PEM): clients and cluster peers must present a certificate it signed (mTLS)")

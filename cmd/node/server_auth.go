@@ -9,7 +9,7 @@ import (
 // serverSecurity applies --auth and --tls-* to opts. It returns the option
 // the in-process readiness check connects with (nil: no auth configured).
 //
-// --auth names a nats-server config file whose authorization block lists
+// --auth names a nats-server config file whose accounts (or authorization) block lists
 // users (what `esjet permissions` prints); the server then accepts only
 // them, in their accounts. Since the readiness check connects in-process
 // too, it gets a user of its own: a fresh nkey allowed only to ask for
@@ -28,7 +28,7 @@ func serverSecurity(f *serverFlags, opts *server.Options, bad func(string, ...an
 		case err != nil:
 			bad("--auth %s: %v (is each password variable it names set?)", f.authFile, err)
 		case len(conf.Users) == 0 && len(conf.Nkeys) == 0:
-			bad("--auth %s: no users: write an authorization block with users = [...] (esjet permissions prints one)", f.authFile)
+			bad("--auth %s: no users: write an accounts block with users (esjet permissions prints one)", f.authFile)
 		default:
 			opts.Users, opts.Nkeys, opts.Accounts = conf.Users, conf.Nkeys, conf.Accounts
 			kp, err := nkeys.CreateUser()

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
-	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -79,7 +79,7 @@ func hasDuplicateKey(b []byte) bool {
 						k = []byte(s)
 					}
 				}
-				k = bytes.ToLower(k)
+				k = foldKey(k)
 				top := &stack[n-1]
 				if top.set != nil {
 					if _, dup := top.set[string(k)]; dup {
@@ -124,6 +124,36 @@ func hasDuplicateKey(b []byte) bool {
 	return false
 }
 
+// foldKey folds a key as encoding/json matches a name to a struct field
+// (its foldName): ASCII upper-cased, every other rune replaced by the
+// smallest rune of its simple case-folding orbit, so that "status",
+// "STATUS" and "ſtatus" (U+017F) fold alike.
+func foldKey(in []byte) []byte {
+	out := make([]byte, 0, len(in))
+	for i := 0; i < len(in); {
+		if c := in[i]; c < utf8.RuneSelf {
+			if 'a' <= c && c <= 'z' {
+				c -= 'a' - 'A'
+			}
+			out = append(out, c)
+			i++
+			continue
+		}
+		r, n := utf8.DecodeRune(in[i:])
+		for {
+			r2 := unicode.SimpleFold(r)
+			if r2 <= r {
+				r = r2
+				break
+			}
+			r = r2
+		}
+		out = utf8.AppendRune(out, r)
+		i += n
+	}
+	return out
+}
+
 // frame is one open object or array while walking a body.
 type frame struct {
 	object bool
@@ -163,10 +193,10 @@ func duplicateKey(body []byte) (key, path string, found bool) {
 			if top := stack[len(stack)-1]; top.object && !top.value {
 				if d, ok := tok.(json.Delim); !ok || d != '}' {
 					k, _ := tok.(string)
-					if top.keys[strings.ToLower(k)] {
+					if top.keys[string(foldKey([]byte(k)))] {
 						return k, top.name, true
 					}
-					top.keys[strings.ToLower(k)] = true
+					top.keys[string(foldKey([]byte(k)))] = true
 					top.key, top.value = k, true
 					continue
 				}

@@ -47,7 +47,7 @@ func subjectMatches(p, s string) bool {
 // JetStream API ($JS.), the API itself (esjet.<ns>.) and the services'
 // discovery ($SRV.).
 func replyIntoStore(ns, reply string) bool {
-	for _, p := range []string{ns + ".evt.", ns + ".outbox.", ns + ".schedule.", ns + ".dlq.", ns + ".outcome.", "$KV.", "$O.", "$JS.", "$SRV.", SubjectPrefix(ns) + "."} {
+	for _, p := range []string{ns + ".evt.", ns + ".outbox.", ns + ".schedule.", ns + ".dlq.", ns + ".outcome.", "$KV.", "$O.", "$JS.", "$JSC.", "$SRV.", "esjet-edge.", SubjectPrefix(ns) + "."} {
 		if strings.HasPrefix(reply, p) {
 			return true
 		}

@@ -310,6 +310,9 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 		if !validUserToken(spec.User) {
 			return nil, fmt.Errorf("permissions of role receiver: %w: user %q is not one subject token (its replies come on %s.>; name the user without '.', '*', '>' or spaces)", ErrRole, spec.User, InboxPrefix(spec.User))
 		}
+		if err := receiverSubject(ns, spec.Subject); err != nil {
+			return nil, fmt.Errorf("permissions of role receiver: %w", err)
+		}
 		p := &server.Permissions{
 			Subscribe: &server.SubjectPermission{Allow: []string{spec.Subject}},
 			Response:  allResponses,
@@ -337,4 +340,22 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 		}, nil
 	}
 	return nil, fmt.Errorf("permissions of role %q: %w: use %s", role, ErrRole, strings.Join(Roles, ", "))
+}
+
+// receiverSubject refuses a receiver subject that is not one literal
+// subject of the receiver's own: its account exports it to the namespace
+// account, whose node's publishes and requests on it then reach the
+// receiver (which may answer them), so it may overlap nothing esjet sends
+// or serves — the namespace's streams, the API, the JetStream and system
+// subjects, the inboxes, the edge link.
+func receiverSubject(ns, subject string) error {
+	if strings.ContainsAny(subject, "*> \t\r\n") || subject == "" || strings.HasPrefix(subject, ".") || strings.HasSuffix(subject, ".") || strings.Contains(subject, "..") {
+		return fmt.Errorf("%w: subject %q is not one literal subject (no wildcards, spaces or empty tokens): a receiver serves exactly one", ErrRole, subject)
+	}
+	for _, p := range []string{ns + ".", apiPrefix(ns) + ".", "esjet-edge.", "$", "_INBOX", "_R_."} {
+		if strings.HasPrefix(subject, p) {
+			return fmt.Errorf("%w: subject %q is under %s, which esjet uses itself: the node's own messages there would reach the receiver; give the service a subject of its own, e.g. billing.charge", ErrRole, subject, p)
+		}
+	}
+	return nil
 }

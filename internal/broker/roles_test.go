@@ -268,3 +268,19 @@ func TestServerAccountsLoadsInNatsServer(t *testing.T) {
 		t.Errorf("accounts %v", names)
 	}
 }
+
+// A receiver's subject is exported into the namespace account: one that
+// overlaps what esjet sends or serves would hand the node's own messages
+// to the receiver, so it is refused, as is anything but one literal subject.
+func TestReceiverSubjectMayNotOverlapEsjets(t *testing.T) {
+	for _, subj := range []string{"trips.outbox.release_budget", "esjet.trips.trip.t1.confirm", "$JS.API.INFO", "$KV.x.y",
+		"_INBOX_trips_node.x", "_INBOX.x", "esjet-edge.trips.src.s1.x", "billing.*", "billing.>", "", "a..b", "bill ing"} {
+		_, err := RolePermissions(RoleReceiver, RoleSpec{Namespace: "trips", Subject: subj, User: "billing"})
+		if !errors.Is(err, ErrRole) {
+			t.Errorf("receiver on %q: %v, want refused", subj, err)
+		}
+	}
+	if _, err := RolePermissions(RoleReceiver, RoleSpec{Namespace: "trips", Subject: "billing.charge", User: "billing"}); err != nil {
+		t.Errorf("billing.charge: %v", err)
+	}
+}

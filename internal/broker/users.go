@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -68,6 +69,9 @@ func addUsers(cfg config.Config, views []string, opts *server.Options) (nats.Opt
 	opts.Username, opts.Password, opts.Authorization = "", "", ""
 	var users []RoleUser
 	for _, u := range e.Users {
+		if u.Role == RoleReceiver && cfg.Demo.Services && strings.HasPrefix(u.Subject, strings.TrimSuffix(DemoSubjects, ">")) {
+			return nil, fmt.Errorf("nats.embedded.users %s: %w: subject %s is one the node's in-process demo services serve (demo.services: true): the command would run twice; turn them off or give the receiver another subject", u.Name, ErrRole, u.Subject)
+		}
 		spec := UserSpec(cfg, u, views...)
 		p, err := RolePermissions(u.Role, spec)
 		if err != nil {
