@@ -52,8 +52,9 @@ type Config struct {
 	Views *projection.Views
 	// GuardedReplies are further subjects (wildcards allowed) the node never
 	// answers on, beside its streams, buckets and APIs ([replyIntoStore]):
-	// what its workers request (their targets) and its own inbox. A request
-	// with such a reply subject is dropped.
+	// what its workers request (their targets). A request with such a reply
+	// subject is dropped. (Not the node's own inbox: its own requests to the
+	// API come back there, and a stray answer to it is ignored.)
 	GuardedReplies []string
 }
 

@@ -151,7 +151,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	n.views = projection.NewViews(js, cfg.Namespace, cfg.Projections.LeaseTTL.Std())
 	n.api, err = api.New(n.repo, api.Config{Namespace: cfg.Namespace, MaxBody: int(cfg.Streams.MaxMessageSize),
 		Ops: opsHandler(ctx, n.broker.Conn(), js, cfg.Namespace, logger), Telemetry: n.tel, Views: n.views,
-		GuardedReplies: append(broker.NodeSpec(cfg).Targets, broker.NodeInboxPrefix(cfg.Namespace)+".>")}, logger)
+		GuardedReplies: broker.NodeSpec(cfg).Targets}, logger)
 	if err != nil {
 		return nil, err
 	}
