@@ -500,7 +500,7 @@ func TestWorkerStoppedPastItsLeaseDoesNotApplyTwice(t *testing.T) {
 	url := srv.ClientURL()
 	cfg := demoWorkersConfig(t, "ack_wait: 1s\ntimeout: 20s\nmax_attempts: 20")
 	env := []string{"ESJET_DEMO_SERVICES=false"}
-	svc := startDemoServices(t, url, "--slow", "hotels=3s:1") // the first hotel booking takes 3s
+	svc := startDemoServices(t, url, "--slow", "hotels=8s:1") // the first hotel booking takes 8s: room to stop A on 2 busy cores
 
 	a := startNodeEnv(t, t.TempDir(), env, "--url", url, "--config", cfg)
 	t.Cleanup(func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) }) // runs before startNode's kill
@@ -508,7 +508,7 @@ func TestWorkerStoppedPastItsLeaseDoesNotApplyTwice(t *testing.T) {
 	waitTrip(t, a, "late", sagaTimeout, "with the flight booked", func(s tripState) bool { return s.Flight.Status == "booked" })
 	natstest.Eventually(t, sagaTimeout, func() bool { return inFlight(t, url, "book_hotel") >= 1 })
 
-	// A holds the hotel booking, which the service answers after 3s: stop A
+	// A holds the hotel booking, which the service answers after 8s: stop A
 	// now, so that the answer arrives while it is stopped and its lease runs
 	// out.
 	if err := syscall.Kill(a.cmd.Process.Pid, syscall.SIGSTOP); err != nil {
