@@ -48,7 +48,7 @@ func readHubState(t *testing.T, js jetstream.JetStream) hubState {
 // credentials on site s1's local NATS, once the fleet settled:
 //
 //   - (a) a request the site may make at the hub (its own outcome
-//     consumer's INFO and MSG.NEXT) with a reply subject that the hub's
+//     consumer's INFO and MSG.NEXT, on either prefix) with a reply subject that the hub's
 //     streams capture (another site's outcomes, a receipt, a dead letter):
 //     the hub's JetStream would answer into its own streams;
 //   - (b) an ack with +NXT on the hub workers' consumer of OUTBOX
@@ -87,11 +87,15 @@ func leafReplyAttack(t *testing.T, hub *Node, sites map[string]*Node) {
 		"$KV." + names.Receipts + ".forged",
 		"fleet.dlq.charge.forged",
 	} {
-		if err := attacker.PublishRequest("$JS.hub.API.CONSUMER.INFO."+own, reply, nil); err != nil {
-			t.Fatal(err)
-		}
-		if err := attacker.PublishRequest("$JS.hub.API.CONSUMER.MSG.NEXT."+own, reply, []byte(`{"batch":1,"no_wait":true}`)); err != nil {
-			t.Fatal(err)
+		// in the hub's domain (how a site pulled before the leaf account),
+		// and on the prefix a site pulls on now, which the hub serves
+		for _, api := range []string{"$JS.hub.API", "esjet-edge.fleet.hub.API"} {
+			if err := attacker.PublishRequest(api+".CONSUMER.INFO."+own, reply, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := attacker.PublishRequest(api+".CONSUMER.MSG.NEXT."+own, reply, []byte(`{"batch":1,"no_wait":true}`)); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	worker := wire.WorkerConsumerName("charge")
