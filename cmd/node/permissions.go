@@ -199,6 +199,10 @@ func printPermissions(g *globals, cfg config.Config, f *permissionsFlags) error 
 		return err
 	}
 	accounts, err := broker.Accounts(cfg.Namespace, users)
+	if err == nil && f.role == "" {
+		// A hub's leaf users, in the leaf account (broker.WithLeafAccount).
+		accounts, err = broker.WithLeafAccount(accounts, cfg, false)
+	}
 	if err != nil {
 		return err
 	}
@@ -207,6 +211,9 @@ func printPermissions(g *globals, cfg config.Config, f *permissionsFlags) error 
 		for _, a := range accounts {
 			out.Accounts = append(out.Accounts, accountJSON{Name: a.Name, JetStream: a.JetStream, Exports: a.Exports, Imports: a.Imports})
 			for _, u := range a.Users {
+				if a.Name == broker.LeafAccount(cfg.Namespace) {
+					continue // in leaf_users
+				}
 				out.Users = append(out.Users, userPermsJSON{User: u.Name, Role: u.Role, Account: a.Name, Permissions: broker.ToJWT(u.Permissions)})
 			}
 		}
@@ -229,14 +236,13 @@ func printPermissions(g *globals, cfg config.Config, f *permissionsFlags) error 
 	}
 	text := broker.ServerAccounts(accounts)
 	if leaf := broker.LeafUsers(cfg); len(leaf) > 0 && f.role == "" {
-		fmt.Fprintf(g.stdout, "# and the hub's leaf users, one per site, in the namespace account (seen from the hub,\n")
+		fmt.Fprintf(g.stdout, "# and the hub's leaf users, one per site, in %s, an account without JetStream (seen from the hub,\n", broker.LeafAccount(cfg.Namespace))
 		fmt.Fprintf(g.stdout, "# publish is what a site may send in, subscribe what it is sent; the embedded hub runs them):\n")
 		for _, u := range leaf {
 			if u.Password != "" {
 				fmt.Fprintf(g.stdout, "#   %s  (leaf user %s, site %s)\n", broker.PasswordVar(u.Name), u.Name, strings.Join(u.Sites, ", "))
 			}
 		}
-		text = broker.WithLeafUsers(text, cfg)
 	}
 	_, err = fmt.Fprint(g.stdout, text)
 	return err

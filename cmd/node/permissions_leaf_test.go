@@ -13,8 +13,8 @@ import (
 )
 
 // TestPermissionsOfAHubListItsLeafUsersAsValidServerConfig pins that
-// `esjet permissions` at a hub prints its sites' leaf users in the
-// namespace account, in a form nats-server reads: allowed only leaf connections,
+// `esjet permissions` at a hub prints its sites' leaf users in the leaf
+// account (ESJET_<NS>_LEAF, no JetStream), in a form nats-server reads: allowed only leaf connections,
 // each with its own site's outcome pull and nothing of another site's.
 func TestPermissionsOfAHubListItsLeafUsersAsValidServerConfig(t *testing.T) {
 	env := []string{"ESJET_EDGE_ROLE=hub", "ESJET_EDGE_SITES=s1,s2"}
@@ -42,14 +42,14 @@ func TestPermissionsOfAHubListItsLeafUsersAsValidServerConfig(t *testing.T) {
 	if len(leaf) != 2 || leaf["s1"] == nil || leaf["s2"] == nil {
 		t.Fatalf("leaf users in the printed config: %v, want s1 and s2", leaf)
 	}
-	if a := leaf["s1"].Account; a == nil || a.Name != "ESJET_FLEET" {
-		t.Errorf("the leaf user s1 is in account %v, want ESJET_FLEET (where esjet's streams are)", a)
+	if a := leaf["s1"].Account; a == nil || a.Name != "ESJET_FLEET_LEAF" {
+		t.Errorf("the leaf user s1 is in account %v, want ESJET_FLEET_LEAF (apart from esjet's streams)", a)
 	}
 	if _, ok := leaf["s1"].AllowedConnectionTypes["STANDARD"]; ok {
 		t.Errorf("the leaf user s1 may connect as a client")
 	}
 	pub := leaf["s1"].Permissions.Publish.Allow
-	if !slices.Contains(pub, "$JS.hub.API.CONSUMER.MSG.NEXT.FLEET_OUTCOMES.esjet_site_s1") || slices.Contains(pub, "$JS.hub.API.CONSUMER.MSG.NEXT.FLEET_OUTCOMES.esjet_site_s2") {
+	if !slices.Contains(pub, "esjet-edge.fleet.hub.API.CONSUMER.MSG.NEXT.FLEET_OUTCOMES.esjet_site_s1") || slices.Contains(pub, "esjet-edge.fleet.hub.API.CONSUMER.MSG.NEXT.FLEET_OUTCOMES.esjet_site_s2") {
 		t.Errorf("s1 may publish %v", pub)
 	}
 

@@ -65,19 +65,28 @@ type Account struct {
 	Imports   []Import
 }
 
-// Export is a service an account offers to others.
+// Export is a service an account offers to others (or, with Messages, a
+// stream of messages).
 type Export struct {
 	Subject string   `json:"service"`
 	To      []string `json:"accounts"`
 	// Stream marks a service that may answer with several messages (a
 	// batched direct get, micro discovery): response_type stream.
 	Stream bool `json:"response_stream,omitempty"`
+	// Messages makes it a stream export: the messages published on
+	// Subject in the account, delivered to the importers' subscribers
+	// (no replies carried back).
+	Messages bool `json:"messages,omitempty"`
 }
 
-// Import is a service an account uses from another.
+// Import is a service an account uses from another (or, with Messages, a
+// stream export it subscribes to).
 type Import struct {
-	Subject string `json:"service"`
-	From    string `json:"account"`
+	Subject  string `json:"service"`
+	From     string `json:"account"`
+	Messages bool   `json:"messages,omitempty"`
+	// To is the subject the importer asks on, when not Subject.
+	To string `json:"to,omitempty"`
 }
 
 // apiExports are what the namespace account offers to the accounts named:

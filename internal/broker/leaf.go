@@ -27,8 +27,10 @@ const leafReconnect = time.Second
 // at the site, never by the hub or another site). KV buckets and object
 // stores ($KV.>, $O.>: snapshots, receipts, reconcile's checkpoint) are
 // each node's own. JetStream's own API
-// crosses the link only through the domains ($JS.<domain>.API.>), which is
-// how the hub sources a site's streams and a site reads its outcomes.
+// crosses the link only through the site's domain ($JS.<site>.API.>, the
+// hub's sourcing) and the hub's outcome consumers on HubAPIPrefix (a
+// site's outcome pull), both wired in the hub's leaf account
+// (WithLeafAccount).
 func LeafDenies(ns string) []string {
 	return []string{
 		ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>", ns + ".outcome.>",
@@ -154,15 +156,15 @@ func (b *Broker) LeafSites() []string {
 }
 
 // EdgeSubjects are what the node role needs beyond its namespace in an
-// edge fleet: a site pulls its hub kinds' outcomes through the hub's
-// JetStream domain; the hub records them on <ns>.outcome.<site> in its
+// edge fleet: a site pulls its hub kinds' outcomes on the hub's
+// HubAPIPrefix; the hub records them on <ns>.outcome.<site> in its
 // OUTCOMES stream, reads each site's EVENTS through the site's domain, and
 // answers `esjet sites` on its own subject.
 func EdgeSubjects(cfg config.Config) []string {
 	e, ns := cfg.Edge, cfg.Namespace
 	switch e.Role {
 	case config.EdgeSite:
-		return []string{"$JS." + e.HubDomain + ".API.>"}
+		return []string{HubAPIPrefix(ns) + ".>"}
 	case config.EdgeHub:
 		up := strings.ToUpper(ns)
 		subjects := append([]string{ns + ".outcome.>", "esjet-edge." + ns + ".sites"}, streamOwner(up+"_OUTCOMES")...)

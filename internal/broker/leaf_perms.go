@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/nats-io/jwt/v2"
@@ -17,8 +16,9 @@ import (
 // fleet without edge.leaf_users and with a shared edge.auth, every site)
 // that connects as it, and what it may do across the link.
 //
-// Leaf users live in the hub server's main users list (in the namespace
-// account when the hub has users), allowed only leaf node connections: nats-server applies no permissions to the users of a
+// Leaf users live in the hub server's main users list, in the leaf account
+// ([LeafAccount], apart from the hub's streams: [WithLeafAccount]),
+// allowed only leaf node connections: nats-server applies no permissions to the users of a
 // leafnodes authorization block (opts.go parseLeafUsers, auth.go
 // isLeafNodeAuthorized, v2.15.2), but it does apply a main user's to the
 // leaf connection that authenticates as it, seen from the hub: Publish is
@@ -72,15 +72,18 @@ func NodeInbox(cfg config.Config) string {
 //
 //   - into the hub (Publish): look up and pull its own outcome consumer
 //     (CONSUMER.INFO and CONSUMER.MSG.NEXT of OutcomeConsumer(site) on
-//     <NS>_OUTCOMES in the hub's domain) and ack what it pulled; deliver
+//     <NS>_OUTCOMES, on [HubAPIPrefix]) and ack what it pulled; deliver
 //     what the hub sources from it (its source consumers' messages,
 //     heartbeats and flow control, under SourceDeliverPrefix); answer the
-//     hub's requests to its JetStream (replies to $JSC.R.* for the hub's
-//     sourcing, and to the hub node's request inbox for the hub's site
-//     monitor).
-//     Nothing else of $JS.<hub>.API.> (no STREAM.DELETE, no DIRECT.GET of
+//     hub's requests (on the _R_.… reply subjects the server gives the
+//     requests that reach the leaf account by an import).
+//     Nothing of $JS.<hub>.API.> (no STREAM.DELETE, no DIRECT.GET of
 //     the hub's log, no consumer create, no other site's consumer), no
 //     other site's domain, and none of the namespace's subjects.
+//     Permissions check a message's subject, not its reply subject, and
+//     nats-server lets $JS.ACK.… and _R_.… from a leaf through unchecked:
+//     the leaf account ([WithLeafAccount]) is what keeps a site's replies
+//     and acks out of the hub's streams and consumers.
 //   - to the site (Subscribe): the hub's requests into the site's own
 //     JetStream that sourcing and the site monitor make (consumer create
 //     and delete, and stream info, of the site's <NS>_EVENTS and
@@ -98,17 +101,18 @@ func LeafPermissions(cfg config.Config, sites ...string) *server.Permissions {
 	ns, hub := cfg.Namespace, cfg.Edge.HubDomain
 	NS := strings.ToUpper(ns)
 	outcomes, events, outbox := NS+"_OUTCOMES", NS+"_EVENTS", NS+"_OUTBOX"
-	// Replies to the hub's requests: its JetStream's own ($JSC.R.<token>)
-	// and its node's request inbox (<inbox>.<nuid>.<token>), not the
-	// node's pull subscriptions (<inbox>.<nuid>): a site cannot feed the
-	// hub's workers.
-	pub := []string{"$JSC.R.*", NodeInboxPrefix(ns) + "." + hub + ".*.*"}
+	// Replies to the hub's requests: they reach the site through the leaf
+	// account's service exports (WithLeafAccount), so each carries a reply
+	// subject the server made (_R_.<prefix>.<random>), which the server
+	// carries back to the requester and nowhere else. (The site's server
+	// enforces these permissions too, so they must allow it.)
+	pub := []string{"_R_.>"}
 	var sub []string
 	for _, s := range sites {
 		c := OutcomeConsumer(s)
 		pub = append(pub,
-			"$JS."+hub+".API.CONSUMER.INFO."+outcomes+"."+c,
-			"$JS."+hub+".API.CONSUMER.MSG.NEXT."+outcomes+"."+c,
+			HubAPIPrefix(ns)+".CONSUMER.INFO."+outcomes+"."+c,
+			HubAPIPrefix(ns)+".CONSUMER.MSG.NEXT."+outcomes+"."+c,
 			"$JS.ACK."+outcomes+"."+c+".>",
 			"$JS.ACK."+hub+".*."+outcomes+"."+c+".>",
 			SourceDeliverPrefix(ns, s)+".>",
@@ -158,23 +162,23 @@ func LeafUsers(cfg config.Config) []LeafUser {
 	return users
 }
 
-var (
-	clientConnections = map[string]struct{}{
-		jwt.ConnectionTypeStandard: {}, jwt.ConnectionTypeWebsocket: {}, jwt.ConnectionTypeMqtt: {},
-		jwt.ConnectionTypeMqttWS: {}, jwt.ConnectionTypeInProcess: {},
-	}
-	leafConnections = map[string]struct{}{jwt.ConnectionTypeLeafnode: {}, jwt.ConnectionTypeLeafnodeWS: {}}
-)
+var clientConnections = map[string]struct{}{
+	jwt.ConnectionTypeStandard: {}, jwt.ConnectionTypeWebsocket: {}, jwt.ConnectionTypeMqtt: {},
+	jwt.ConnectionTypeMqttWS: {}, jwt.ConnectionTypeInProcess: {},
+}
 
-// addLeafUsers gives a hub's server its leaf users ([LeafUsers]), and
-// keeps every other user to client connections: the users of
-// nats.embedded.users, the one user of nats.embedded.auth (moved into the
-// users list, where nats-server wants it beside others), or, without
-// either, a no-auth user that clients without credentials are, as before.
-// Call it after [addUsers]. It does nothing for any other node.
+// addLeafUsers gives a hub's server its leaf account and users
+// ([WithLeafAccount]), and keeps every other user to client connections:
+// the users of nats.embedded.users, the one user of nats.embedded.auth
+// (moved into the users list, where nats-server wants it beside others),
+// or, without either, a no-auth user that clients without credentials
+// are, as before. With nats.embedded.users [addUsers] added the leaf
+// account already; without, the hub's streams stay in the global account
+// ($G, given JetStream here, as nats-server does only while it is the one
+// account) and the leaf account is wired to it. Call it after [addUsers].
+// It does nothing for any other node.
 func addLeafUsers(cfg config.Config, opts *server.Options) error {
-	leaf := LeafUsers(cfg)
-	if leaf == nil {
+	if LeafUsers(cfg) == nil {
 		return nil
 	}
 	if opts.Authorization != "" {
@@ -198,54 +202,47 @@ func addLeafUsers(cfg config.Config, opts *server.Options) error {
 		opts.Users = append(opts.Users, &server.User{Username: localUser, AllowedConnectionTypes: clientConnections})
 		opts.NoAuthUser = localUser
 	}
-	// With users, esjet's streams are in the namespace account, and so is
-	// a site's leaf connection; without, everything is in the global one.
-	var acc *server.Account
-	if i := slices.IndexFunc(opts.Accounts, func(a *server.Account) bool { return a.Name == NamespaceAccount(cfg.Namespace) }); i >= 0 {
-		acc = opts.Accounts[i]
+	if len(cfg.NATS.Embedded.Users) > 0 {
+		return nil // addUsers placed them
 	}
-	for _, l := range leaf {
-		if slices.ContainsFunc(opts.Users, func(u *server.User) bool { return u.Username == l.Name }) {
-			return fmt.Errorf("edge leaf user %q is also a user of nats.embedded: give the site another user name", l.Name)
+	accounts := []Account{{Name: globalAccount, JetStream: true}}
+	for _, u := range opts.Users {
+		accounts[0].Users = append(accounts[0].Users, RoleUser{Name: u.Username})
+	}
+	accounts, err := WithLeafAccount(accounts, cfg, true)
+	if err != nil {
+		return err
+	}
+	accounts[0].Users = nil // the client users above are opts' own
+	// nats-server's config parser refuses to configure $G: parse it under
+	// another name and rename it, which the server then merges into its
+	// global account (server.go configureAccounts). Its exports and the
+	// leaf account's are public (export approvals are kept by account
+	// name): no account but these two and $SYS exists on this server.
+	const stand = "ESJET_GLOBAL_ACCOUNT"
+	for i := range accounts {
+		if accounts[i].Name == globalAccount {
+			accounts[i].Name = stand
 		}
-		opts.Users = append(opts.Users, &server.User{Username: l.Name, Password: l.Password, Permissions: l.Permissions, AllowedConnectionTypes: leafConnections, Account: acc})
+		for j := range accounts[i].Exports {
+			accounts[i].Exports[j].To = nil
+		}
+		for j := range accounts[i].Imports {
+			if accounts[i].Imports[j].From == globalAccount {
+				accounts[i].Imports[j].From = stand
+			}
+		}
 	}
+	parsed := &server.Options{}
+	if err := parsed.ProcessConfigString(ServerAccounts(accounts)); err != nil {
+		return fmt.Errorf("edge leaf account: %w", err)
+	}
+	for _, a := range parsed.Accounts {
+		if a.Name == stand {
+			a.Name = globalAccount
+		}
+	}
+	opts.Accounts = append(opts.Accounts, parsed.Accounts...)
+	opts.Users = append(opts.Users, parsed.Users...)
 	return nil
-}
-
-// WithLeafUsers adds the hub's leaf users ([LeafUsers]) to accounts, a
-// nats-server accounts block ([ServerAccounts]): in the namespace account,
-// the account of esjet's streams, which a site's leaf connection must be
-// bound to. Each is allowed only leaf node connections, with its
-// permissions seen from the hub (publish: what the site may send in;
-// subscribe: what the hub sends it), and its password read from the
-// environment variable [PasswordVar] names (a loopback fleet's site id has
-// none). The embedded hub adds them itself; the text says what it runs,
-// and is what a standalone hub's config needs (a leafnodes authorization
-// block would apply no permissions). accounts unchanged when cfg is not a
-// hub or has no namespace account.
-func WithLeafUsers(accounts string, cfg config.Config) string {
-	users := LeafUsers(cfg)
-	head := "  " + strconv.Quote(NamespaceAccount(cfg.Namespace)) + ": {\n"
-	i := strings.Index(accounts, head)
-	if len(users) == 0 || i < 0 {
-		return accounts
-	}
-	j := strings.Index(accounts[i:], "    users: [\n")
-	if j < 0 {
-		return accounts
-	}
-	at := i + j + len("    users: [\n")
-	var b strings.Builder
-	for _, u := range users {
-		fmt.Fprintf(&b, "      # leaf node of site %s\n      {\n        user: %q\n", strings.Join(u.Sites, ", "), u.Name)
-		if u.Password != "" {
-			fmt.Fprintf(&b, "        password: $%s\n", PasswordVar(u.Name))
-		}
-		b.WriteString("        allowed_connection_types: [\"LEAFNODE\", \"LEAFNODE_WS\"]\n        permissions: {\n")
-		writeSubjectPerm(&b, "publish", u.Permissions.Publish)
-		writeSubjectPerm(&b, "subscribe", u.Permissions.Subscribe)
-		b.WriteString("        }\n      }\n")
-	}
-	return accounts[:at] + b.String() + accounts[at:]
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"golang.org/x/crypto/bcrypt"
 
@@ -31,8 +32,9 @@ func TestLeafPermissionsAreTheSitesOwnAndNoMore(t *testing.T) {
 	cfg := hubConfig(t)
 	p := LeafPermissions(cfg, "s1")
 	for _, want := range []string{
-		"$JS.hub.API.CONSUMER.INFO.FLEET_OUTCOMES.esjet_site_s1",
-		"$JS.hub.API.CONSUMER.MSG.NEXT.FLEET_OUTCOMES.esjet_site_s1",
+		"esjet-edge.fleet.hub.API.CONSUMER.INFO.FLEET_OUTCOMES.esjet_site_s1",
+		"esjet-edge.fleet.hub.API.CONSUMER.MSG.NEXT.FLEET_OUTCOMES.esjet_site_s1",
+		"_R_.>",
 		"$JS.ACK.FLEET_OUTCOMES.esjet_site_s1.>",
 		"esjet-edge.fleet.src.s1.>",
 	} {
@@ -41,7 +43,7 @@ func TestLeafPermissionsAreTheSitesOwnAndNoMore(t *testing.T) {
 		}
 	}
 	for _, s := range p.Publish.Allow {
-		if strings.Contains(s, "s2") || s == "$JS.hub.API.>" || strings.Contains(s, "CREATE") || strings.Contains(s, "DELETE") || strings.Contains(s, "DIRECT") || strings.HasPrefix(s, "fleet.") {
+		if strings.Contains(s, "s2") || strings.HasPrefix(s, "$JS.hub.API") || strings.HasPrefix(s, "$JSC") || strings.HasPrefix(s, "_INBOX") || strings.Contains(s, "CREATE") || strings.Contains(s, "DELETE") || strings.Contains(s, "DIRECT") || strings.HasPrefix(s, "fleet.") {
 			t.Errorf("s1 may send %s into the hub", s)
 		}
 	}
@@ -69,14 +71,14 @@ func TestLeafUsersPerSiteSharedOrNamedBySiteID(t *testing.T) {
 	}
 	cfg.Edge.Auth = config.Auth{User: "fleet", Password: "pw"}
 	users = LeafUsers(cfg)
-	if len(users) != 1 || users[0].Name != "fleet" || !slices.Contains(users[0].Permissions.Publish.Allow, "$JS.hub.API.CONSUMER.MSG.NEXT.FLEET_OUTCOMES.esjet_site_s2") {
+	if len(users) != 1 || users[0].Name != "fleet" || !slices.Contains(users[0].Permissions.Publish.Allow, "esjet-edge.fleet.hub.API.CONSUMER.MSG.NEXT.FLEET_OUTCOMES.esjet_site_s2") {
 		t.Errorf("shared edge.auth: %+v, want one user with both sites' pulls", users)
 	}
 	cfg.Edge.Auth = config.Auth{}
 	cfg.Edge.LeafUsers = []config.LeafUser{{Site: "s1", User: "shop-one", Password: "$2a$11$x"}, {Site: "s2", Password: "$2a$11$y"}}
 	users = LeafUsers(cfg)
 	if len(users) != 2 || users[0].Name != "shop-one" || users[0].Password != "$2a$11$x" || users[1].Name != "s2" ||
-		slices.Contains(users[0].Permissions.Publish.Allow, "$JS.hub.API.CONSUMER.MSG.NEXT.FLEET_OUTCOMES.esjet_site_s2") {
+		slices.Contains(users[0].Permissions.Publish.Allow, "esjet-edge.fleet.hub.API.CONSUMER.MSG.NEXT.FLEET_OUTCOMES.esjet_site_s2") {
 		t.Errorf("edge.leaf_users: %+v, want each site its own user and permissions", users)
 	}
 	cfg.Edge.Role = config.EdgeSite
@@ -148,6 +150,68 @@ func TestHubWithClientAuthKeepsItBesideTheSharedLeafUser(t *testing.T) {
 		if nc, err := nats.Connect(hub.ClientURL(), o); err == nil {
 			nc.Close()
 			t.Errorf("a client connected to a hub with client auth without the client user")
+		}
+	}
+}
+
+// TestLeafAccountHoldsNoStreamsAndImportsOnlyTheOutcomePull pins the
+// hub's leaf account: no JetStream, the leaf users and nothing else, and
+// between it and the account of the hub's streams only what sourcing and
+// the outcome pull need: the leaf account imports each site's outcome
+// consumer's INFO, MSG.NEXT and acks (INFO and MSG.NEXT asked on
+// esjet-edge.<ns>.hub.API, never $JS.API, which the server answers in an
+// account without JetStream too); the streams account imports each site's
+// sourcing requests, the flow control replies and the deliveries. With no
+// namespace account (a hub without users) the streams are in $G.
+func TestLeafAccountHoldsNoStreamsAndImportsOnlyTheOutcomePull(t *testing.T) {
+	cfg := hubConfig(t)
+	for _, users := range []bool{false, true} {
+		var in []Account
+		streams := "$G"
+		if users {
+			in, streams = []Account{{Name: "ESJET_FLEET", JetStream: true}}, "ESJET_FLEET"
+		}
+		accounts, err := WithLeafAccount(in, cfg, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(accounts) != 2 || accounts[0].Name != streams || !accounts[0].JetStream || accounts[1].Name != "ESJET_FLEET_LEAF" || accounts[1].JetStream {
+			t.Fatalf("accounts: %+v", accounts)
+		}
+		leaf := accounts[1]
+		if len(leaf.Users) != 2 || leaf.Users[0].Name != "s1" || !slices.Equal(leaf.Users[0].ConnectionTypes, []string{"LEAFNODE", "LEAFNODE_WS"}) {
+			t.Errorf("leaf users: %+v", leaf.Users)
+		}
+		for _, im := range leaf.Imports {
+			ok := strings.HasPrefix(im.Subject, "$JS.ACK.FLEET_OUTCOMES.esjet_site_") || strings.HasPrefix(im.Subject, "$JS.ACK.hub.*.FLEET_OUTCOMES.esjet_site_") ||
+				(strings.HasPrefix(im.Subject, "$JS.API.CONSUMER.") && strings.Contains(im.Subject, ".FLEET_OUTCOMES.esjet_site_") && strings.HasPrefix(im.To, "esjet-edge.fleet.hub.API.CONSUMER."))
+			if !ok || im.From != streams {
+				t.Errorf("the leaf account imports %+v", im)
+			}
+		}
+		for _, im := range accounts[0].Imports {
+			ok := strings.HasPrefix(im.Subject, "$JS.s1.API.") || strings.HasPrefix(im.Subject, "$JS.s2.API.") ||
+				strings.HasPrefix(im.Subject, "$JS.FC.") || (im.Messages && strings.HasPrefix(im.Subject, "esjet-edge.fleet.src."))
+			if !ok || im.From != "ESJET_FLEET_LEAF" || strings.Contains(im.Subject, "DELETE.FLEET_EVENTS.>") || strings.HasSuffix(im.Subject, "API.>") {
+				t.Errorf("the streams account imports %+v", im)
+			}
+		}
+		if users {
+			parsed := &server.Options{}
+			if err := parsed.ProcessConfigString(ServerAccounts(accounts)); err != nil {
+				t.Fatalf("nats-server does not read the leaf account: %v\n%s", err, ServerAccounts(accounts))
+			}
+		}
+	}
+	// A hub without users: $G keeps the streams, the leaf users go to the
+	// leaf account.
+	opts := &server.Options{}
+	if err := addLeafUsers(cfg, opts); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range opts.Users {
+		if _, leaf := u.AllowedConnectionTypes["LEAFNODE"]; leaf != (u.Account != nil && u.Account.Name == "ESJET_FLEET_LEAF") {
+			t.Errorf("user %s in account %v (leaf connections: %v)", u.Username, u.Account, leaf)
 		}
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 // TestEdgeNodeRoleReachesTheOtherSideOfTheLink pins the node role's
 // permissions in a fleet with users: a site may ask the hub's JetStream
-// (its outcomes), the hub may write OUTCOMES and read each site's streams.
+// (its outcomes, on esjet-edge.<ns>.hub.API), the hub may write OUTCOMES and read each site's streams.
 func TestEdgeNodeRoleReachesTheOtherSideOfTheLink(t *testing.T) {
 	cfg := config.Default()
 	cfg.Edge.Role, cfg.Edge.Site = config.EdgeSite, "s1"
@@ -17,8 +17,8 @@ func TestEdgeNodeRoleReachesTheOtherSideOfTheLink(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(site.Publish.Allow, "$JS.hub.API.>") {
-		t.Errorf("a site's node role may not publish to $JS.hub.API.>: %v", site.Publish.Allow)
+	if !slices.Contains(site.Publish.Allow, "esjet-edge.demo.hub.API.>") || slices.Contains(site.Publish.Allow, "$JS.hub.API.>") {
+		t.Errorf("a site's node role may not publish to esjet-edge.demo.hub.API.> (or may to $JS.hub.API.>): %v", site.Publish.Allow)
 	}
 	cfg.Edge.Role, cfg.Edge.Site, cfg.Edge.Sites = config.EdgeHub, "", []string{"s1", "s2"}
 	hub, err := RolePermissions(RoleNode, NodeSpec(cfg))

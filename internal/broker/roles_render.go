@@ -21,6 +21,11 @@ type RoleUser struct {
 	// Password is a bcrypt hash (or, where allowed, a plaintext password);
 	// NKey a public user nkey. Both empty: $<PasswordVar>.
 	Password, NKey string
+	// NoPassword is a user that presents its name only (a loopback
+	// fleet's site); ConnectionTypes, when set, are the only connections
+	// it may make (allowed_connection_types).
+	NoPassword      bool
+	ConnectionTypes []string
 }
 
 // PasswordVar is the environment variable a printed server config reads
@@ -58,6 +63,12 @@ func ServerAccounts(accounts []Account) string {
 			if u.NKey != "" {
 				user = ""
 			}
+			if u.NoPassword {
+				user, cred = "user: "+strconv.Quote(u.Name), ""
+			}
+			if len(u.ConnectionTypes) > 0 {
+				cred += "\n        allowed_connection_types: " + quoteList(u.ConnectionTypes)
+			}
 			fmt.Fprintf(&b, "      # role %s\n      {\n        %s%s\n        permissions: {\n", u.Role, user, cred)
 			writeSubjectPerm(&b, "publish", u.Permissions.Publish)
 			writeSubjectPerm(&b, "subscribe", u.Permissions.Subscribe)
@@ -70,18 +81,34 @@ func ServerAccounts(accounts []Account) string {
 		if len(a.Exports) > 0 {
 			b.WriteString("    exports: [\n")
 			for _, e := range a.Exports {
+				to := ""
+				if len(e.To) > 0 {
+					to = ", accounts: " + quoteList(e.To)
+				}
+				if e.Messages {
+					fmt.Fprintf(&b, "      { stream: %s%s }\n", strconv.Quote(e.Subject), to)
+					continue
+				}
 				rt := ""
 				if e.Stream {
 					rt = ", response_type: stream"
 				}
-				fmt.Fprintf(&b, "      { service: %s, accounts: %s%s }\n", strconv.Quote(e.Subject), quoteList(e.To), rt)
+				fmt.Fprintf(&b, "      { service: %s%s%s }\n", strconv.Quote(e.Subject), to, rt)
 			}
 			b.WriteString("    ]\n")
 		}
 		if len(a.Imports) > 0 {
 			b.WriteString("    imports: [\n")
 			for _, i := range a.Imports {
-				fmt.Fprintf(&b, "      { service: { account: %s, subject: %s } }\n", strconv.Quote(i.From), strconv.Quote(i.Subject))
+				if i.Messages {
+					fmt.Fprintf(&b, "      { stream: { account: %s, subject: %s } }\n", strconv.Quote(i.From), strconv.Quote(i.Subject))
+					continue
+				}
+				to := ""
+				if i.To != "" {
+					to = ", to: " + strconv.Quote(i.To)
+				}
+				fmt.Fprintf(&b, "      { service: { account: %s, subject: %s }%s }\n", strconv.Quote(i.From), strconv.Quote(i.Subject), to)
 			}
 			b.WriteString("    ]\n")
 		}

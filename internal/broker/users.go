@@ -97,6 +97,9 @@ func addUsers(cfg config.Config, views []string, opts *server.Options) (nats.Opt
 	}
 	users = append(users, RoleUser{Name: pub, Role: RoleNode, Permissions: p, NKey: pub})
 	accounts, err := Accounts(cfg.Namespace, users)
+	if err == nil {
+		accounts, err = WithLeafAccount(accounts, cfg, true) // a hub's sites
+	}
 	if err != nil {
 		return nil, fmt.Errorf("nats.embedded.users: %w", err)
 	}

@@ -204,7 +204,7 @@ func (n *Node) pullOutcomes(ctx context.Context) error {
 	e := n.cfg.Edge
 	names := streams.NamesFor(n.cfg.Namespace)
 	logger := n.logger.With("component", "edge", "site", e.Site)
-	hub, err := jetstream.NewWithDomain(n.broker.Conn(), e.HubDomain)
+	hub, err := jetstream.NewWithAPIPrefix(n.broker.Conn(), broker.HubAPIPrefix(n.cfg.Namespace))
 	if err != nil {
 		return err
 	}

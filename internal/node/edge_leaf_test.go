@@ -138,6 +138,12 @@ func TestEdgeSiteLocalClientCannotReachTheHubOrAnotherSite(t *testing.T) {
 		"$JS.hub.API.CONSUMER.CREATE." + names.Events + ".x",
 		"$JS.hub.API.CONSUMER.INFO." + names.Outcomes() + ".esjet_site_s2",
 		"$JS.hub.API.CONSUMER.MSG.NEXT." + names.Outcomes() + ".esjet_site_s2",
+		// s1's own consumer too: a site pulls on esjet-edge.<ns>.hub.API,
+		// which only the leaf account's imports serve.
+		"$JS.hub.API.CONSUMER.INFO." + names.Outcomes() + ".esjet_site_s1",
+		"esjet-edge.fleet.hub.API.CONSUMER.INFO." + names.Outcomes() + ".esjet_site_s2",
+		"esjet-edge.fleet.hub.API.CONSUMER.MSG.NEXT." + names.Outcomes() + ".esjet_site_s2",
+		"esjet-edge.fleet.hub.API.STREAM.INFO." + names.Outcomes(),
 		"$JS.hub.API.CONSUMER.DELETE." + names.Outcomes() + ".esjet_site_s1",
 		"$JS.hub.API.INFO",
 		"$JS.s2.API.INFO",
@@ -164,7 +170,7 @@ func TestEdgeSiteLocalClientCannotReachTheHubOrAnotherSite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer own.Close()
-	if _, err := own.Request("$JS.hub.API.CONSUMER.INFO."+names.Outcomes()+".esjet_site_s1", nil, 5*time.Second); err != nil {
+	if _, err := own.Request("esjet-edge.fleet.hub.API.CONSUMER.INFO."+names.Outcomes()+".esjet_site_s1", nil, 5*time.Second); err != nil {
 		t.Errorf("s1's own outcome consumer is not reachable from s1: %v", err)
 	}
 

@@ -1,0 +1,135 @@
+package broker
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/esjet/esjet/config"
+)
+
+// The hub's leaf link lives in an account of its own. nats-server checks a
+// leaf message's subject against the leaf user's permissions but never its
+// reply subject, and lets $JS.ACK.… through unchecked (leafnode.go
+// leafMsgAllowed, v2.15.2): a site bound to the account of the hub's
+// streams could ask its own outcome consumer's INFO with reply
+// <ns>.outcome.<other site> (the hub's JetStream answered into OUTCOMES: a
+// forged outcome), $KV.<ns>_receipts.<id> or <ns>.dlq.… So every site's
+// leaf connection is bound to [LeafAccount], which has no JetStream and
+// stores nothing, and exactly what sourcing and the outcome pull need
+// crosses between it and the account of the hub's streams, by exports and
+// imports:
+//
+//   - the site's outcome pull (site → hub): the hub's streams account
+//     exports its sites' outcome consumers' CONSUMER.INFO, CONSUMER.MSG.NEXT
+//     and acks, the leaf account imports them (a site addresses them as
+//     $JS.<hub>.API.…, which the hub maps to $JS.API.… in the account of
+//     every leaf connection);
+//   - sourcing (hub → site): the leaf account exports each site's
+//     consumer create and delete and stream info of its EVENTS and OUTBOX
+//     ($JS.<site>.API.…) and the flow control replies ($JS.FC.…) as
+//     services, and each site's source deliveries (under
+//     [SourceDeliverPrefix]) as a stream; the streams account imports them.
+//
+// A request crossing by a service import is answered on a reply subject the
+// server makes (_R_.…) and carried back into the asker's account: whatever
+// reply subject a site names, the answer lands in the leaf account.
+
+// HubAPIPrefix is the JetStream API prefix a site pulls its outcomes from
+// the hub on (jetstream.NewWithAPIPrefix): esjet-edge.<ns>.hub.API. Only
+// its outcome consumer's CONSUMER.INFO and CONSUMER.MSG.NEXT are served
+// there, by the leaf account's imports.
+func HubAPIPrefix(ns string) string { return "esjet-edge." + ns + ".hub.API" }
+
+// LeafAccount is the account of the hub's leaf users: ESJET_<NS>_LEAF, no
+// JetStream.
+func LeafAccount(ns string) string { return NamespaceAccount(ns) + "_LEAF" }
+
+// globalAccount is nats-server's account of users that name none: the
+// hub's streams account when the hub has no nats.embedded.users.
+const globalAccount = "$G"
+
+// hubStreamsAccount is the account of the hub's streams: the namespace
+// account with users, else the global one.
+func hubStreamsAccount(cfg config.Config) string {
+	if len(cfg.NATS.Embedded.Users) > 0 {
+		return NamespaceAccount(cfg.Namespace)
+	}
+	return globalAccount
+}
+
+// leafRole names the leaf users in a printed config.
+const leafRole = "leaf"
+
+// WithLeafAccount adds the hub's leaf account, with its leaf users
+// ([LeafUsers]), to accounts and wires it to the account of the hub's
+// streams (added, as $G with JetStream, when accounts has no
+// [NamespaceAccount]). passwords puts the leaf users' bcrypt hashes in;
+// without, a printed config reads each from [PasswordVar]. accounts
+// unchanged when cfg is not a hub.
+func WithLeafAccount(accounts []Account, cfg config.Config, passwords bool) ([]Account, error) {
+	users := LeafUsers(cfg)
+	if users == nil {
+		return accounts, nil
+	}
+	ns, up := cfg.Namespace, strings.ToUpper(cfg.Namespace)
+	out := slices.Clone(accounts)
+	streamsName := NamespaceAccount(ns)
+	i := slices.IndexFunc(out, func(a Account) bool { return a.Name == streamsName })
+	if i < 0 {
+		streamsName = globalAccount
+		if i = slices.IndexFunc(out, func(a Account) bool { return a.Name == globalAccount }); i < 0 {
+			out = append([]Account{{Name: globalAccount, JetStream: true}}, out...)
+			i = 0
+		}
+	}
+	leaf := Account{Name: LeafAccount(ns)}
+	for _, u := range users {
+		for _, a := range out {
+			if slices.ContainsFunc(a.Users, func(r RoleUser) bool { return r.Name == u.Name }) {
+				return nil, fmt.Errorf("edge leaf user %q is also a user of nats.embedded: give the site another user name", u.Name)
+			}
+		}
+		ru := RoleUser{Name: u.Name, Role: leafRole, Permissions: u.Permissions, NoPassword: u.Password == "",
+			ConnectionTypes: []string{"LEAFNODE", "LEAFNODE_WS"}}
+		if passwords {
+			ru.Password = u.Password
+		}
+		leaf.Users = append(leaf.Users, ru)
+	}
+	streams := &out[i]
+	toStreams, toLeaf := []string{streams.Name}, []string{leaf.Name}
+	export := func(from, to *Account, e Export) {
+		from.Exports = append(from.Exports, e)
+		to.Imports = append(to.Imports, Import{Subject: e.Subject, From: from.Name, Messages: e.Messages})
+	}
+	// The outcome pull's requests: asked in the leaf account on
+	// HubAPIPrefix, not $JS.<hub>.API (the hub maps that to $JS.API in a
+	// leaf connection's account, where the server's own import answers
+	// every request of an account without JetStream as well: two answers).
+	pull := func(verb string, stream bool) {
+		subj := "$JS.API." + verb
+		streams.Exports = append(streams.Exports, Export{Subject: subj, To: toLeaf, Stream: stream})
+		leaf.Imports = append(leaf.Imports, Import{Subject: subj, From: streams.Name, To: HubAPIPrefix(ns) + "." + verb})
+	}
+	outcomes, events, outbox := up+"_OUTCOMES", up+"_EVENTS", up+"_OUTBOX"
+	for _, s := range cfg.Edge.Sites {
+		c := OutcomeConsumer(s)
+		pull("CONSUMER.INFO."+outcomes+"."+c, false)
+		pull("CONSUMER.MSG.NEXT."+outcomes+"."+c, true)
+		export(streams, &leaf, Export{Subject: "$JS.ACK." + outcomes + "." + c + ".>", To: toLeaf})
+		// the ack subject's form with domain and account hash (ADR-15)
+		export(streams, &leaf, Export{Subject: "$JS.ACK." + cfg.Edge.HubDomain + ".*." + outcomes + "." + c + ".>", To: toLeaf})
+		api := "$JS." + s + ".API."
+		for _, st := range []string{events, outbox} {
+			for _, verb := range []string{"CONSUMER.CREATE." + st, "CONSUMER.CREATE." + st + ".>", "CONSUMER.DELETE." + st + ".*", "STREAM.INFO." + st} {
+				export(&leaf, streams, Export{Subject: api + verb, To: toStreams})
+			}
+		}
+		export(&leaf, streams, Export{Subject: SourceDeliverPrefix(ns, s) + ".>", To: toStreams, Messages: true})
+	}
+	for _, st := range []string{events, outbox} {
+		export(&leaf, streams, Export{Subject: "$JS.FC." + st + ".>", To: toStreams})
+	}
+	return append(out, leaf), nil
+}
