@@ -49,14 +49,6 @@ func LeafAccount(ns string) string { return NamespaceAccount(ns) + "_LEAF" }
 // hub's streams account when the hub has no nats.embedded.users.
 const globalAccount = "$G"
 
-// hubStreamsAccount is the account of the hub's streams: the namespace
-// account with users, else the global one.
-func hubStreamsAccount(cfg config.Config) string {
-	if len(cfg.NATS.Embedded.Users) > 0 {
-		return NamespaceAccount(cfg.Namespace)
-	}
-	return globalAccount
-}
 
 // leafRole names the leaf users in a printed config.
 const leafRole = "leaf"

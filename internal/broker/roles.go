@@ -139,10 +139,6 @@ func kvSubjects(streams []string) []string {
 	return out
 }
 
-// reconcileBucket is the object store of esjet reconcile's checkpoint
-// (ops.CheckpointBucket).
-func reconcileBucket(ns string) string { return ns + "_reconcile" }
-
 // destructive are the JetStream API requests only admin may make.
 var destructive = []string{"$JS.API.STREAM.DELETE.*", "$JS.API.STREAM.PURGE.*", "$JS.API.STREAM.MSG.DELETE.*", "$JS.API.ACCOUNT.PURGE.*"}
 
