@@ -49,7 +49,6 @@ func LeafAccount(ns string) string { return NamespaceAccount(ns) + "_LEAF" }
 // hub's streams account when the hub has no nats.embedded.users.
 const globalAccount = "$G"
 
-
 // leafRole names the leaf users in a printed config.
 const leafRole = "leaf"
 
