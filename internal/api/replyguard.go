@@ -1,6 +1,10 @@
 package api
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/esjet/esjet/internal/streams"
+)
 
 // A request's reply subject is not checked by NATS against the requester's
 // permissions, and the node answers with its own: a request to the API with
@@ -19,26 +23,11 @@ func (s *Service) guardedReply(reply string) bool {
 		return true
 	}
 	for _, p := range s.guarded {
-		if subjectMatches(p, reply) {
+		if streams.SubjectMatches(p, reply) {
 			return true
 		}
 	}
 	return false
-}
-
-// subjectMatches reports whether NATS subject pattern p (with * and >)
-// matches the literal subject s.
-func subjectMatches(p, s string) bool {
-	pt, st := strings.Split(p, "."), strings.Split(s, ".")
-	for i, tok := range pt {
-		if tok == ">" {
-			return len(st) > i
-		}
-		if i >= len(st) || (tok != "*" && tok != st[i]) {
-			return false
-		}
-	}
-	return len(pt) == len(st)
 }
 
 // replyIntoStore reports whether reply is a subject the node must never

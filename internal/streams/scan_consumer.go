@@ -157,10 +157,10 @@ func ConsumersAllowed(ctx context.Context, js jetstream.JetStream, streams ...st
 	allowed := func(subject string) bool {
 		ok := len(pub.Allow) == 0
 		for _, a := range pub.Allow {
-			ok = ok || subjectMatches(a, subject)
+			ok = ok || SubjectMatches(a, subject)
 		}
 		for _, d := range pub.Deny {
-			ok = ok && !subjectMatches(d, subject)
+			ok = ok && !SubjectMatches(d, subject)
 		}
 		return ok
 	}
@@ -174,19 +174,22 @@ func ConsumersAllowed(ctx context.Context, js jetstream.JetStream, streams ...st
 	return true
 }
 
-// subjectMatches says whether subject matches pattern (* one token, > the
-// rest).
-func subjectMatches(pattern, subject string) bool {
-	pt, st := strings.Split(pattern, "."), strings.Split(subject, ".")
-	for i, p := range pt {
-		switch {
-		case p == ">":
-			return i < len(st)
-		case i >= len(st):
-			return false
-		case p != "*" && p != st[i]:
+// SubjectMatches says whether subject matches pattern (* one token, > the
+// rest), token by token without allocating: the API's reply guard asks it
+// on every request.
+func SubjectMatches(pattern, subject string) bool {
+	for {
+		p, prest, pmore := strings.Cut(pattern, ".")
+		if p == ">" {
+			return subject != ""
+		}
+		s, srest, smore := strings.Cut(subject, ".")
+		if subject == "" || (p != "*" && p != s) {
 			return false
 		}
+		if !pmore || !smore {
+			return pmore == smore
+		}
+		pattern, subject = prest, srest
 	}
-	return len(pt) == len(st)
 }

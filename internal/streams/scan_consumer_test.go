@@ -134,3 +134,19 @@ func TestConsumersAllowedFollowsThePermissions(t *testing.T) {
 		t.Error("a server without users: consumers not allowed")
 	}
 }
+
+func TestSubjectMatches(t *testing.T) {
+	for _, c := range []struct {
+		p, s string
+		want bool
+	}{
+		{"a.b", "a.b", true}, {"a.b", "a.c", false}, {"a.*", "a.b", true}, {"a.*", "a.b.c", false},
+		{"a.>", "a.b", true}, {"a.>", "a.b.c", true}, {"a.>", "a", false}, {">", "a", true},
+		{"a.b", "a", false}, {"a", "a.b", false}, {"*", "a", true}, {"*.b", "a.b", true},
+		{"demo.svc.>", "demo.svc", false}, {"billing.charge", "billing.charge.x", false}, {"a.b", "", false},
+	} {
+		if got := streams.SubjectMatches(c.p, c.s); got != c.want {
+			t.Errorf("SubjectMatches(%q, %q) = %v, want %v", c.p, c.s, got, c.want)
+		}
+	}
+}
