@@ -84,19 +84,6 @@ func apiPrefix(ns string) string { return "esjet." + ns }
 // operator role of user may publish under it and under no other user's.
 func OpsPrefix(ns, user string) string { return apiPrefix(ns) + ".ops." + user }
 
-// Protected are the subjects no role but node (and admin) may publish to: the
-// event log, OUTBOX and its schedules, the DLQ and the node's KV buckets, the
-// operators' ops subjects (each operator may its own), and the JetStream API
-// requests that delete or purge.
-func Protected(ns string) []string {
-	return []string{
-		ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>", apiPrefix(ns) + ".ops.>",
-		"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>", "$KV." + ProjectionsBucket(ns) + ".>",
-		"$JS.API.STREAM.DELETE.*", "$JS.API.STREAM.PURGE.*", "$JS.API.STREAM.MSG.DELETE.*",
-		"$JS.API.ACCOUNT.PURGE.*",
-	}
-}
-
 // ProjectionsBucket is the namespace's projection control bucket: leases,
 // control records, operators' requests (projection.ControlBucket; the
 // broker does not import projection).
