@@ -14,4 +14,12 @@
 //
 // [Connect] is the other side: a CLI command (esjet streams, …) connecting as a plain
 // client to the node a config describes.
+//
+// Roles ([RolePermissions]) and the accounts they live in ([Accounts]) are the
+// NATS boundary: only node and admin share an account with the namespace's
+// streams; clients, operators, each receiver and the edge hub's leaf link
+// reach it through service imports, so nothing they send — a reply subject,
+// a stream of their own — can make the server write there. `esjet
+// permissions` prints them ([ServerAccounts]); the embedded server loads the
+// same text.
 package broker
