@@ -17,10 +17,13 @@ import (
 // API listens on.
 
 // guardedReply reports whether the node must not answer on reply: one of
-// its stores' subjects, or one of cfg.GuardedReplies.
+// its stores' subjects ([storeReplies]), or one of cfg.GuardedReplies. It
+// runs on every request: prefixes made once, no allocation.
 func (s *Service) guardedReply(reply string) bool {
-	if replyIntoStore(s.ns, reply) {
-		return true
+	for _, p := range s.storeReplies {
+		if strings.HasPrefix(reply, p) {
+			return true
+		}
 	}
 	for _, p := range s.guarded {
 		if streams.SubjectMatches(p, reply) {
@@ -30,16 +33,12 @@ func (s *Service) guardedReply(reply string) bool {
 	return false
 }
 
-// replyIntoStore reports whether reply is a subject the node must never
-// publish an answer to: the namespace's streams (<ns>.evt, outbox,
-// schedule, dlq, outcome), any KV bucket or object store ($KV., $O.), the
-// JetStream API ($JS.), the API itself (esjet.<ns>.) and the services'
-// discovery ($SRV.).
-func replyIntoStore(ns, reply string) bool {
-	for _, p := range []string{ns + ".evt.", ns + ".outbox.", ns + ".schedule.", ns + ".dlq.", ns + ".outcome.", "$KV.", "$O.", "$JS.", "$JSC.", "$SRV.", "esjet-edge.", SubjectPrefix(ns) + "."} {
-		if strings.HasPrefix(reply, p) {
-			return true
-		}
-	}
-	return false
+// storeReplies are the prefixes of the subjects the node must never publish
+// an answer to: the namespace's own (<ns>.evt, outbox, schedule, dlq,
+// outcome: every <ns>. subject is esjet's), any KV bucket or object store
+// ($KV., $O.), the JetStream API and its replies ($JS., $JSC.), the
+// services' discovery ($SRV.), the edge link (esjet-edge.) and the API
+// itself (esjet.<ns>.).
+func storeReplies(ns string) []string {
+	return []string{ns + ".", "$KV.", "$O.", "$JS.", "$JSC.", "$SRV.", "esjet-edge.", SubjectPrefix(ns) + "."}
 }

@@ -25,6 +25,8 @@ type Service struct {
 	known    map[string]map[string]bool // type → command kinds: the metric labels it may use
 	views    *projection.Views
 	guarded  []string // cfg.GuardedReplies
+	// storeReplies: see [storeReplies].
+	storeReplies []string
 }
 
 // OpsHandler serves an operator's request on esjet.<ns>.ops.<user>.dlq.<action>
@@ -51,7 +53,7 @@ type Config struct {
 	// actions; nil answers them 404.
 	Views *projection.Views
 	// GuardedReplies are further subjects (wildcards allowed) the node never
-	// answers on, beside its streams, buckets and APIs ([replyIntoStore]):
+	// answers on, beside its streams, buckets and APIs ([storeReplies]):
 	// what its workers request (their targets). A request with such a reply
 	// subject is dropped. (Not the node's own inbox: its own requests to the
 	// API come back there, and a stray answer to it is ignored.)
@@ -73,7 +75,7 @@ func New(repo *aggregate.Repository, cfg Config, logger *slog.Logger) (*Service,
 	if err := checkRouteWords(repo.Registry()); err != nil {
 		return nil, err
 	}
-	return &Service{guarded: cfg.GuardedReplies, repo: repo, ns: cfg.Namespace, maxBody: cfg.MaxBody, maxDepth: cfg.MaxDepth, logger: logger.With("component", "api"), ops: cfg.Ops,
+	return &Service{guarded: cfg.GuardedReplies, storeReplies: storeReplies(cfg.Namespace), repo: repo, ns: cfg.Namespace, maxBody: cfg.MaxBody, maxDepth: cfg.MaxDepth, logger: logger.With("component", "api"), ops: cfg.Ops,
 		tel: cfg.Telemetry, views: cfg.Views, known: knownKinds(repo.Registry())}, nil
 }
 
