@@ -36,14 +36,19 @@ and the read models the node runs (the demo's views, and --view):
             may publish to <ns>.evt.>, <ns>.outbox.>, <ns>.schedule.>, <ns>.dlq.>,
             the <ns>_snapshots/<ns>_receipts buckets and the views' buckets
             (<ns>_projections, <ns>_view_<name> and its -b, -c), or serve the
-            API's queue group
+            API's queue group; creates missing streams, never updates them
   client    calls the command and query API (esjet.<ns>.>, views included)
   receiver  serves one target subject and replies (one per nats worker
-            subject, or --subject)
+            subject, or --subject), from an account of its own
   operator  reads streams, consumers, state, history and views; asks the node
             to retry or discard dead letters, or to act on a projection, on its
             own esjet.<ns>.ops.<user>.> only
-  admin     everything, including deleting and purging streams
+  admin     everything, including esjet provision and deleting streams
+
+Only node and admin share an account (ESJET_<NS>) with the streams; clients
+(ESJET_<NS>_CLIENTS), operators (ESJET_<NS>_OPS) and each receiver reach the
+node through service imports, and every user receives replies on its own
+_INBOX_<user> prefix (nats --inbox-prefix).
 
 At an edge hub (edge.role hub) it also prints each site's leaf user: allowed
 only leaf node connections, with what the site may do across the link

@@ -13,20 +13,24 @@ import (
 // privilege permission set derived from the namespace (see [RolePermissions]).
 const (
 	// RoleNode runs the API, the relay, the workers and projections: it owns
-	// the namespace's streams and buckets. It may create and update them but
-	// not delete or purge them.
+	// the namespace's streams and buckets. It may create them when missing,
+	// never update, delete or purge them (an edge hub updates its own
+	// sources), in the namespace account ([NamespaceAccount]).
 	RoleNode = "node"
 	// RoleClient calls the command and query API (esjet.<ns>.>) and nothing
-	// else.
+	// else, from its own account ([ClientsAccount]).
 	RoleClient = "client"
-	// RoleReceiver serves one target subject and replies to what it receives.
+	// RoleReceiver serves one target subject and replies to what it
+	// receives, from an account of its own ([ReceiverAccount]).
 	RoleReceiver = "receiver"
 	// RoleOperator reads everything (streams, consumers, state and history
 	// through the API) and asks the node to retry or discard dead letters on
 	// its own ops subject, esjet.<ns>.ops.<user>.> (the node writes OUTBOX
-	// and the audit record naming that user; see [OpsPrefix]).
+	// and the audit record naming that user; see [OpsPrefix]), from its own
+	// account ([OperatorsAccount]): it creates nothing in JetStream.
 	RoleOperator = "operator"
-	// RoleAdmin provisions: everything, including deleting and purging streams.
+	// RoleAdmin provisions (esjet provision): everything, including updating,
+	// deleting and purging streams.
 	RoleAdmin = "admin"
 )
 
