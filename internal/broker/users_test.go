@@ -2,13 +2,17 @@ package broker
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/esjet/esjet/config"
@@ -157,5 +161,42 @@ func TestWhoAmIWithoutUsersIsEmpty(t *testing.T) {
 	id, err := WhoAmI(t.Context(), b.Conn())
 	if err != nil || id.User != "" {
 		t.Fatalf("WhoAmI = %+v, %v; want no user", id, err)
+	}
+}
+
+// A CLI connection receives its replies on its user's own prefix: the
+// auth user's, or the name in a creds file's user JWT; none without a user.
+func TestUserInboxNamesTheConnectionsUser(t *testing.T) {
+	cfg := config.Default()
+	if got := userInbox(cfg); got != "" {
+		t.Errorf("no user: %q", got)
+	}
+	cfg.NATS.Embedded.Auth.User = "oncall"
+	if got := userInbox(cfg); got != "_INBOX_oncall" {
+		t.Errorf("embedded auth user: %q", got)
+	}
+	acc, _ := nkeys.CreateAccount()
+	user, _ := nkeys.CreateUser()
+	pub, _ := user.PublicKey()
+	seed, _ := user.Seed()
+	claims := jwt.NewUserClaims(pub)
+	claims.Name = "billing"
+	tok, err := claims.Encode(acc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := jwt.FormatUserConfig(tok, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "billing.creds")
+	if err := os.WriteFile(file, creds, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg = config.Default()
+	cfg.NATS.Mode = config.ModeExternal
+	cfg.NATS.External.CredentialsFile = file
+	if got := userInbox(cfg); got != "_INBOX_billing" {
+		t.Errorf("creds file: %q", got)
 	}
 }
