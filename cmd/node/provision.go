@@ -30,10 +30,13 @@ func newProvisionCmd(g *globals) *cobra.Command {
 		Long: `Connect as the configuration says and bring every stream and KV bucket of
 the namespace to the configuration: create what is missing, update a setting
 JetStream can change in place, and print what it did to each (created,
-updated with the fields, unchanged). A node never does this itself: at start
+updated with the fields, unchanged). A node does not do this itself: at start
 it creates only what is missing and checks the rest, refusing to run on a
 stream whose settings would lose history or lack what it needs, and warning
-of harmless differences; esjet provision is the fix its message names.
+of harmless differences; esjet provision is the fix its message names. (An
+embedded node without users is its own server's admin and applies its
+configuration at start as this command would; it needs no provision step,
+and this command reaches its server only while it runs.)
 
 It needs a user that may update streams (the admin role of esjet
 permissions; the node role may not). A setting JetStream cannot change in
