@@ -38,6 +38,12 @@ func provision(ctx context.Context, js jetstream.JetStream, cfg config.Config, l
 	var err error
 	if ownAdmin(cfg) {
 		changes, err = streams.Apply(ctx, js, Objects(cfg), streams.ApplyChanges, logger)
+		for _, c := range changes {
+			if c.Action == "updated" && logger != nil {
+				logger.Warn("changed a stream to the configuration: this embedded server has no users, so the node is its own admin (a shorter limit deletes what is past it)",
+					"stream", c.Name, "fields", c.Fields)
+			}
+		}
 	} else {
 		changes, err = streams.Ensure(ctx, js, Objects(cfg), logger)
 	}
