@@ -62,6 +62,17 @@ func provision(ctx context.Context, js jetstream.JetStream, cfg config.Config, l
 	return changes, err
 }
 
+// ProvisionStaging is what esjet provision does first at a hub: make each
+// site's staging streams, and move a site the hub reads directly to them
+// ([provisionStaging]), before the hub's streams are changed to source
+// them. Nothing for another node.
+func ProvisionStaging(ctx context.Context, js jetstream.JetStream, cfg config.Config) ([]streams.Change, error) {
+	if cfg.Edge.Role != config.EdgeHub {
+		return nil, nil
+	}
+	return provisionStaging(ctx, js, cfg, nil)
+}
+
 // provisionStaging creates or updates each site's staging streams at the
 // hub, in the site's staging account (broker.StagingAccount), before the
 // hub's own streams source them. They are the hub's own plumbing: the hub
