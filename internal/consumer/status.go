@@ -2,6 +2,7 @@ package consumer
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -83,7 +84,11 @@ func (c *Control) Statuses(ctx context.Context, js jetstream.JetStream, ns strin
 	if err := lister.Err(); err != nil {
 		return nil, fmt.Errorf("workers' status: list the consumers of %s: %w", names.Outbox, err)
 	}
-	for kind, rec := range c.Pauses() {
+	pauses, err := c.readPauses(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for kind, rec := range pauses {
 		st := get(kind)
 		st.Paused, st.By, st.At, st.Reason = rec.Paused, rec.By, rec.At, rec.Reason
 	}
@@ -98,5 +103,31 @@ func (c *Control) Statuses(ctx context.Context, js jetstream.JetStream, ns strin
 		out = append(out, *st)
 	}
 	slices.SortFunc(out, func(a, b KindStatus) int { return strings.Compare(a.Kind, b.Kind) })
+	return out, nil
+}
+
+// readPauses reads every pause record from the bucket (not this node's
+// watcher, which may lag a pause just made on another node).
+func (c *Control) readPauses(ctx context.Context) (map[string]wire.PauseRecord, error) {
+	keys, err := c.kv.ListKeysFiltered(ctx, wire.PauseWatch)
+	if err != nil {
+		return nil, fmt.Errorf("workers' status: list the pause records: %w", err)
+	}
+	out := map[string]wire.PauseRecord{}
+	for key := range keys.Keys() {
+		kind := wire.KindOfPauseKey(key)
+		e, err := c.kv.Get(ctx, key)
+		if kind == "" || errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("workers' status: read %s: %w", key, err)
+		}
+		var rec wire.PauseRecord
+		if json.Unmarshal(e.Value(), &rec) == nil {
+			rec.Kind = kind
+			out[kind] = rec
+		}
+	}
 	return out, nil
 }
