@@ -11,8 +11,8 @@ import (
 // handler): 4 workers, a 30s lease and timeout, and 15 attempts with a
 // backoff from 500ms doubling to 1m. That retries for about 8 minutes, so a
 // target that restarts, or is down for a few minutes, costs a delay rather
-// than a dead letter and a compensated saga. No rate limit; with one, a
-// burst of 1 (calls spaced evenly, never two ahead of the rate).
+// than a dead letter and a compensated saga. No rate limit (with one, a
+// burst of 0 means 1: the workers' default, consumer.KindConfig).
 func DefaultWorker() Worker {
 	return Worker{
 		Pool:           4,
@@ -21,7 +21,6 @@ func DefaultWorker() Worker {
 		MaxAttempts:    15,
 		BackoffInitial: Duration(500 * time.Millisecond),
 		BackoffMax:     Duration(time.Minute),
-		Burst:          1,
 	}
 }
 
@@ -45,9 +44,6 @@ func (w Worker) WithDefaults() Worker {
 	}
 	if w.BackoffMax == 0 {
 		w.BackoffMax = d.BackoffMax
-	}
-	if w.Burst == 0 {
-		w.Burst = d.Burst
 	}
 	return w
 }
