@@ -132,6 +132,7 @@ func (c *Config) Validate() error {
 		if w.AckWait > 0 && w.AckWait < Duration(time.Second) {
 			v.add(path+".ack_wait", w.AckWait, "must be at least 1s")
 		}
+		validateFlow(v, path, w)
 	}
 	c.HTTP.validate(v)
 	c.validateEdge(v)
