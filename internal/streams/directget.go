@@ -29,6 +29,7 @@ type batchGetter struct {
 	sub     *nats.Subscription
 	subErr  error
 	next    atomic.Uint64
+	read    atomic.Uint64 // messages received, for tests that count a read's cost
 	try     time.Duration // getTry; tests shorten it
 	mu      sync.Mutex
 	waiting map[string]*waiter
@@ -233,6 +234,7 @@ func (g *batchGetter) get(ctx context.Context, req batchRequest, fn func(*jetstr
 				return got, pending, err
 			}
 			got++
+			g.read.Add(1)
 			pending, _ = strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
 			if err := fn(raw); err != nil {
 				return got, pending, err
