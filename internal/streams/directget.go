@@ -23,6 +23,8 @@ import (
 // load cost about 1 ms and 700 KB; sharing the subscription removes that.
 type batchGetter struct {
 	nc      *nats.Conn
+	api     string // $JS.API. (or the domain's, the prefix's)
+	stream  string
 	subject string // $JS.API.DIRECT.GET.<stream>
 	inbox   string // <inbox prefix>.
 	once    sync.Once
@@ -53,6 +55,8 @@ func newBatchGetter(js jetstream.JetStream, stream string) *batchGetter {
 	nc := js.Conn()
 	return &batchGetter{
 		nc:      nc,
+		api:     prefix,
+		stream:  stream,
 		subject: prefix + "DIRECT.GET." + stream,
 		inbox:   nc.NewInbox() + "." + nuid.Next() + ".",
 		try:     getTry,
