@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/streams"
@@ -94,19 +95,29 @@ func TestAPausedKindPullsNothingAndResumesWhereItStopped(t *testing.T) {
 	}
 	// Each node stops pulling once its pull in flight (if any) returns.
 	natstest.Eventually(t, 10*time.Second, func() bool { return w1.Stats().Paused && w2.Stats().Paused })
-	for i := range 30 {
-		e.command(t, "pay", fmt.Sprintf("b%d", i), `{}`)
-	}
 	cons, err := e.js.Consumer(t.Context(), streams.NamesFor(e.ns).Outbox, "esjet-worker-pay")
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := cons.Info(t.Context())
+	before, err := cons.Info(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.NumPending != 30 || info.NumAckPending != 0 {
-		t.Fatalf("while paused: %d pending, %d delivered and not acked; want 30 and 0 (nothing pulled)", info.NumPending, info.NumAckPending)
+	for i := range 30 {
+		e.command(t, "pay", fmt.Sprintf("b%d", i), `{}`)
+	}
+	// The server counts a consumer's pending messages as it is signalled
+	// of new ones: poll for the 30, and check nothing was delivered.
+	var info *jetstream.ConsumerInfo
+	natstest.Eventually(t, 10*time.Second, func() bool {
+		info, err = cons.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.NumPending == 30 || info.NumAckPending != 0 || info.Delivered.Consumer != before.Delivered.Consumer
+	})
+	if info.NumPending != 30 || info.NumAckPending != 0 || info.Delivered.Consumer != before.Delivered.Consumer {
+		t.Fatalf("while paused: %d pending, %d delivered and not acked, %d delivered in all; want 30, 0 and %d (nothing pulled)", info.NumPending, info.NumAckPending, info.Delivered.Consumer, before.Delivered.Consumer)
 	}
 	sts, err := ctl.Statuses(t.Context(), e.js, e.ns, nil)
 	if err != nil {
