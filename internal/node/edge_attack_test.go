@@ -262,3 +262,45 @@ func TestEdgeHubRecoversASiteWhoseStagingStreamsItDeleted(t *testing.T) {
 		t.Errorf("the restarted hub charged %d times, want 2 (s1-o2 and s1-o3, once each)", got)
 	}
 }
+
+// TestEdgeSiteCannotPullAnotherSitesOutcomesByAck: $JS.ACK.… from a leaf is
+// not checked against the leaf user's permissions, and the leaf account
+// imports every site's outcome consumer's acks. s1 acks with +NXT on s2's
+// outcome consumer, with a reply on s1's node inbox (which the hub sends
+// s1): it must receive none of s2's outcomes, and s2 must get its own.
+func TestEdgeSiteCannotPullAnotherSitesOutcomesByAck(t *testing.T) {
+	hub, sites := settledFleet(t)
+	names := streams.NamesFor("fleet")
+	attacker := connectLocal(t, sites["s1"])
+	inbox := "_INBOX_fleet_node.s1.steal"
+	heard := subscribe(t, attacker, inbox+".>")
+	c := names.Outcomes() + ".esjet_site_s2"
+	for i := 0; i < 20; i++ {
+		for _, ack := range []string{"$JS.ACK." + c + ".1.1.1.0.0", "$JS.ACK.hub.ACC." + c + ".1.1.1.0.0.0.x"} {
+			m := &nats.Msg{Subject: ack, Reply: inbox + ".x", Data: []byte(`+NXT {"batch":10,"expires":20000000000}`)}
+			if err := attacker.PublishMsg(m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := attacker.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if _, err := sites["s2"].API().Send(t.Context(), "order", "s2-o2", "place", []byte(`{}`), api.Meta{}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 60*time.Second, func() bool {
+		return subjectMsgs(t, hub.JetStream(), names.Outcomes(), names.OutcomeSubject("s2")) == 2
+	})
+	time.Sleep(3 * time.Second)
+	for _, m := range heard.all() {
+		if m.Header.Get("Status") != "" {
+			continue
+		}
+		t.Errorf("s1 received from s2's outcome consumer on %s: %.200s", m.Subject, m.Data)
+	}
+	natstest.Eventually(t, 30*time.Second, func() bool {
+		return subjectMsgs(t, sites["s2"].JetStream(), names.Events, names.Namespace+".evt.order.s2-o2") == 3
+	})
+}
