@@ -58,6 +58,12 @@ type KindConfig struct {
 	// Burst is how many calls above Rate may start at once after a quiet
 	// spell. Zero means 1.
 	Burst int
+	// Admit, when set, is asked before anything else whether the command
+	// may run here at all (an edge hub: did the site that sent it own its
+	// aggregate?). A refused command is terminated and logged: no call, no
+	// receipt, no outcome, no letter (a letter or receipt under its id
+	// would stand in for the genuine command of that id).
+	Admit func(h nats.Header, d Delivery) error
 }
 
 func (c *KindConfig) setDefaults() {
@@ -126,11 +132,13 @@ var errStopping = errors.New("the worker is stopping")
 //
 // Paused says the worker pulls nothing because its kind is paused;
 // RateWaiting counts the deliveries waiting for their rate limit's token
-// now, RateWaits those that ever had to wait.
+// now, RateWaits those that ever had to wait. Refused counts the commands
+// KindConfig.Admit refused.
 type Stats struct {
 	Done, Retried, Dead, Skipped, Poison, FeedbackErrors, Stale, UnreadReceipts int64
 	Paused                                                                      bool
 	RateWaiting, RateWaits                                                      int64
+	Refused                                                                     int64
 }
 
 // Worker runs one kind's commands on this node.
@@ -143,7 +151,7 @@ type Worker struct {
 	cons     jetstream.Consumer
 	receipts jetstream.KeyValue
 
-	done, retried, dead, skipped, poison, feedbackErrors, stale, unreadReceipts atomic.Int64
+	done, retried, dead, skipped, poison, feedbackErrors, stale, unreadReceipts, refused atomic.Int64
 	// Flow control: whether the pull waits for a resume; deliveries
 	// waiting for their rate limit's token now, and how many ever did.
 	paused                 atomic.Bool
@@ -216,7 +224,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 func (w *Worker) Stats() Stats {
 	return Stats{Done: w.done.Load(), Retried: w.retried.Load(), Dead: w.dead.Load(), Skipped: w.skipped.Load(),
 		Poison: w.poison.Load(), FeedbackErrors: w.feedbackErrors.Load(), Stale: w.stale.Load(), UnreadReceipts: w.unreadReceipts.Load(),
-		Paused: w.paused.Load(), RateWaiting: w.rateWaiting.Load(), RateWaits: w.rateWaits.Load()}
+		Paused: w.paused.Load(), RateWaiting: w.rateWaiting.Load(), RateWaits: w.rateWaits.Load(), Refused: w.refused.Load()}
 }
 
 // handle runs one delivery, held under lease l, to its outcome. stop is
@@ -244,6 +252,14 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		w.poison.Add(1)
 		w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, derr)
 		return
+	}
+	if w.cfg.Admit != nil {
+		if err := w.cfg.Admit(raw.Header, d); err != nil {
+			w.refused.Add(1)
+			log.Error("command refused: not run, terminated", "kind", d.Kind, "aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID, "error", err)
+			_ = m.Term()
+			return
+		}
 	}
 	rc, found, ok := w.readReceipt(ctx, stop, log, m, raw, meta.Sequence.Stream, d, l)
 	if !ok {

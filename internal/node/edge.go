@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/config"
@@ -233,6 +234,45 @@ func (n *Node) feedbackFor() consumer.Feedback {
 		return hubFeedback{js: n.broker.JetStream(), names: streams.NamesFor(n.cfg.Namespace), ownerOf: n.cfg.Edge.OwnerOf}
 	}
 	return feedback{repo: n.repo, tel: n.tel}
+}
+
+// hubAdmission is what a hub's workers check before running a command
+// (consumer.KindConfig.Admit): a command the hub sourced from a site
+// (Nats-Stream-Source names the site's staging OUTBOX: the server writes
+// it, no site can) runs only when that site owns the command's aggregate
+// (edge.owners). A process at a site can write anything into the site's
+// own OUTBOX; without this it could have the hub act for another site's
+// aggregate, and record the outcome for that site. A command without the
+// header was published at the hub (a DLQ re-drive) and runs. Nil for
+// every node but a hub.
+func hubAdmission(cfg config.Config) func(nats.Header, consumer.Delivery) error {
+	if cfg.Edge.Role != config.EdgeHub {
+		return nil
+	}
+	bySource := map[string]string{}
+	for _, site := range cfg.Edge.Sites {
+		_, outbox := broker.StagingStreams(cfg.Namespace, site)
+		bySource[outbox] = site
+	}
+	return func(h nats.Header, d consumer.Delivery) error {
+		src := h.Get(wire.HeaderStreamSource)
+		if src == "" {
+			return nil
+		}
+		name, _, _ := strings.Cut(src, " ")
+		name, _, _ = strings.Cut(name, ":")
+		site, ok := bySource[name]
+		if !ok {
+			return fmt.Errorf("sourced from %q, which is no site's staging OUTBOX", name)
+		}
+		if owner := cfg.Edge.OwnerOf(d.AggregateType, d.AggregateID); owner != site {
+			if owner == "" {
+				owner = "no site"
+			}
+			return fmt.Errorf("site %s sent a command for %s/%s, which %s owns (edge.owners)", site, d.AggregateType, d.AggregateID, owner)
+		}
+		return nil
+	}
 }
 
 // hubFeedback records a hub kind's outcome on <ns>.outcome.<site>, with

@@ -67,7 +67,8 @@ func SiteAPIPrefix(domain string) string { return "$JS." + domain + ".API" }
 //     retention there, kept for streams.outbox_max_age: the longest outage
 //     the hub can catch up on) and keeps <ns>.outbox.> for the hub's own
 //     re-drives from the DLQ. No schedules: they cannot be combined with
-//     sources.
+//     sources. With staging, no duplicate window: a site's copy of a
+//     command id must not stand in for another site's.
 //   - DLQ as on any node, and OUTCOMES (<ns>.outcome.<site>), from which
 //     each site pulls its hub kinds' outcomes.
 func HubStreamConfigs(names Names, c ProvisionConfig, h HubConfig) []jetstream.StreamConfig {
@@ -78,6 +79,14 @@ func HubStreamConfigs(names Names, c ProvisionConfig, h HubConfig) []jetstream.S
 	outbox.Description = "esjet hub outbox: the hub kinds of every site's " + names.Outbox
 	outbox.Subjects = []string{names.OutboxFilter()}
 	outbox.AllowMsgSchedules, outbox.AllowRollup = false, false
+	window := outbox.Duplicates // OUTCOMES keeps the configured window
+	if h.Staging != nil {
+		// One copy per command id would let a site's copy stand in for
+		// another site's command of the same id (ids are deterministic):
+		// no window. Sourcing from the staging streams, which are local,
+		// repeats nothing.
+		outbox.Duplicates = 0
+	}
 	for _, site := range h.Sites {
 		if h.Staging != nil {
 			st := h.Staging(site)
@@ -111,7 +120,7 @@ func HubStreamConfigs(names Names, c ProvisionConfig, h HubConfig) []jetstream.S
 		DenyDelete:        true,
 		DenyPurge:         true,
 		AllowDirect:       true,
-		Duplicates:        outbox.Duplicates,
+		Duplicates:        window,
 	}
 	return []jetstream.StreamConfig{events, outbox, dlq, outcomes}
 }

@@ -54,13 +54,13 @@ func LastSourcedSeq(ctx context.Context, js jetstream.JetStream, stream string, 
 		if err != nil {
 			return 0, fmt.Errorf("read %s message %d: %w", stream, seq, err)
 		}
-		fields := strings.Fields(m.Header.Get("Nats-Stream-Source"))
+		fields := strings.Fields(m.Header.Get(headerStreamSource))
 		if len(fields) < 2 || fields[0] != iname {
 			continue
 		}
 		n, err := strconv.ParseUint(fields[1], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("%s message %d: Nats-Stream-Source %q: %w", stream, seq, m.Header.Get("Nats-Stream-Source"), err)
+			return 0, fmt.Errorf("%s message %d: %s %q: %w", stream, seq, headerStreamSource, m.Header.Get(headerStreamSource), err)
 		}
 		return n, nil
 	}
@@ -78,6 +78,10 @@ func serverHash(name string) string {
 	}
 	return string(b[:8])
 }
+
+// headerStreamSource is what nats-server writes on a sourced message (the
+// same as wire.HeaderStreamSource, which imports this package).
+const headerStreamSource = "Nats-Stream-Source"
 
 // placeholderSubject is the subject a hub stream holds while it has no
 // source (a stream needs a subject or a source); nobody writes to it.

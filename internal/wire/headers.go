@@ -23,6 +23,10 @@ const (
 	// JetStream message schedule headers (nats-server 2.12+).
 	HeaderSchedule       = "Nats-Schedule"
 	HeaderScheduleTarget = "Nats-Schedule-Target"
+
+	// HeaderStreamSource is what nats-server writes on a sourced message:
+	// "<source stream>[:<API prefix hash>] <source sequence> …".
+	HeaderStreamSource = "Nats-Stream-Source"
 )
 
 // Headers every target (NATS request, HTTP POST) receives beside the
