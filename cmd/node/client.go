@@ -20,6 +20,7 @@ import (
 	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // The client commands talk to a running node through its NATS micro API,
@@ -69,7 +70,7 @@ func sendBody(args []string) ([]byte, error) {
 // before anything is sent, so a dot or a space is reported as what it is
 // instead of as a subject the node does not serve.
 func checkTokens(typ, id string, kind ...string) error {
-	errs := []error{streams.ValidateToken("aggregate type", typ), streams.ValidateToken("aggregate id", id)}
+	errs := []error{wire.ValidateToken("aggregate type", typ), wire.ValidateToken("aggregate id", id)}
 	for _, k := range kind {
 		switch {
 		case k == "state" || k == "events":
@@ -79,7 +80,7 @@ func checkTokens(typ, id string, kind ...string) error {
 			errs = append(errs, fmt.Errorf("%q is one of the API's route words (%s), never a command kind", k, strings.Join(api.RouteWords, ", ")))
 			continue
 		}
-		errs = append(errs, streams.ValidateToken("command kind", k))
+		errs = append(errs, wire.ValidateToken("command kind", k))
 	}
 	return errors.Join(errs...)
 }

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Definition is an aggregate type with its state type erased, as the
@@ -53,7 +53,7 @@ type Def[S any] struct{ d *Definition }
 // incompatibly, and old snapshots are ignored (the state is rebuilt from
 // events). evolve folds one event into the state; it must be pure.
 func Define[S any](typ string, stateSchema int, evolve func(S, Event) S) *Def[S] {
-	if err := streams.ValidateToken("aggregate type", typ); err != nil {
+	if err := wire.ValidateToken("aggregate type", typ); err != nil {
 		panic(fmt.Sprintf("aggregate.Define: %v", err))
 	}
 	if stateSchema < 1 {
@@ -90,7 +90,7 @@ func Define[S any](typ string, stateSchema int, evolve func(S, Event) S) *Def[S]
 // reach decide only for a command this aggregate issued that is still
 // outstanding, so decide need not defend against forged outcomes.
 func On[S, C any](def *Def[S], kind string, decide func(S, C) (Decision, error)) *Def[S] {
-	if err := streams.ValidateToken("command kind", kind); err != nil {
+	if err := wire.ValidateToken("command kind", kind); err != nil {
 		panic(fmt.Sprintf("aggregate.On(%s): %v", def.d.typ, err))
 	}
 	of, result, isOutcome := outcomeForm(kind)

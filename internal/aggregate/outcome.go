@@ -84,7 +84,7 @@ func (r *Repository) newOutcomeRequest(cmd Command) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := streams.ValidateToken("aggregate id", cmd.ID); err != nil {
+	if err := wire.ValidateToken("aggregate id", cmd.ID); err != nil {
 		return nil, err
 	}
 	cd, ok := def.commands[cmd.Kind]

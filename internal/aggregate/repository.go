@@ -231,7 +231,7 @@ func (r *Repository) Get(ctx context.Context, typ, id string) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
-	if err := streams.ValidateToken("aggregate id", id); err != nil {
+	if err := wire.ValidateToken("aggregate id", id); err != nil {
 		return State{}, err
 	}
 	key := typ + "/" + id

@@ -13,6 +13,7 @@ import (
 
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Error is an API error as both surfaces report it.
@@ -70,7 +71,7 @@ func toError(err error) *Error {
 func classify(err error) *Error {
 	var rej *aggregate.Rejection
 	var vc *aggregate.VersionConflictError
-	var te *streams.TokenError
+	var te *wire.TokenError
 	switch {
 	case errors.Is(err, aggregate.ErrInvalidDecision):
 		// The aggregate broke the contract: a bug on the server side, even

@@ -8,7 +8,6 @@ import (
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/ops"
-	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 )
 
@@ -31,7 +30,7 @@ func apiError(err error) *api.Error {
 	case errors.Is(err, ErrActionsDisabled):
 		status, code = http.StatusForbidden, "actions_disabled"
 	case errors.Is(err, ErrBadRequest), errors.Is(err, ops.ErrBadOpsRequest), errors.Is(err, ops.ErrReasonRequired),
-		errors.Is(err, wire.ErrBadCommandID), errors.Is(err, streams.ErrInvalidToken):
+		errors.Is(err, wire.ErrBadCommandID), errors.Is(err, wire.ErrInvalidToken):
 		status, code = http.StatusBadRequest, "bad_request"
 	case errors.As(err, &rf):
 		status, code = http.StatusConflict, "reported_failure"

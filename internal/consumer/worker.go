@@ -164,7 +164,7 @@ func ConsumerConfig(ns string, cfg KindConfig) jetstream.ConsumerConfig {
 // logger may be nil.
 func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindConfig, fb Feedback, logger *slog.Logger) (*Worker, error) {
 	cfg.setDefaults()
-	if err := streams.ValidateToken("command kind", cfg.Kind); err != nil {
+	if err := wire.ValidateToken("command kind", cfg.Kind); err != nil {
 		return nil, err
 	}
 	if cfg.Handler == nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Event is one event as a projection's handler sees it: the event, its
@@ -85,12 +86,12 @@ func (d Definition) Validate() error {
 		return invalid("projection %s: a Sink projection has one partition, not %d", d.Name, d.Partitions)
 	}
 	for _, t := range d.AggregateTypes {
-		if err := streams.ValidateToken("aggregate type", t); err != nil {
+		if err := wire.ValidateToken("aggregate type", t); err != nil {
 			return invalid("projection %s: %v", d.Name, err)
 		}
 	}
 	for _, t := range d.EventTypes {
-		if err := streams.ValidateToken("event type", t); err != nil {
+		if err := wire.ValidateToken("event type", t); err != nil {
 			return invalid("projection %s: %v", d.Name, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Views answers queries on a namespace's views, on any node (it needs no
@@ -130,9 +131,9 @@ func (v *Views) wait(ctx context.Context, cs controlStore, ctl Control, kv jetst
 	if err != nil {
 		return 0, err
 	}
-	seq, _ := streams.SplitPosition(w.After)
+	seq, _ := wire.SplitPosition(w.After)
 	if seq == 0 {
-		return 0, fmt.Errorf("%w: position %d names no decision (a position is a decision's log sequence times %d plus an event's index); pass a position a command's result gave", ErrInvalid, w.After, streams.EventPosition(1, 0))
+		return 0, fmt.Errorf("%w: position %d names no decision (a position is a decision's log sequence times %d plus an event's index); pass a position a command's result gave", ErrInvalid, w.After, wire.EventPosition(1, 0))
 	}
 	m, err := events.GetMsg(ctx, seq)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Health of a projection.
@@ -169,7 +169,7 @@ func (v *Views) Status(ctx context.Context, name string) (Status, error) {
 			st.Build = buildProgress(gen, buildLow, buildRate, st.LogEnd)
 		}
 	}
-	seq, _ := streams.SplitPosition(st.Position)
+	seq, _ := wire.SplitPosition(st.Position)
 	if st.LogEnd > seq {
 		st.Lag = st.LogEnd - seq
 		if m, err := events.GetMsg(ctx, seq+1); err == nil {
@@ -189,7 +189,7 @@ func (v *Views) Status(ctx context.Context, name string) (Status, error) {
 
 func buildProgress(gen int, low uint64, rate float64, end uint64) *Build {
 	b := &Build{Generation: gen, Position: low, Progress: 1}
-	seq, _ := streams.SplitPosition(low)
+	seq, _ := wire.SplitPosition(low)
 	if end > 0 && seq < end {
 		b.Progress = float64(seq) / float64(end)
 		if rate > 0 {

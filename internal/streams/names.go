@@ -1,6 +1,10 @@
 package streams
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/esjet/esjet/internal/wire"
+)
 
 // Names are the JetStream objects of one namespace (DESIGN.md, "Streams,
 // subjects, buckets"), and the whole-stream subject filters they are
@@ -47,10 +51,10 @@ func (n Names) DLQFilter() string { return n.Namespace + ".dlq.>" }
 // AggregateSubject is the one literal subject of an aggregate. It validates
 // both tokens and builds nothing from bad input.
 func (n Names) AggregateSubject(typ, id string) (string, error) {
-	if err := ValidateToken("aggregate type", typ); err != nil {
+	if err := wire.ValidateToken("aggregate type", typ); err != nil {
 		return "", err
 	}
-	if err := ValidateToken("aggregate id", id); err != nil {
+	if err := wire.ValidateToken("aggregate id", id); err != nil {
 		return "", err
 	}
 	return n.Namespace + ".evt." + typ + "." + id, nil

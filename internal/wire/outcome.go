@@ -5,8 +5,6 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-
-	"github.com/esjet/esjet/internal/streams"
 )
 
 // DoneKind and FailedKind name the result commands of a command kind: a
@@ -77,7 +75,7 @@ func OutcomeDecisionID(space uuid.UUID, typ, id, commandID, outcome string) stri
 // its causation id the command id, and its id the [OutcomeDecisionID] in
 // space. A client can set the key and the causation id of its own
 // commands, not the id: only all three together are the worker's report.
-func OutcomeOf(space uuid.UUID, rec streams.Record) (commandID, outcome string, ok bool) {
+func OutcomeOf(space uuid.UUID, rec Record) (commandID, outcome string, ok bool) {
 	commandID, outcome, ok = ParseOutcomeKey(rec.IdempotencyKey)
 	if !ok || rec.CausationID != commandID ||
 		rec.ID != OutcomeDecisionID(space, rec.AggregateType, rec.AggregateID, commandID, outcome) {
