@@ -164,7 +164,7 @@ func (c *client) close() { c.nc.Close() }
 func (c *client) call(ctx context.Context, typ, suffix string, body []byte, hdr nats.Header) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	msg := nats.NewMsg(api.SubjectPrefix(c.ns) + "." + suffix)
+	msg := nats.NewMsg(wire.APIPrefix(c.ns) + "." + suffix)
 	msg.Data = body
 	for k, vs := range hdr {
 		for _, v := range vs {
@@ -234,7 +234,7 @@ func (g *globals) request(cmd *cobra.Command, typ, suffix string, body []byte, h
 // namespace, or (a node older than the catch-all endpoint) the type is not
 // one of its aggregate types.
 func noResponders(ctx context.Context, nc *nats.Conn, ns, typ string) error {
-	types, err := nc.RequestWithContext(ctx, api.SubjectPrefix(ns)+".types", nil)
+	types, err := nc.RequestWithContext(ctx, wire.APIPrefix(ns)+".types", nil)
 	if err != nil {
 		return fmt.Errorf("no esjet node serves namespace %q at %s (is `esjet run` running with that namespace?)", ns, nc.ConnectedUrlRedacted())
 	}

@@ -3,18 +3,21 @@ package services
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/esjet/esjet/internal/wire"
 )
 
-// Request headers esjet's NATS target sends.
+// Request headers esjet's NATS target sends (package wire names them:
+// wire.RequestHeader builds them).
 const (
-	HeaderIdempotencyKey   = "Idempotency-Key" // the command id: the receiver's key
-	HeaderCommandID        = "Esjet-Command-Id"
-	HeaderCommandKind      = "Esjet-Command-Kind"
-	HeaderAttempt          = "Esjet-Attempt" // 1, 2, …
-	HeaderFence            = "Esjet-Fence"   // rises with every delivery: see receiver.DoFenced
-	HeaderAggregateType    = "Esjet-Aggregate-Type"
-	HeaderAggregateID      = "Esjet-Aggregate-Id"
-	HeaderAggregateVersion = "Esjet-Aggregate-Version"
+	HeaderIdempotencyKey   = wire.HeaderIdempotencyKey // the command id: the receiver's key
+	HeaderCommandID        = wire.HeaderCommandID
+	HeaderCommandKind      = wire.HeaderCommandKind
+	HeaderAttempt          = wire.HeaderAttempt // 1, 2, …
+	HeaderFence            = wire.HeaderFence   // rises with every delivery: see receiver.DoFenced
+	HeaderAggregateType    = wire.HeaderAggregateType
+	HeaderAggregateID      = wire.HeaderAggregateID
+	HeaderAggregateVersion = wire.HeaderVersion
 )
 
 // Reply is a reply body: {"result": …} on success, {"error": …,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // History is one page of an aggregate's stored events and the commands its
@@ -70,8 +71,8 @@ const (
 // Header names of a NATS history read (HTTP: ?after=N&limit=N). A JSON body
 // {"after": N, "limit": N} says the same.
 const (
-	HeaderAfterVersion = "Esjet-After-Version"
-	HeaderLimit        = "Esjet-Limit"
+	HeaderAfterVersion = wire.HeaderAfterVersion
+	HeaderLimit        = wire.HeaderLimit
 )
 
 // Events returns the aggregate's whole history after version after (0:

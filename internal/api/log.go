@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // LogPage is one page of the whole log (every aggregate of the namespace)
@@ -35,7 +37,7 @@ type LogEvent struct {
 
 // Header of a NATS log read (HTTP: ?after=P&limit=N); a JSON body
 // {"after": P, "limit": N} says the same.
-const HeaderAfterPosition = "Esjet-After-Position"
+const HeaderAfterPosition = wire.HeaderAfterPosition
 
 // ReadLog returns at most p.Limit events of the whole log after global
 // position p.After (0: from the first event).

@@ -11,6 +11,7 @@ import (
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/projection"
 	"github.com/esjet/esjet/internal/telemetry"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Service implements the operations both surfaces serve.
@@ -89,10 +90,10 @@ type Meta struct {
 
 // Header names read from NATS and HTTP requests.
 const (
-	HeaderIdempotencyKey = "Idempotency-Key"
-	HeaderCorrelationID  = "Esjet-Correlation-Id"
-	HeaderCausationID    = "Esjet-Causation-Id"
-	HeaderTraceParent    = "traceparent"
+	HeaderIdempotencyKey = wire.HeaderIdempotencyKey
+	HeaderCorrelationID  = wire.HeaderCorrelationID
+	HeaderCausationID    = wire.HeaderCausationID
+	HeaderTraceParent    = wire.HeaderTraceParent
 )
 
 // Send handles one command.

@@ -23,7 +23,7 @@ import (
 
 func (e *env) e2ePhase(ctx context.Context, progress func(float64)) ([]Phase, error) {
 	var waiters sync.Map // aggregate id → chan struct{}
-	sub, err := e.node.Broker().Conn().Subscribe(e.ns+".evt.acct.*", func(m *nats.Msg) {
+	sub, err := e.node.Broker().Conn().Subscribe(wire.NamesFor(e.ns).TypePrefix("acct")+"*", func(m *nats.Msg) {
 		if m.Header.Get(wire.HeaderEventTypes) != "charged" {
 			return
 		}

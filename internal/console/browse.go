@@ -61,7 +61,7 @@ func (c *Console) ids(ctx context.Context, typ, prefix string) (IDList, error) {
 	if err != nil {
 		return IDList{}, fmt.Errorf("event log %s: %w", c.names.Events, err)
 	}
-	subjPrefix := c.cfg.Namespace + ".evt." + typ + "."
+	subjPrefix := c.names.TypePrefix(typ)
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subjPrefix+"*"))
 	if err != nil {
 		return IDList{}, fmt.Errorf("aggregates of %s: %w", typ, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // groupCommitMin is 8 (below that a batch is slower than plain publishes,
@@ -38,7 +39,7 @@ func receiptCommitter(cfg config.Config, js jetstream.JetStream, logger *slog.Lo
 	if groupCommitMin(cfg) == 0 {
 		return nil
 	}
-	return streams.NewCommitter(js, "KV_"+streams.NamesFor(cfg.Namespace).Receipts,
+	return streams.NewCommitter(js, wire.KVStream(streams.NamesFor(cfg.Namespace).Receipts),
 		groupCommit(cfg), 10*time.Second, logger)
 }
 

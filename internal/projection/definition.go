@@ -112,7 +112,7 @@ func (d Definition) filters(names streams.Names) []string {
 	}
 	out := make([]string, len(d.AggregateTypes))
 	for i, t := range d.AggregateTypes {
-		out[i] = names.Namespace + ".evt." + t + ".>"
+		out[i] = names.TypeFilter(t)
 	}
 	return out
 }

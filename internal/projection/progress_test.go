@@ -57,7 +57,7 @@ func TestAFrozenOwnerTurnsRedWithinTheLeaseTTLAndAnIdleLogStaysGreen(t *testing.
 	// Freeze the owner: its lease stays, its heartbeats stop (what a
 	// SIGSTOPped process leaves behind).
 	stop()
-	kv, err := e.js.KeyValue(t.Context(), ControlBucket(e.ns))
+	kv, err := e.js.KeyValue(t.Context(), wire.ProjectionsBucket(e.ns))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func (v *Views) control(ctx context.Context, name string) (controlStore, Control
 	if err := ValidateName(name); err != nil {
 		return controlStore{}, Control{}, err
 	}
-	kv, err := v.js.KeyValue(ctx, ControlBucket(v.ns))
+	kv, err := v.js.KeyValue(ctx, wire.ProjectionsBucket(v.ns))
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return controlStore{}, Control{}, fmt.Errorf("%w: %s (no projection has run in namespace %s)", ErrUnknown, name, v.ns)
 	}

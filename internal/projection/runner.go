@@ -96,7 +96,7 @@ func NewRunner(ctx context.Context, js jetstream.JetStream, log *streams.Log, de
 		seen[d.Name] = true
 	}
 	names := log.Names()
-	kv, err := ensureBucket(ctx, js, ControlBucket(names.Namespace), cfg.Replicas, false, logger)
+	kv, err := ensureBucket(ctx, js, wire.ProjectionsBucket(names.Namespace), cfg.Replicas, false, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -166,7 +166,7 @@ func (r *Runner) viewStream(ctx context.Context, bucket string) (jetstream.Strea
 	if _, err := r.ensureBucket(ctx, bucket, true); err != nil {
 		return nil, err
 	}
-	return r.js.Stream(ctx, "KV_"+bucket)
+	return r.js.Stream(ctx, wire.KVStream(bucket))
 }
 
 // Run takes and runs partitions until ctx ends, and returns after every

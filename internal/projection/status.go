@@ -62,7 +62,7 @@ type PartStatus struct {
 
 // Names lists the projections that have run in the namespace.
 func (v *Views) Names(ctx context.Context) ([]string, error) {
-	kv, err := v.js.KeyValue(ctx, ControlBucket(v.ns))
+	kv, err := v.js.KeyValue(ctx, wire.ProjectionsBucket(v.ns))
 	if err != nil {
 		return nil, nil // no projection has run
 	}

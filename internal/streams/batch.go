@@ -8,18 +8,20 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 )
 
 // JetStream's atomic batch headers (nats-server 2.12+; nats.go has no batch
-// API). Every message of a batch carries the id and its 1-based position;
-// the last one also carries the commit marker and is the only one answered.
+// API) are wire's: every message of a batch carries the id and its 1-based
+// position; the last one also carries the commit marker and is the only one
+// answered.
 const (
-	headerBatchID     = "Nats-Batch-Id"
-	headerBatchSeq    = "Nats-Batch-Sequence"
-	headerBatchCommit = "Nats-Batch-Commit"
+	headerBatchID     = wire.HeaderBatchID
+	headerBatchSeq    = wire.HeaderBatchSeq
+	headerBatchCommit = wire.HeaderBatchCommit
 )
 
 // Error codes of a refused batch (NATS.md "Semantics found").

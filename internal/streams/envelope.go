@@ -226,7 +226,7 @@ func recordOf(m *jetstream.RawStreamMsg, d Decision, err error) (Record, error) 
 	if err != nil {
 		return Record{}, &DecodeError{Seq: m.Sequence, Subject: m.Subject, Err: err}
 	}
-	if !strings.HasSuffix(m.Subject, ".evt."+d.AggregateType+"."+d.AggregateID) {
+	if !wire.IsAggregateSubject(m.Subject, d.AggregateType, d.AggregateID) {
 		return Record{}, &DecodeError{Seq: m.Sequence, Subject: m.Subject,
 			Err: fmt.Errorf("envelope names aggregate %s/%s, not the subject's", d.AggregateType, d.AggregateID)}
 	}

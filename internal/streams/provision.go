@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -63,7 +64,7 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 	maxMsg := int32(c.MaxMessageSize)
 	return []jetstream.StreamConfig{{
 		Name:        names.Events,
-		Description: "esjet event log: one message per decision on " + names.Namespace + ".evt.<type>.<id>",
+		Description: "esjet event log: one message per decision on " + names.TypePrefix("<type>") + "<id>",
 		Subjects:    []string{names.EventsFilter()},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
@@ -88,7 +89,7 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		Compression:        compression(c),
 	}, {
 		Name:        names.Outbox,
-		Description: "esjet outbox: one message per command on " + names.Namespace + ".outbox.<kind>; delayed ones as schedules on " + names.Namespace + ".schedule.>",
+		Description: "esjet outbox: one message per command on " + names.Namespace + ".outbox.<kind>; delayed ones as schedules on " + names.ScheduleFilter(),
 		Subjects:    []string{names.OutboxFilter(), names.ScheduleFilter()},
 		// Delayed commands are JetStream message schedules (@at), fired by
 		// the server into <ns>.outbox.<kind>. Schedules require roll-ups to
@@ -113,7 +114,7 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		Compression:        compression(c),
 	}, {
 		Name:              names.DLQ,
-		Description:       "esjet dead letters: exhausted or terminally failed commands on " + names.Namespace + ".dlq.<kind>",
+		Description:       "esjet dead letters: exhausted or terminally failed commands on " + wire.DeadLetterSubject(names.Namespace, "<kind>"),
 		Subjects:          []string{names.DLQFilter()},
 		Retention:         jetstream.LimitsPolicy,
 		Storage:           jetstream.FileStorage,
@@ -181,9 +182,9 @@ func BucketStreamConfig(kv jetstream.KeyValueConfig) jetstream.StreamConfig {
 		comp = jetstream.S2Compression
 	}
 	return jetstream.StreamConfig{
-		Name:              "KV_" + kv.Bucket,
+		Name:              wire.KVStream(kv.Bucket),
 		Description:       kv.Description,
-		Subjects:          []string{"$KV." + kv.Bucket + ".>"},
+		Subjects:          []string{wire.KVFilter(kv.Bucket)},
 		MaxMsgsPerSubject: history,
 		MaxBytes:          maxBytes,
 		MaxAge:            kv.TTL,

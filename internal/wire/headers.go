@@ -43,3 +43,12 @@ const (
 	HeaderDeadAt    = "Esjet-Dead-At"    // when the worker gave up, RFC 3339 with nanoseconds
 	HeaderOutboxSeq = "Esjet-Outbox-Seq" // OUTBOX sequence of the delivered copy
 )
+
+// HeaderDLQAction is the action (retried, discarded) of an audit record on
+// <ns>.dlq.audit.<kind>.
+const HeaderDLQAction = "Esjet-Dlq-Action"
+
+// HeaderExpectedPrefix starts every JetStream expectation header
+// (Nats-Expected-Last-Subject-Sequence …): sourcing strips them, and a
+// message read back from a stream still carries them.
+const HeaderExpectedPrefix = "Nats-Expected-"
