@@ -10,8 +10,26 @@ import (
 // DoneKind and FailedKind name the result commands of a command kind: a
 // worker reports a command's outcome to the issuing aggregate as one of
 // these, with [DoneKey] or [FailedKey] as the idempotency key.
-func DoneKind(kind string) string   { return kind + "_done" }
-func FailedKind(kind string) string { return kind + "_failed" }
+func DoneKind(kind string) string   { return kind + doneSuffix }
+func FailedKind(kind string) string { return kind + failedSuffix }
+
+const (
+	doneSuffix   = "_" + OutcomeDone
+	failedSuffix = "_" + OutcomeFailed
+)
+
+// ParseOutcomeKind reads a kind made by [DoneKind] or [FailedKind]: the
+// issued command's kind and [OutcomeDone] or [OutcomeFailed]; ok is false
+// for any other kind.
+func ParseOutcomeKind(kind string) (of, outcome string, ok bool) {
+	if of, found := strings.CutSuffix(kind, doneSuffix); found && of != "" {
+		return of, OutcomeDone, true
+	}
+	if of, found := strings.CutSuffix(kind, failedSuffix); found && of != "" {
+		return of, OutcomeFailed, true
+	}
+	return "", "", false
+}
 
 // DoneKey and FailedKey are the idempotency keys of a command's reported
 // outcome: <command id>/done or <command id>/failed. Every report of one
