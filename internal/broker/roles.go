@@ -6,37 +6,40 @@ import (
 	"strings"
 	"time"
 
+	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// Role names: what a NATS user may do to one namespace. Each is a least
-// privilege permission set derived from the namespace (see [RolePermissions]).
+// Role names (config's, where a user is given one): what a NATS user may do
+// to one namespace. Each is a least privilege permission set derived from
+// the namespace (see [RolePermissions]).
 const (
 	// RoleNode runs the API, the relay, the workers and projections: it owns
 	// the namespace's streams and buckets. It may create them when missing,
 	// never update, delete or purge them (an edge hub updates its own
 	// sources), in the namespace account ([NamespaceAccount]).
-	RoleNode = "node"
+	RoleNode = config.RoleNode
 	// RoleClient calls the command and query API (esjet.<ns>.>) and nothing
 	// else, from its own account ([ClientsAccount]).
-	RoleClient = "client"
+	RoleClient = config.RoleClient
 	// RoleReceiver serves one target subject and replies to what it
 	// receives, from an account of its own ([ReceiverAccount]).
-	RoleReceiver = "receiver"
+	RoleReceiver = config.RoleReceiver
 	// RoleOperator reads everything (streams, consumers, state and history
 	// through the API) and asks the node to retry or discard dead letters on
 	// its own ops subject, esjet.<ns>.ops.<user>.> (the node writes OUTBOX
 	// and the audit record naming that user; see [wire.OpsPrefix]), from its own
 	// account ([OperatorsAccount]): it creates nothing in JetStream.
-	RoleOperator = "operator"
+	RoleOperator = config.RoleOperator
 	// RoleAdmin provisions (esjet provision): everything, including updating,
 	// deleting and purging streams.
-	RoleAdmin = "admin"
+	RoleAdmin = config.RoleAdmin
 )
 
-// Roles lists every role, in the order `esjet permissions` prints them.
-var Roles = []string{RoleNode, RoleClient, RoleReceiver, RoleOperator, RoleAdmin}
+// Roles lists every role, in the order `esjet permissions` prints them
+// (config.UserRoles, which names them).
+var Roles = config.UserRoles
 
 // RoleSpec is what the permission sets derive from.
 type RoleSpec struct {
