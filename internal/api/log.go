@@ -46,7 +46,7 @@ func (s *Service) ReadLog(ctx context.Context, p Page) (LogPage, error) {
 		p.Limit = DefaultPageLimit
 	}
 	if p.Limit < 1 || p.Limit > MaxPageLimit {
-		return LogPage{}, &Error{Status: 400, Code: "bad_request",
+		return LogPage{}, &Error{Status: 400, Code: CodeBadRequest,
 			Message: fmt.Sprintf("limit must be 1 to %d events, got %d", MaxPageLimit, p.Limit)}
 	}
 	evs, next, err := s.repo.Log().ReadAfter(ctx, p.After, p.Limit)
@@ -83,7 +83,7 @@ func parseLogPage(after, limit, afterName, limitName string) (Page, error) {
 	}
 	v, err := strconv.ParseUint(after, 10, 64)
 	if err != nil {
-		return p, &Error{Status: 400, Code: "bad_request", Message: afterName + " must be a global position (a number: the position of the last event read, 0 for the start), got " + strconv.Quote(after)}
+		return p, &Error{Status: 400, Code: CodeBadRequest, Message: afterName + " must be a global position (a number: the position of the last event read, 0 for the start), got " + strconv.Quote(after)}
 	}
 	p.After = v
 	return p, nil

@@ -180,7 +180,7 @@ func (s *Service) serve(ctx context.Context, r route, req *nats.Msg) (any, error
 		return s.serveViewAction(ctx, r.user, r.action, req.Data)
 	case opOps:
 		if s.ops == nil {
-			return nil, &Error{Status: 404, Code: "no_route", Message: fmt.Sprintf("%s: this API serves no operator actions", req.Subject)}
+			return nil, &Error{Status: 404, Code: CodeNoRoute, Message: fmt.Sprintf("%s: this API serves no operator actions", req.Subject)}
 		}
 		return s.ops(ctx, r.user, r.action, req.Data)
 	default:
@@ -205,7 +205,7 @@ func (ms *MicroService) async(endpoint string, h func(*nats.Msg) (any, error)) f
 		ms.mu.Lock()
 		if ms.stopping {
 			ms.mu.Unlock()
-			ms.reply(endpoint, start, req, nil, &Error{Status: 503, Code: "stopping", Message: "this node is shutting down; retry (with the same Idempotency-Key) on another"})
+			ms.reply(endpoint, start, req, nil, &Error{Status: 503, Code: CodeStopping, Message: "this node is shutting down; retry (with the same Idempotency-Key) on another"})
 			return
 		}
 		ms.wg.Add(1)
