@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/failpoint"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/telemetry"
@@ -53,15 +54,19 @@ type RelayConfig struct {
 	AtomicMin int
 }
 
+// setDefaults fills what is zero with config.Default()'s values (the
+// relay's failover_after is its PinnedTTL): the defaults are stated once,
+// there.
 func (c *RelayConfig) setDefaults() {
+	d := config.Default().Outbox
 	if c.Batch == 0 {
-		c.Batch = 256
+		c.Batch = d.RelayBatch
 	}
 	if c.PinnedTTL == 0 {
-		c.PinnedTTL = 5 * time.Second
+		c.PinnedTTL = d.FailoverAfter.Std()
 	}
 	if c.AckWait == 0 {
-		c.AckWait = 10 * time.Second
+		c.AckWait = d.AckWait.Std()
 	}
 	if c.Now == nil {
 		c.Now = time.Now

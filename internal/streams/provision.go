@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -28,21 +29,24 @@ type ProvisionConfig struct {
 	Compression bool
 }
 
+// setDefaults fills what is zero with config.Default()'s values: the
+// defaults are stated once, there.
 func (c *ProvisionConfig) setDefaults() {
+	d := config.Default().Streams
 	if c.Replicas == 0 {
-		c.Replicas = 1
+		c.Replicas = d.Replicas
 	}
 	if c.DuplicateWindow == 0 {
-		c.DuplicateWindow = 2 * time.Minute
+		c.DuplicateWindow = d.DuplicateWindow.Std()
 	}
 	if c.OutboxDuplicateWindow == 0 {
-		c.OutboxDuplicateWindow = 10 * time.Minute
+		c.OutboxDuplicateWindow = d.OutboxDuplicateWindow.Std()
 	}
 	if c.OutboxMaxAge == 0 {
-		c.OutboxMaxAge = 7 * 24 * time.Hour
+		c.OutboxMaxAge = d.OutboxMaxAge.Std()
 	}
 	if c.MaxMessageSize == 0 {
-		c.MaxMessageSize = 1 << 20
+		c.MaxMessageSize = int(d.MaxMessageSize)
 	}
 }
 
