@@ -11,8 +11,9 @@ import (
 	"github.com/esjet/esjet/internal/wire"
 )
 
-// groupCommitMin is 8 (below that a batch is slower than plain publishes,
-// NATS.md) on an embedded single server under sync always, else 0 (off).
+// groupCommitMin is 8 (below that a JetStream atomic batch, a fixed ~2.3 ms
+// on one file-backed server, is slower than plain publishes: measured on
+// nats-server 2.12) on an embedded single server under sync always, else 0 (off).
 func groupCommitMin(cfg config.Config) int {
 	if cfg.NATS.Mode == config.ModeEmbedded && cfg.NATS.Embedded.Sync == config.SyncAlways && cfg.Streams.Replicas <= 1 {
 		return 8

@@ -24,7 +24,8 @@ const (
 	headerBatchCommit = wire.HeaderBatchCommit
 )
 
-// Error codes of a refused batch (NATS.md "Semantics found").
+// Error codes of a refused batch: every error comes on the commit reply,
+// the first failure only (nats-server 2.12+).
 const (
 	codeWrongLastSeq   = 10071 // one stale expectation; names the subject's last sequence
 	codeBatchDuplicate = 10201 // a Msg-Id already stored or twice in the batch; names nothing

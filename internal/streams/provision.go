@@ -62,7 +62,7 @@ type Change struct {
 }
 
 // StreamConfigs returns the desired configuration of the namespace's three
-// streams: EVENTS, OUTBOX, DLQ (DESIGN.md).
+// streams: EVENTS, OUTBOX, DLQ (names: [wire.Names]).
 func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 	c.setDefaults()
 	maxMsg := int32(c.MaxMessageSize)
@@ -226,7 +226,8 @@ func Objects(ns string, c ProvisionConfig) []Object {
 }
 
 // bucketObjects are the namespace's buckets; receipts allow atomic
-// batches (group commit writes them, NATS.md: 10174 otherwise).
+// batches (group commit writes them; JetStream refuses a batch to a KV
+// stream without allow_atomic with 10174).
 func bucketObjects(names Names, c ProvisionConfig) []Object {
 	var out []Object
 	for _, b := range BucketConfigs(names, c) {
