@@ -372,7 +372,7 @@ func Default() Config {
 			CacheSize:          10_000,
 			CacheBytes:         64 * MiB,
 			SnapshotEvery:      100,
-			SnapshotSpan:       10_000,
+			SnapshotSpan:       10_000, // about one file store block (8 MB) of ~800-byte decisions
 			ConflictRetries:    5,
 			IdempotencyHorizon: Duration(24 * time.Hour),
 			Raw:                map[string]RawType{},

@@ -19,6 +19,7 @@ import (
 	"github.com/esjet/esjet/internal/node"
 	"github.com/esjet/esjet/internal/projection"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 func newProvisionCmd(g *globals) *cobra.Command {
@@ -134,9 +135,9 @@ func readModelObjects(ctx context.Context, js jetstream.JetStream, cfg config.Co
 		name   string
 		atomic bool
 	}
-	buckets := []bucket{{projection.ControlBucket(cfg.Namespace), false}}
+	buckets := []bucket{{wire.ProjectionsBucket(cfg.Namespace), false}}
 	for _, v := range names {
-		for _, b := range projection.SlotBuckets(cfg.Namespace, v) {
+		for _, b := range wire.ViewBuckets(cfg.Namespace, v) {
 			buckets = append(buckets, bucket{b, true})
 		}
 	}

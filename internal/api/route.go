@@ -95,6 +95,6 @@ func routeSubject(prefix, subject string) (route, error) {
 		}
 		return r, nil
 	}
-	return route{endpoint: endpointUnrouted}, &Error{Status: 404, Code: "no_route",
+	return route{endpoint: endpointUnrouted}, &Error{Status: 404, Code: CodeNoRoute,
 		Message: fmt.Sprintf("no route for subject %s; the subjects are %s.%s", subject, prefix, strings.Join(NATSRoutes, ", "+prefix+"."))}
 }

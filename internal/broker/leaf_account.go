@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // The hub's leaf link lives in an account of its own. nats-server checks a
@@ -106,7 +107,7 @@ func WithLeafAccount(accounts []Account, cfg config.Config, passwords bool) ([]A
 	if users == nil {
 		return accounts, nil
 	}
-	ns, up := cfg.Namespace, strings.ToUpper(cfg.Namespace)
+	ns := cfg.Namespace
 	out := slices.Clone(accounts)
 	streamsName := NamespaceAccount(ns)
 	i := slices.IndexFunc(out, func(a Account) bool { return a.Name == streamsName })
@@ -146,7 +147,8 @@ func WithLeafAccount(accounts []Account, cfg config.Config, passwords bool) ([]A
 		streams.Exports = append(streams.Exports, Export{Subject: subj, To: toLeaf, Stream: stream})
 		leaf.Imports = append(leaf.Imports, Import{Subject: subj, From: streams.Name, To: HubAPIPrefix(ns) + "." + verb})
 	}
-	outcomes, events, outbox := up+"_OUTCOMES", up+"_EVENTS", up+"_OUTBOX"
+	names := wire.NamesFor(ns)
+	outcomes, events, outbox := names.Outcomes(), names.Events, names.Outbox
 	var stagings []*Account
 	for _, s := range cfg.Edge.Sites {
 		c := OutcomeConsumer(s)

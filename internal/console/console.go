@@ -124,7 +124,7 @@ func (c *Console) routes() *http.ServeMux {
 	mux.HandleFunc("POST "+base+"/dlq/{seq}/{action}", c.handleDLQAction)
 	mux.HandleFunc("POST "+base+"/workers/{kind}/{action}", c.handleWorkersAction)
 	mux.HandleFunc(base+"/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &api.Error{Status: http.StatusNotFound, Code: "no_route",
+		writeError(w, &api.Error{Status: http.StatusNotFound, Code: api.CodeNoRoute,
 			Message: "no console route for " + r.Method + " " + r.URL.Path})
 	})
 	return mux

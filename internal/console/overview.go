@@ -11,6 +11,7 @@ import (
 
 	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/ops"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Overview is the console's first page: the namespace at a glance. Rates
@@ -125,7 +126,7 @@ func (c *Console) overview(ctx context.Context) (Overview, error) {
 // streams lists the namespace's streams (<NS>_…), KV buckets (KV_<ns>_…)
 // and object stores (OBJ_<ns>_…).
 func (c *Console) streams(ctx context.Context) ([]StreamStats, error) {
-	prefixes := []string{strings.ToUpper(c.cfg.Namespace) + "_", "KV_" + c.cfg.Namespace + "_", "OBJ_" + c.cfg.Namespace + "_"}
+	prefixes := []string{strings.ToUpper(c.cfg.Namespace) + "_", wire.KVStream(c.cfg.Namespace + "_"), wire.ObjStream(c.cfg.Namespace + "_")}
 	var out []StreamStats
 	lister := c.js.ListStreams(ctx)
 	for info := range lister.Info() {
@@ -154,9 +155,9 @@ func stats(info *jetstream.StreamInfo) StreamStats {
 	st := info.State
 	s := StreamStats{Name: info.Config.Name, Messages: st.Msgs, Bytes: st.Bytes, FirstSeq: st.FirstSeq,
 		LastSeq: st.LastSeq, LastTime: st.LastTime.UTC(), Subjects: int(st.NumSubjects), Consumers: st.Consumers}
-	if b, ok := strings.CutPrefix(info.Config.Name, "KV_"); ok {
+	if b, ok := strings.CutPrefix(info.Config.Name, wire.KVStreamPrefix); ok {
 		s.Bucket, s.Store = b, "kv"
-	} else if b, ok := strings.CutPrefix(info.Config.Name, "OBJ_"); ok {
+	} else if b, ok := strings.CutPrefix(info.Config.Name, wire.ObjStreamPrefix); ok {
 		s.Bucket, s.Store = b, "objects"
 	}
 	if st.LastSeq == 0 {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/consumer"
-	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 )
 
@@ -41,7 +40,7 @@ func (c *Console) workersAction(r *http.Request) (wire.PauseRecord, error) {
 		return wire.PauseRecord{}, fmt.Errorf("%w: Content-Type %q: send the body as application/json", ErrBadRequest, r.Header.Get("Content-Type"))
 	}
 	kind := r.PathValue("kind")
-	if err := streams.ValidateToken("command kind", kind); err != nil {
+	if err := wire.ValidateToken("command kind", kind); err != nil {
 		return wire.PauseRecord{}, fmt.Errorf("%w: %v", ErrBadRequest, err)
 	}
 	var req WorkersRequest

@@ -153,7 +153,7 @@ func (c *Control) Pauses() map[string]wire.PauseRecord {
 // by and reason. The change is made by compare-and-set on the record: two
 // operators pausing at once get one pause and one [ErrAlreadyPaused].
 func (c *Control) SetPaused(ctx context.Context, kind string, paused bool, by, reason string) (wire.PauseRecord, error) {
-	if err := streams.ValidateToken("command kind", kind); err != nil {
+	if err := wire.ValidateToken("command kind", kind); err != nil {
 		return wire.PauseRecord{}, err
 	}
 	key := wire.PauseKey(kind)

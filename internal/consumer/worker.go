@@ -194,7 +194,7 @@ func ConsumerConfig(ns string, cfg KindConfig) jetstream.ConsumerConfig {
 // logger may be nil.
 func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindConfig, fb Feedback, logger *slog.Logger) (*Worker, error) {
 	cfg.setDefaults()
-	if err := streams.ValidateToken("command kind", cfg.Kind); err != nil {
+	if err := wire.ValidateToken("command kind", cfg.Kind); err != nil {
 		return nil, err
 	}
 	if cfg.Handler == nil {
@@ -204,7 +204,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 		logger = slog.New(slog.DiscardHandler)
 	}
 	names := streams.NamesFor(ns)
-	if r := cfg.Receipts; r != nil && r.Stream() != "KV_"+names.Receipts {
+	if r := cfg.Receipts; r != nil && r.Stream() != wire.KVStream(names.Receipts) {
 		// Its reads would look in another bucket and find no receipt.
 		return nil, fmt.Errorf("worker %s: the receipts committer writes %s, not namespace %s's KV_%s", cfg.Kind, r.Stream(), ns, names.Receipts)
 	}

@@ -420,9 +420,9 @@ func (n *Node) applyOutcome(ctx context.Context, logger *slog.Logger, receipts j
 	var o wire.Outcome
 	if json.Unmarshal(r.Payload, &o) == nil && o.CommandID != "" {
 		rc := wire.Receipt{CommandID: o.CommandID, Outcome: wire.OutcomeDone, Attempts: o.Attempts, LastError: o.Error, Result: o.Result, At: time.Now().UTC()}
-		rc.Kind, _ = strings.CutSuffix(r.Kind, "_done")
-		if k, failed := strings.CutSuffix(r.Kind, "_failed"); failed {
-			rc.Kind, rc.Outcome = k, wire.OutcomeFailed
+		rc.Kind = r.Kind
+		if of, outcome, ok := wire.ParseOutcomeKind(r.Kind); ok {
+			rc.Kind, rc.Outcome = of, outcome
 		}
 		if _, err := receipts.Put(ctx, wire.ReceiptKey(o.CommandID), rc.Encode()); err != nil {
 			logger.Warn("receipt of a hub outcome not written", "command_id", o.CommandID, "error", err)

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -96,18 +97,8 @@ func (m *siteMonitor) Sites() []SiteStatus {
 	for _, t := range m.sites {
 		out = append(out, t.SiteStatus)
 	}
-	slices.SortFunc(out, func(a, b SiteStatus) int { return compareStrings(a.Site, b.Site) })
+	slices.SortFunc(out, func(a, b SiteStatus) int { return cmp.Compare(a.Site, b.Site) })
 	return out
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Run checks the sites every few seconds and answers SitesSubject until

@@ -9,7 +9,6 @@ import (
 
 	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/consumer"
-	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 )
 
@@ -65,7 +64,7 @@ func (n *Node) workersAction(ctx context.Context, by, action string, body []byte
 	switch {
 	case errors.Is(err, consumer.ErrAlreadyPaused), errors.Is(err, consumer.ErrNotPaused):
 		return nil, &api.Error{Status: 409, Code: "conflict", Message: err.Error()}
-	case errors.As(err, new(*streams.TokenError)):
+	case errors.As(err, new(*wire.TokenError)):
 		return nil, &api.Error{Status: 400, Code: "bad_request", Message: fmt.Sprintf("workers %s: %v", action, err)}
 	case err != nil:
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -48,7 +49,7 @@ type Control struct {
 // rebuild replaces it).
 func (c Control) bucket(ns, name string, gen int) string {
 	if gen > 1 && (c.SlotsFrom == 0 || gen < c.SlotsFrom) {
-		return legacyViewBucket(ns, name, gen)
+		return wire.LegacyViewBucket(ns, name, gen)
 	}
 	return ViewBucket(ns, name, gen)
 }

@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -75,18 +76,8 @@ func listParked(ctx context.Context, kv jetstream.KeyValue, part int) ([]Parked,
 		}
 		out = append(out, rec)
 	}
-	slices.SortFunc(out, func(a, b Parked) int { return cmpU(a.Event.Position, b.Event.Position) })
+	slices.SortFunc(out, func(a, b Parked) int { return cmp.Compare(a.Event.Position, b.Event.Position) })
 	return out, nil
-}
-
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (p *partition) loadParked(ctx context.Context) error {

@@ -9,9 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/esjet/esjet/internal/streams"
 )
 
 // partition is one owned (generation, partition) of a projection: it
@@ -268,7 +267,7 @@ func (p *partition) idleProgress(ctx context.Context) error {
 	}
 	last := info.State.LastSeq
 	p.logEnd = last
-	seq, _ := streams.SplitPosition(p.pos)
+	seq, _ := wire.SplitPosition(p.pos)
 	if last <= seq || p.pos == 0 && last == 0 {
 		return nil
 	}
@@ -287,7 +286,7 @@ func (p *partition) idleProgress(ctx context.Context) error {
 			return nil // the consumer has it to deliver
 		}
 	}
-	p.pos = streams.EndOfSeq(last)
+	p.pos = wire.EndOfSeq(last)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // spend is a view with documents shared across aggregates (a total per
@@ -42,7 +43,7 @@ func TestNPartitionsGiveTheSameViewAsOne(t *testing.T) {
 	e.run(t, testConfig(), spend("one", 0))
 	e.run(t, testConfig(), spend("four", 4))
 	e.run(t, testConfig(), spend("four", 4))
-	end := streams.EndOfSeq(last.Seq)
+	end := wire.EndOfSeq(last.Seq)
 	defer func() {
 		if t.Failed() {
 			for p := range 4 {

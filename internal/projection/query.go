@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Views answers queries on a namespace's views, on any node (it needs no
@@ -73,7 +74,7 @@ func (v *Views) control(ctx context.Context, name string) (controlStore, Control
 	if err := ValidateName(name); err != nil {
 		return controlStore{}, Control{}, err
 	}
-	kv, err := v.js.KeyValue(ctx, ControlBucket(v.ns))
+	kv, err := v.js.KeyValue(ctx, wire.ProjectionsBucket(v.ns))
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return controlStore{}, Control{}, fmt.Errorf("%w: %s (no projection has run in namespace %s)", ErrUnknown, name, v.ns)
 	}
@@ -176,9 +177,9 @@ func (v *Views) Get(ctx context.Context, name, key string, w Wait) (Doc, error) 
 
 // checkPosition refuses a position that names no decision of the log.
 func (v *Views) checkPosition(ctx context.Context, after uint64) error {
-	seq, _ := streams.SplitPosition(after)
+	seq, _ := wire.SplitPosition(after)
 	if seq == 0 {
-		return fmt.Errorf("%w: position %d names no decision (a position is a decision's log sequence times %d plus an event's index); pass a position a command's result gave", ErrInvalid, after, streams.EventPosition(1, 0))
+		return fmt.Errorf("%w: position %d names no decision (a position is a decision's log sequence times %d plus an event's index); pass a position a command's result gave", ErrInvalid, after, wire.EventPosition(1, 0))
 	}
 	events, err := v.js.Stream(ctx, v.names.Events)
 	if err != nil {

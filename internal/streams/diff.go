@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -122,7 +123,7 @@ func diffStream(have, want jetstream.StreamConfig) []Diff {
 	deny("deny_purge", have.DenyPurge, want.DenyPurge, "every message")
 	switch {
 	case have.AllowRollup == want.AllowRollup:
-	case have.AllowRollup && strings.HasPrefix(want.Name, "KV_"):
+	case have.AllowRollup && strings.HasPrefix(want.Name, wire.KVStreamPrefix):
 		// Every bucket of an older esjet allows them (nats.go's default):
 		// the node warns, esjet provision turns them off.
 		add("allow_rollup", true, false, DiffBenign, "")

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -239,7 +240,7 @@ func (g *batchGetter) get(ctx context.Context, req batchRequest, fn func(*jetstr
 			}
 			got++
 			g.read.Add(1)
-			pending, _ = strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+			pending, _ = strconv.ParseUint(m.Header.Get(wire.HeaderNumPending), 10, 64)
 			if err := fn(raw); err != nil {
 				return got, pending, err
 			}

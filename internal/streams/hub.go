@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // HubConfig is what the hub of a fleet of edge sites aggregates (README
@@ -43,13 +45,6 @@ type Staging struct {
 	// Events and Outbox are the staging streams' names.
 	Events, Outbox string
 }
-
-// Outcomes is the hub's stream of outcomes of hub kinds on their way back
-// to the site that issued the command: subject <ns>.outcome.<site>.
-func (n Names) Outcomes() string { return strings.ToUpper(n.Namespace) + "_OUTCOMES" }
-
-// OutcomeSubject is where the hub records an outcome for site.
-func (n Names) OutcomeSubject(site string) string { return n.Namespace + ".outcome." + site }
 
 // SiteAPIPrefix is the JetStream API of a site (or the hub) reached across
 // the leaf link by its domain.
@@ -107,7 +102,7 @@ func HubStreamConfigs(names Names, c ProvisionConfig, h HubConfig) []jetstream.S
 	outcomes := jetstream.StreamConfig{
 		Name:              names.Outcomes(),
 		Description:       "esjet hub outcomes of hub kinds, on " + names.Namespace + ".outcome.<site>, pulled by each site",
-		Subjects:          []string{names.Namespace + ".outcome.>"},
+		Subjects:          []string{names.OutcomesFilter()},
 		Retention:         jetstream.LimitsPolicy,
 		Storage:           jetstream.FileStorage,
 		Replicas:          outbox.Replicas,
@@ -142,7 +137,7 @@ func siteSource(names Names, outbox bool, site string, h HubConfig) *jetstream.S
 func hubKindTransforms(names Names, kinds []string) []jetstream.SubjectTransformConfig {
 	var out []jetstream.SubjectTransformConfig
 	for _, kind := range kinds {
-		subj := names.Namespace + ".outbox." + kind
+		subj := wire.CommandSubject(names.Namespace, kind)
 		out = append(out, jetstream.SubjectTransformConfig{Source: subj, Destination: subj})
 	}
 	return out

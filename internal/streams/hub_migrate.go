@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // A hub built before staging accounts sourced each site's streams itself.
@@ -54,13 +56,13 @@ func LastSourcedSeq(ctx context.Context, js jetstream.JetStream, stream string, 
 		if err != nil {
 			return 0, fmt.Errorf("read %s message %d: %w", stream, seq, err)
 		}
-		fields := strings.Fields(m.Header.Get(headerStreamSource))
+		fields := strings.Fields(m.Header.Get(wire.HeaderStreamSource))
 		if len(fields) < 2 || fields[0] != iname {
 			continue
 		}
 		n, err := strconv.ParseUint(fields[1], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("%s message %d: %s %q: %w", stream, seq, headerStreamSource, m.Header.Get(headerStreamSource), err)
+			return 0, fmt.Errorf("%s message %d: %s %q: %w", stream, seq, wire.HeaderStreamSource, m.Header.Get(wire.HeaderStreamSource), err)
 		}
 		return n, nil
 	}
@@ -78,10 +80,6 @@ func serverHash(name string) string {
 	}
 	return string(b[:8])
 }
-
-// headerStreamSource is what nats-server writes on a sourced message (the
-// same as wire.HeaderStreamSource, which imports this package).
-const headerStreamSource = "Nats-Stream-Source"
 
 // placeholderSubject is the subject a hub stream holds while it has no
 // source (a stream needs a subject or a source); nobody writes to it.
