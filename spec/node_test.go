@@ -55,12 +55,12 @@ var readyLine = regexp.MustCompile(`ready: namespace (\S+), nats (nats://\S+), h
 
 // startNode runs the binary in a temporary directory on free ports (the
 // demo namespace, its services inside) and returns once it is ready; the
-// node is killed when the test ends.
-func startNode(t *testing.T) *node {
+// node is killed when the test ends. args are more flags (--config).
+func startNode(t *testing.T, args ...string) *node {
 	t.Helper()
 	bin := esjetBinary(t)
 	dir := t.TempDir()
-	cmd := exec.Command(bin, "run", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0")
+	cmd := exec.Command(bin, append([]string{"run", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--http", "127.0.0.1:0"}, args...)...)
 	cmd.Dir = dir
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "ESJET_") {
