@@ -202,6 +202,22 @@ func goRequest(ctx context.Context, nc *nats.Conn, s step) (body []byte, code st
 	var data []byte
 	switch op := str("op"); op {
 	case "send":
+		if ev, ok := s["expected_version"]; ok {
+			// A send at an expected version is a one-command multi request.
+			multi := step{"op": "multi", "idempotency_key": s["idempotency_key"], "body": map[string]any{"commands": []any{map[string]any{
+				"type": s["type"], "id": s["id"], "command": s["command"], "payload": s["payload"], "expected_version": ev}}}}
+			body, code, status, version, err := goRequest(ctx, nc, multi)
+			if err != nil || code != "" {
+				return body, code, status, version, err
+			}
+			var res struct {
+				Results []json.RawMessage `json:"results"`
+			}
+			if err := json.Unmarshal(body, &res); err != nil || len(res.Results) != 1 {
+				return body, "", 0, nil, fmt.Errorf("multi of one command answered %s", body)
+			}
+			return res.Results[0], "", 0, nil, nil
+		}
 		subject = strings.Join([]string{str("type"), str("id"), str("command")}, ".")
 		data, _ = json.Marshal(s["payload"])
 	case "state":

@@ -58,7 +58,7 @@ function checkReply(expect: J, got: J): void {
 async function callClient(c: Client, s: J): Promise<J> {
   const page = { after: s.after, limit: s.limit };
   switch (s.op) {
-    case "send": return c.send(s.type, s.id, s.command, s.payload, { idempotencyKey: s.idempotency_key });
+    case "send": return c.send(s.type, s.id, s.command, s.payload, { idempotencyKey: s.idempotency_key, expectedVersion: s.expected_version });
     case "state": return c.state(s.type, s.id);
     case "history": return c.history(s.type, s.id, page);
     case "raw_history": return c.rawHistory(s.type, s.id, page);
