@@ -413,7 +413,8 @@ func runReceiverCasesGo(t *testing.T, nc *nats.Conn, js jetstream.JetStream, run
 }
 
 // TestConformance starts one node and runs the conformance cases in every
-// language against it: Go here, TypeScript (clients/ts) as a child process.
+// language against it: Go here, TypeScript (clients/ts) and Python
+// (clients/python) as child processes.
 func TestConformance(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the conformance suite builds and runs the esjet binary")
@@ -432,6 +433,7 @@ func TestConformance(t *testing.T) {
 	t.Run("go/api", func(t *testing.T) { runAPICasesGo(t, nc, run) })
 	t.Run("go/receiver", func(t *testing.T) { runReceiverCasesGo(t, nc, js, run) })
 	t.Run("typescript", func(t *testing.T) { runTypeScript(t, n) })
+	t.Run("python", func(t *testing.T) { runPython(t, n) })
 	// Whatever language wrote them, the receivers' records are the spec's.
 	t.Run("records", func(t *testing.T) {
 		kv, err := js.KeyValue(t.Context(), conformanceBucket)
