@@ -93,7 +93,15 @@ func (g *globals) provision(ctx context.Context, cfg config.Config, views []stri
 	if err != nil {
 		return err
 	}
+	var staged []streams.Change
+	if mode == streams.ApplyChanges {
+		// a hub's staging streams first: the hub's streams source them
+		if staged, err = node.ProvisionStaging(ctx, js, cfg); err != nil {
+			return provisionError(err)
+		}
+	}
 	changes, err := streams.Apply(ctx, js, append(objs, models...), mode, nil)
+	changes = append(staged, changes...)
 	printProvision(g.stdout, changes, absent, mode)
 	if cause := context.Cause(ctx); errors.Is(cause, nats.ErrPermissionViolation) {
 		err = cause

@@ -103,22 +103,23 @@ func (s *Service) history(ctx context.Context, typ, id string, after uint64, lim
 			return History{}, err
 		}
 	}
-	tail, err := s.repo.Log().LoadTail(ctx, typ, id, streams.Position{})
+	// The page costs what it returns plus a bounded seek (streams.LoadPage),
+	// whatever the aggregate's length.
+	pg, err := s.repo.Log().LoadPage(ctx, typ, id, after, limit)
 	if err != nil {
 		return History{}, err
 	}
-	recs := tail.Records
-	if len(recs) == 0 && len(tail.Foreign) == 0 {
+	if pg.Now.Seq == 0 {
 		return History{}, fmt.Errorf("%w: %s/%s has no events", aggregate.ErrNotFound, typ, id)
 	}
-	now := tail.Position(streams.Position{})
+	recs, now := pg.Records, pg.Now
 	h := History{AggregateType: typ, AggregateID: id, Version: now.Version, Seq: now.Seq,
 		Events: []HistoryEvent{}, Commands: []HistoryCommand{}}
 	// A page shows the foreign messages after the decision holding version
 	// after, and before the one holding its last event (all, on the last page).
 	var fromSeq uint64
 	skipped := func(toSeq uint64) {
-		for _, f := range tail.Foreign {
+		for _, f := range pg.Foreign {
 			if f.Seq > fromSeq && (toSeq == 0 || f.Seq < toSeq) {
 				h.Skipped = append(h.Skipped, f)
 			}
@@ -151,6 +152,12 @@ func (s *Service) history(ctx context.Context, typ, id string, after uint64, lim
 			}
 			h.Commands = append(h.Commands, hc)
 		}
+	}
+	// The page read stops at its last event when more follow.
+	if n := len(h.Events); limit >= 0 && n > 0 && h.Events[n-1].Version < now.Version {
+		h.NextAfter = h.Events[n-1].Version
+		skipped(h.Events[n-1].Seq)
+		return h, nil
 	}
 	skipped(0)
 	return h, nil

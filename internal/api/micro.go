@@ -98,6 +98,7 @@ func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, erro
 	add(endpointRawEvents, "raw.events.*.*")
 	add(endpointOps, "ops.*.dlq.*")
 	add(endpointOps+"_projections", "ops.*.projections.*")
+	add(endpointOps+"_workers", "ops.*.workers.*")
 	add(endpointLog, "log")
 	add(endpointViews, "views.>")
 	add(endpointUnrouted, ">")

@@ -30,8 +30,10 @@ type Service struct {
 }
 
 // OpsHandler serves an operator's request on esjet.<ns>.ops.<user>.dlq.<action>
-// (the node's DLQ actions): user is the subject's user token. Its error is
-// answered like any other (an [*Error] keeps its status).
+// (the node's DLQ actions; action is the last token) and
+// esjet.<ns>.ops.<user>.workers.<action> (action "workers.<action>"): user
+// is the subject's user token. Its error is answered like any other (an
+// [*Error] keeps its status).
 type OpsHandler func(ctx context.Context, user, action string, body []byte) (any, error)
 
 // Config are the API's tunables.

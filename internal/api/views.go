@@ -100,6 +100,8 @@ func viewError(err error) error {
 	switch {
 	case errors.Is(err, projection.ErrUnknown):
 		status, code = 404, "unknown_view"
+	case errors.Is(err, projection.ErrOwnStore):
+		status, code = 404, "own_store"
 	case errors.Is(err, projection.ErrNotFound):
 		status, code = 404, "not_found"
 	case errors.Is(err, projection.ErrInvalid):

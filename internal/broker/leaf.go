@@ -158,8 +158,9 @@ func (b *Broker) LeafSites() []string {
 // EdgeSubjects are what the node role needs beyond its namespace in an
 // edge fleet: a site pulls its hub kinds' outcomes on the hub's
 // HubAPIPrefix; the hub records them on <ns>.outcome.<site> in its
-// OUTCOMES stream, reads each site's EVENTS through the site's domain, and
-// answers `esjet sites` on its own subject.
+// OUTCOMES stream, makes and reads each site's staging streams
+// (StagingAPIPrefix), reads each site's streams' info through the site's
+// domain, and answers `esjet sites` on its own subject.
 func EdgeSubjects(cfg config.Config) []string {
 	e, ns := cfg.Edge, cfg.Namespace
 	switch e.Role {
@@ -172,7 +173,10 @@ func EdgeSubjects(cfg config.Config) []string {
 		// OUTBOX (streams.RestartSources): the one update a node makes.
 		subjects = append(subjects, "$JS.API.STREAM.UPDATE."+up+"_EVENTS", "$JS.API.STREAM.UPDATE."+up+"_OUTBOX")
 		for _, s := range e.Sites {
-			subjects = append(subjects, "$JS."+s+".API.>")
+			// the site monitor reads the site's streams; the staging
+			// streams are the hub node's to make (StagingAccount)
+			subjects = append(subjects, "$JS."+s+".API.STREAM.INFO."+up+"_EVENTS", "$JS."+s+".API.STREAM.INFO."+up+"_OUTBOX",
+				StagingAPIPrefix(ns, s)+".>")
 		}
 		return subjects
 	}

@@ -151,7 +151,7 @@ func nodeDenied(spec RoleSpec, owned []string) []string {
 // nodeStreams are the streams the node owns, KV buckets by their streams.
 func nodeStreams(ns string, buckets ...string) []string {
 	up := strings.ToUpper(ns)
-	s := []string{up + "_EVENTS", up + "_OUTBOX", up + "_DLQ", "KV_" + ns + "_snapshots", "KV_" + ns + "_receipts"}
+	s := []string{up + "_EVENTS", up + "_OUTBOX", up + "_DLQ", "KV_" + ns + "_snapshots", "KV_" + ns + "_receipts", "KV_" + ns + "_workers"}
 	for _, b := range buckets {
 		s = append(s, "KV_"+b)
 	}
@@ -232,7 +232,7 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 	switch role {
 	case RoleNode:
 		pub := []string{ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>",
-			"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>", "$SRV.>",
+			"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>", "$KV." + ns + "_workers.>", "$SRV.>",
 			// Asked once at start: whether the server has users, and so
 			// checked an operator's ops subject (the DLQ audit's "nats user").
 			UserInfoSubject}
@@ -308,7 +308,7 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 			p.Publish = &server.SubjectPermission{Deny: []string{">"}}
 			return p, nil
 		}
-		if b := spec.Bucket; b == ns+"_snapshots" || b == ns+"_receipts" || b == ProjectionsBucket(ns) || strings.HasPrefix(b, ns+"_view_") {
+		if b := spec.Bucket; b == ns+"_snapshots" || b == ns+"_receipts" || b == ns+"_workers" || b == ProjectionsBucket(ns) || strings.HasPrefix(b, ns+"_view_") {
 			return nil, fmt.Errorf("permissions of role receiver: %w: bucket %q is the node's own (namespace %s keeps its snapshots, receipts and read models in %s_*); name the receiver's idempotency bucket otherwise, e.g. billing_receipts", ErrRole, b, ns, ns)
 		}
 		// Its bucket lives in the receiver's own account: whatever the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/ops"
 )
 
@@ -22,6 +23,9 @@ type Overview struct {
 	Streams []StreamStats   `json:"streams"`
 	Relay   ops.Lag         `json:"relay"`
 	Kinds   []ops.KindStats `json:"kinds"`
+	// Workers is each kind's flow control: paused (by whom, why), backlog,
+	// oldest command, rate limit.
+	Workers []consumer.KindStatus `json:"workers"`
 	// Projections is the lag of each read model, when the node has any;
 	// Note says why there is none to show.
 	Projections []ProjectionLag `json:"projections"`
@@ -97,6 +101,12 @@ func (c *Console) overview(ctx context.Context) (Overview, error) {
 	}
 	if ov.Kinds, err = c.insp.Kinds(ctx); err != nil {
 		return ov, err
+	}
+	ov.Workers = []consumer.KindStatus{}
+	if c.cfg.Workers != nil {
+		if ov.Workers, err = c.cfg.Workers(ctx); err != nil {
+			return ov, err
+		}
 	}
 	if c.cfg.Projections != nil {
 		lags, err := c.cfg.Projections(ctx)

@@ -49,6 +49,15 @@ type KindConfig struct {
 	// Telemetry traces each delivery and target call and counts attempts.
 	// Nil records nothing.
 	Telemetry *telemetry.Telemetry
+	// Control is the fleet's flow control (pauses, rate limits), shared by
+	// the node's workers. Nil: the kind is never paused nor limited.
+	Control *Control
+	// Rate limits the calls to the target, per second, across every node
+	// serving the kind (with Control). Zero means no limit.
+	Rate float64
+	// Burst is how many calls above Rate may start at once after a quiet
+	// spell. Zero means 1.
+	Burst int
 }
 
 func (c *KindConfig) setDefaults() {
@@ -72,6 +81,9 @@ func (c *KindConfig) setDefaults() {
 	}
 	if c.Node == "" {
 		c.Node, _ = os.Hostname()
+	}
+	if c.Burst == 0 {
+		c.Burst = 1
 	}
 }
 
@@ -111,8 +123,14 @@ var errStopping = errors.New("the worker is stopping")
 // slept through) or the receiver refused its attempt as stale.
 // UnreadReceipts counts receipt reads that failed before a command could
 // run (each is read again: whether it was done already is not known).
+//
+// Paused says the worker pulls nothing because its kind is paused;
+// RateWaiting counts the deliveries waiting for their rate limit's token
+// now, RateWaits those that ever had to wait.
 type Stats struct {
 	Done, Retried, Dead, Skipped, Poison, FeedbackErrors, Stale, UnreadReceipts int64
+	Paused                                                                      bool
+	RateWaiting, RateWaits                                                      int64
 }
 
 // Worker runs one kind's commands on this node.
@@ -126,6 +144,10 @@ type Worker struct {
 	receipts jetstream.KeyValue
 
 	done, retried, dead, skipped, poison, feedbackErrors, stale, unreadReceipts atomic.Int64
+	// Flow control: whether the pull waits for a resume; deliveries
+	// waiting for their rate limit's token now, and how many ever did.
+	paused                 atomic.Bool
+	rateWaiting, rateWaits atomic.Int64
 
 	// pause, if set (tests), runs just before the lease is confirmed for a
 	// call: a stand-in for a process stopped there.
@@ -193,7 +215,8 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 // Stats returns the worker's counters.
 func (w *Worker) Stats() Stats {
 	return Stats{Done: w.done.Load(), Retried: w.retried.Load(), Dead: w.dead.Load(), Skipped: w.skipped.Load(),
-		Poison: w.poison.Load(), FeedbackErrors: w.feedbackErrors.Load(), Stale: w.stale.Load(), UnreadReceipts: w.unreadReceipts.Load()}
+		Poison: w.poison.Load(), FeedbackErrors: w.feedbackErrors.Load(), Stale: w.stale.Load(), UnreadReceipts: w.unreadReceipts.Load(),
+		Paused: w.paused.Load(), RateWaiting: w.rateWaiting.Load(), RateWaits: w.rateWaits.Load()}
 }
 
 // handle runs one delivery, held under lease l, to its outcome. stop is
@@ -244,6 +267,9 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		return
 	}
 
+	if !w.waitRate(ctx, stop, log, m, l) {
+		return
+	}
 	if w.pause != nil {
 		w.pause(d)
 	}

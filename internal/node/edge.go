@@ -36,21 +36,128 @@ import (
 func provision(ctx context.Context, js jetstream.JetStream, cfg config.Config, logger *slog.Logger) ([]streams.Change, error) {
 	var changes []streams.Change
 	var err error
+	if cfg.Edge.Role == config.EdgeHub {
+		if changes, err = provisionStaging(ctx, js, cfg, logger); err != nil {
+			return changes, err
+		}
+	}
 	if ownAdmin(cfg) {
-		changes, err = streams.Apply(ctx, js, Objects(cfg), streams.ApplyChanges, logger)
-		for _, c := range changes {
+		var ch []streams.Change
+		ch, err = streams.Apply(ctx, js, Objects(cfg), streams.ApplyChanges, logger)
+		changes = append(changes, ch...)
+		for _, c := range ch {
 			if c.Action == "updated" && logger != nil {
 				logger.Warn("changed a stream to the configuration: this embedded server has no users, so the node is its own admin (a shorter limit deletes what is past it)",
 					"stream", c.Name, "fields", c.Fields)
 			}
 		}
 	} else {
-		changes, err = streams.Ensure(ctx, js, Objects(cfg), logger)
+		var ch []streams.Change
+		ch, err = streams.Ensure(ctx, js, Objects(cfg), logger)
+		changes = append(changes, ch...)
 	}
 	if err == nil && cfg.Edge.Role == config.EdgeHub {
 		err = provisionOutcomeConsumers(ctx, js, cfg)
 	}
 	return changes, err
+}
+
+// ProvisionStaging is what esjet provision does first at a hub: make each
+// site's staging streams, and move a site the hub reads directly to them
+// ([provisionStaging]), before the hub's streams are changed to source
+// them. Nothing for another node.
+func ProvisionStaging(ctx context.Context, js jetstream.JetStream, cfg config.Config) ([]streams.Change, error) {
+	if cfg.Edge.Role != config.EdgeHub {
+		return nil, nil
+	}
+	return provisionStaging(ctx, js, cfg, nil)
+}
+
+// provisionStaging creates or updates each site's staging streams at the
+// hub, in the site's staging account (broker.StagingAccount), before the
+// hub's own streams source them. They are the hub's own plumbing: the hub
+// node applies their configuration (sources included) as esjet provision
+// would. A hub whose streams still read a site directly (built before
+// staging) moves that site to staging (moveToStaging).
+func provisionStaging(ctx context.Context, js jetstream.JetStream, cfg config.Config, logger *slog.Logger) ([]streams.Change, error) {
+	var changes []streams.Change
+	h := HubConfig(cfg)
+	for _, site := range cfg.Edge.Sites {
+		sjs, err := stagingJetStream(js, cfg, site)
+		if err != nil {
+			return changes, err
+		}
+		apply := func(from streams.StagingStart) error {
+			ch, err := streams.Apply(ctx, sjs, streams.StagingObjects(cfg.Namespace, ProvisionConfig(cfg), h, site, from), streams.ApplyChanges, logger)
+			changes = append(changes, ch...)
+			return err
+		}
+		if _, err = sjs.Stream(ctx, h.Staging(site).Events); errors.Is(err, jetstream.ErrStreamNotFound) {
+			err = moveToStaging(ctx, js, cfg, site, apply, logger)
+		} else {
+			err = apply(streams.StagingStart{})
+		}
+		if err != nil {
+			return changes, fmt.Errorf("staging streams of site %s (account %s, which the server's accounts must hold as `esjet permissions` prints them): %w", site, broker.StagingAccount(cfg.Namespace, site), err)
+		}
+	}
+	return changes, nil
+}
+
+// moveToStaging makes site's staging streams for the first time. Where the
+// hub's EVENTS or OUTBOX reads the site directly (a hub built before
+// staging), it stops that source first, starts the staging stream after the
+// last site sequence the hub's stream holds, and then has the hub's stream
+// source the staging one: nothing skipped, nothing sourced twice.
+func moveToStaging(ctx context.Context, js jetstream.JetStream, cfg config.Config, site string, apply func(streams.StagingStart) error, logger *slog.Logger) error {
+	var from streams.StagingStart
+	names := streams.NamesFor(cfg.Namespace)
+	st := HubConfig(cfg).Staging(site)
+	type move struct {
+		stream string
+		staged *jetstream.StreamSource
+	}
+	var moved []move
+	for _, x := range []struct {
+		stream, staging string
+		start           *uint64
+	}{{names.Events, st.Events, &from.Events}, {names.Outbox, st.Outbox, &from.Outbox}} {
+		if _, err := js.Stream(ctx, x.stream); err != nil {
+			continue // a new hub
+		}
+		src, err := streams.DropDirectSiteSource(ctx, js, x.stream, site)
+		if err != nil {
+			return err
+		}
+		if src == nil {
+			continue // already staged (its staging stream was lost: made again, the hub resumes after what it holds)
+		}
+		last, err := streams.LastSourcedSeq(ctx, js, x.stream, src)
+		if err != nil {
+			return fmt.Errorf("move site %s's source of %s to staging: %w", site, x.stream, err)
+		}
+		*x.start = last + 1
+		moved = append(moved, move{x.stream, &jetstream.StreamSource{Name: x.staging, OptStartSeq: 1,
+			External: &jetstream.ExternalStream{APIPrefix: st.APIPrefix, DeliverPrefix: st.DeliverPrefix}}})
+		if logger != nil {
+			logger.Info("moving a site's source to its staging account", "site", site, "stream", x.stream, "from_site_seq", last+1)
+		}
+	}
+	if err := apply(from); err != nil {
+		return err
+	}
+	for _, m := range moved {
+		if err := streams.AddSource(ctx, js, m.stream, m.staged); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stagingJetStream reaches site's staging account from the hub's streams
+// account.
+func stagingJetStream(js jetstream.JetStream, cfg config.Config, site string) (jetstream.JetStream, error) {
+	return jetstream.NewWithAPIPrefix(js.Conn(), broker.StagingAPIPrefix(cfg.Namespace, site))
 }
 
 // ownAdmin reports whether the node is the admin of its server: embedded,
@@ -70,8 +177,13 @@ func Objects(cfg config.Config) []streams.Object {
 
 // HubConfig maps the node config to the hub's aggregation.
 func HubConfig(cfg config.Config) streams.HubConfig {
+	ns := cfg.Namespace
 	return streams.HubConfig{Sites: cfg.Edge.Sites, HubKinds: cfg.Edge.HubKinds,
-		DeliverPrefix: func(site string) string { return broker.SourceDeliverPrefix(cfg.Namespace, site) }}
+		DeliverPrefix: func(site string) string { return broker.SourceDeliverPrefix(ns, site) },
+		Staging: func(site string) streams.Staging {
+			events, outbox := broker.StagingStreams(ns, site)
+			return streams.Staging{APIPrefix: broker.StagingAPIPrefix(ns, site), DeliverPrefix: broker.StagingDeliverPrefix(ns, site), Events: events, Outbox: outbox}
+		}}
 }
 
 // sitesRule maps the edge config to the repository's ownership rule.

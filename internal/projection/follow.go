@@ -39,6 +39,10 @@ func (p *partition) follow(ctx context.Context) error {
 		case err != nil:
 			p.logger.Warn("projection partition restarts from its checkpoint", "error", err, "position", p.committed)
 			p.rewind()
+			// A request's work not stored leaves the parked events as stored.
+			if err := p.loadParked(ctx); err != nil {
+				return err
+			}
 			select {
 			case <-ctx.Done():
 				return nil

@@ -48,6 +48,7 @@ func (p *partition) park(e Event, subject string, herr error, attempts int) erro
 		return err
 	}
 	p.pendParked[subject]++
+	p.pendParkedAt = append(p.pendParkedAt, e.Position)
 	return nil
 }
 
@@ -101,8 +102,10 @@ func (p *partition) loadParked(ctx context.Context) error {
 		return err
 	}
 	clear(p.parked)
+	clear(p.parkedAt)
 	for _, r := range recs {
 		p.parked[r.Subject]++
+		p.parkedAt[r.Event.Position] = true
 	}
 	return nil
 }
@@ -220,6 +223,7 @@ func (p *partition) handle(ctx context.Context, req Request) error {
 			return err
 		}
 		p.parked[first.Subject]--
+		delete(p.parkedAt, req.Position)
 		chain = chain[1:]
 	}
 	// Apply the rest in order; the first that fails again stays parked
@@ -239,6 +243,7 @@ func (p *partition) handle(ctx context.Context, req Request) error {
 			return err
 		}
 		p.parked[first.Subject]--
+		delete(p.parkedAt, r.Event.Position)
 		p.events++
 	}
 	if p.parked[first.Subject] <= 0 {

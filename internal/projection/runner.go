@@ -261,12 +261,12 @@ func (r *Runner) ensure(ctx context.Context, d Definition) (Control, error) {
 			return ctl, err
 		}
 	}
-	if rev == 0 || ctl.Partitions != d.partitions() {
+	if rev == 0 || ctl.Partitions != d.partitions() || ctl.Sink != (d.Sink != nil) {
 		return r.ctl.update(ctx, d.Name, func(c *Control) error {
 			if c.SlotsFrom == 0 && c.Latest <= 1 {
 				c.SlotsFrom = 1 // nothing rebuilt yet: every generation in a slot
 			}
-			c.Partitions = d.partitions()
+			c.Partitions, c.Sink = d.partitions(), d.Sink != nil
 			return nil
 		})
 	}

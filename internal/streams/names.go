@@ -13,6 +13,7 @@ type Names struct {
 	DLQ       string // stream <NS>_DLQ, subjects <ns>.dlq.>
 	Snapshots string // KV bucket <ns>_snapshots
 	Receipts  string // KV bucket <ns>_receipts
+	Workers   string // KV bucket <ns>_workers: pauses, rate limits, per-key leases
 }
 
 // NamesFor returns the names for namespace ns. ns must already be valid (see
@@ -26,6 +27,7 @@ func NamesFor(ns string) Names {
 		DLQ:       up + "_DLQ",
 		Snapshots: ns + "_snapshots",
 		Receipts:  ns + "_receipts",
+		Workers:   ns + "_workers",
 	}
 }
 

@@ -142,7 +142,9 @@ func compression(c ProvisionConfig) jetstream.StoreCompression {
 	return jetstream.NoCompression
 }
 
-// BucketConfigs returns the desired KV buckets: snapshots and receipts.
+// BucketConfigs returns the desired KV buckets: snapshots, receipts and
+// the workers' flow control (pauses, rate limits, per-key leases, which
+// expire by per-key TTLs: LimitMarkerTTL turns them on).
 func BucketConfigs(names Names, c ProvisionConfig) []jetstream.KeyValueConfig {
 	c.setDefaults()
 	return []jetstream.KeyValueConfig{{
@@ -157,11 +159,18 @@ func BucketConfigs(names Names, c ProvisionConfig) []jetstream.KeyValueConfig {
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
+	}, {
+		Bucket:         names.Workers,
+		Description:    "esjet workers' flow control: pauses, rate limits, per-key leases",
+		History:        1,
+		Storage:        jetstream.FileStorage,
+		Replicas:       c.Replicas,
+		LimitMarkerTTL: time.Second,
 	}}
 }
 
 // BucketStreamConfig is the stream (KV_<bucket>) that nats.go's
-// CreateKeyValue makes for kv, without mirrors, sources or TTLs: the same
+// CreateKeyValue makes for kv, without mirrors or sources: the same
 // settings, so jetstream.KeyValue opens it and a bucket made either way
 // compares equal. esjet creates buckets through it so that a bucket which
 // needs more (atomic batches) has it from its first CREATE: a node may
@@ -199,6 +208,10 @@ func BucketStreamConfig(kv jetstream.KeyValueConfig) jetstream.StreamConfig {
 		AllowDirect:       true,
 		Compression:       comp,
 		Discard:           jetstream.DiscardNew,
+		// Per-key TTLs (nats.go asks the server's API level first; esjet
+		// needs 2.11+ anyway).
+		AllowMsgTTL:            kv.LimitMarkerTTL > 0,
+		SubjectDeleteMarkerTTL: kv.LimitMarkerTTL,
 	}
 }
 
@@ -221,7 +234,9 @@ func Objects(ns string, c ProvisionConfig) []Object {
 }
 
 // bucketObjects are the namespace's buckets; receipts allow atomic
-// batches (group commit writes them, NATS.md: 10174 otherwise).
+// batches (group commit writes them, NATS.md: 10174 otherwise). Only the
+// workers' bucket allows roll-ups: a released per-key lease is purged with
+// a TTL, so no marker stays per key ever used.
 func bucketObjects(names Names, c ProvisionConfig) []Object {
 	var out []Object
 	for _, b := range BucketConfigs(names, c) {
@@ -230,7 +245,7 @@ func bucketObjects(names Names, c ProvisionConfig) []Object {
 		// esjet never purges a key of these (a KV purge is a roll-up): with
 		// roll-ups allowed, one publish with Nats-Rollup: all would delete
 		// every receipt (the proof that an effect happened) or snapshot.
-		sc.AllowRollup = false
+		sc.AllowRollup = b.Bucket == names.Workers
 		out = append(out, Object{Name: b.Bucket, Config: sc})
 	}
 	return out
