@@ -137,6 +137,11 @@ class Receiver:
         k = encode_key(key)
         digest = digest_of(params)
         waiting = False
+        # A claim is stale when this delivery has seen its revision stand
+        # still for the lease on its own monotonic clock: no server timestamp
+        # is compared with the local clock, so clock skew cannot break it
+        # (Go's receiver does the same).
+        seen_rev, seen_at = 0, 0.0
         while True:
             if deadline is not None and time.monotonic() > deadline:
                 if waiting:
@@ -151,7 +156,7 @@ class Receiver:
             got = await self._read(k)
             if got is None:
                 continue  # released or expired since: claim again
-            rec, revision, created = got
+            rec, revision = got
             if rec.get("digest") != digest and rec.get("state") != "released":
                 raise ConflictError(
                     f"receiver: idempotency key reused with different parameters: key {key!r} was first used with parameters of digest {rec.get('digest', '')[:12]}…, now {digest[:12]}…"
@@ -166,7 +171,9 @@ class Receiver:
                 raise StaleError(
                     f"receiver: a newer attempt of this key was seen: key {key!r}: this attempt's fence is {fence}, an attempt with fence {rec.get('fence')} was seen; its worker lost its lease, do not retry it"
                 )
-            stale_in = self.lease - (time.time() - created)
+            if revision != seen_rev:
+                seen_rev, seen_at = revision, time.monotonic()
+            stale_in = self.lease - (time.monotonic() - seen_at)
             if state == "released" or stale_in <= 0:
                 try:
                     rev = await self.kv.update(k, self._claim_value(claim), last=revision)
@@ -177,18 +184,16 @@ class Receiver:
             await self._wait_for_change(k, revision, min(stale_in, 0.25))
 
     async def _read(self, k: str):
-        """The key's record, revision and server timestamp (seconds), or None."""
+        """The key's record and revision, or None (absent or deleted)."""
         try:
-            m = await self.js.get_msg(f"KV_{self.bucket}", subject=f"$KV.{self.bucket}.{k}")
-        except jserrors.NotFoundError:
-            return None
-        if m.headers and m.headers.get("KV-Operation") in ("DEL", "PURGE"):
+            e = await self.kv.get(k)
+        except jserrors.KeyNotFoundError:
             return None
         try:
-            rec = json.loads(m.data or b"")
+            rec = json.loads(e.value or b"")
         except ValueError as err:
-            raise RuntimeError(f"receiver: key {k!r} holds an unreadable record (bucket {self.bucket}, revision {m.seq}): {err}") from err
-        return rec, m.seq, m.time.timestamp()
+            raise RuntimeError(f"receiver: key {k!r} holds an unreadable record (bucket {self.bucket}, revision {e.revision}): {err}") from err
+        return rec, e.revision
 
     async def _wait_for_change(self, k: str, rev: int, seconds: float) -> None:
         end = time.monotonic() + seconds

@@ -155,6 +155,12 @@ export class Receiver {
     const k = encodeKey(key);
     const digest = digestOf(bytes);
     let waiting = false;
+    // A claim is stale when this delivery has seen its revision stand still
+    // for the lease on its own monotonic clock: no server timestamp is
+    // compared with the local clock, so clock skew cannot break it (Go's
+    // receiver does the same).
+    let seenRev = 0;
+    let seenAt = 0;
     for (;;) {
       if (signal?.aborted) {
         if (waiting) throw new InProgressError(`receiver: key ${JSON.stringify(key)}: another delivery of this key is in progress`);
@@ -191,7 +197,11 @@ export class Receiver {
           `receiver: a newer attempt of this key was seen: key ${JSON.stringify(key)}: this attempt's fence is ${fence}, an attempt with fence ${rec.fence} was seen; its worker lost its lease, do not retry it`,
         );
       }
-      const staleIn = this.leaseMs - (Date.now() - e.created.getTime());
+      if (e.revision !== seenRev) {
+        seenRev = e.revision;
+        seenAt = performance.now();
+      }
+      const staleIn = this.leaseMs - (performance.now() - seenAt);
       if (rec.state === "released" || staleIn <= 0) {
         // Claim a released key, or take over a stale claim, at the revision read: one wins.
         try {
