@@ -78,14 +78,20 @@ func (e *rcEnv) ackRelay(seq uint64) {
 	}
 	for {
 		// Ask for exactly what is pending: a fetch returns as soon as its
-		// batch is full.
-		info, err := cons.Info(ctx)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		n := min(int(info.NumPending), 100)
-		if n == 0 {
-			e.t.Fatalf("relay consumer: nothing left to fetch before seq %d", seq)
+		// batch is full. The server counts pending messages as the
+		// consumer is signalled of them: poll for some.
+		var n int
+		for deadline := time.Now().Add(10 * time.Second); n == 0; {
+			info, err := cons.Info(ctx)
+			if err != nil {
+				e.t.Fatal(err)
+			}
+			if n = min(int(info.NumPending), 100); n == 0 {
+				if time.Now().After(deadline) {
+					e.t.Fatalf("relay consumer: nothing left to fetch before seq %d", seq)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
 		}
 		batch, err := cons.Fetch(n, jetstream.FetchPriorityGroup(outbox.PriorityGroup), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
