@@ -210,37 +210,39 @@ func TestConsoleActionsOffByDefault(t *testing.T) {
 	}
 }
 
-var installChromium sync.Once
-
 // findChromium returns the path of Debian's chromium (or another
-// Chromium/Chrome on PATH). When there is none it runs .ci/install-chromium
-// once (apt-get as root), and fails saying what to install if that does not
-// bring one: the browser test never skips.
+// Chromium/Chrome on PATH), or fails the test at once in one line saying
+// what to install: the browser test never skips, and never installs
+// anything itself (an apt-get that cannot reach a mirror took minutes to
+// fail; .ci/run installs it before the tests with .ci/install-chromium).
 func findChromium(t *testing.T) string {
 	t.Helper()
-	look := func() string {
-		for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-			if p, err := exec.LookPath(name); err == nil {
-				return p
-			}
+	p, err := chromiumPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var chromiumNames = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
+
+func chromiumPath() (string, error) {
+	for _, name := range chromiumNames {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
 		}
-		return ""
 	}
-	if p := look(); p != "" {
-		return p
+	return "", fmt.Errorf("the console's browser test needs Chromium and finds none on PATH (%s): install Debian's chromium as root (.ci/install-chromium does it), then run the test again",
+		strings.Join(chromiumNames, ", "))
+}
+
+// Without Chromium the browser test says so in one line, at once.
+func TestBrowserTestSaysInOneLineWhenChromiumIsMissing(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := chromiumPath()
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "install-chromium") {
+		t.Fatalf("chromiumPath with no Chromium on PATH = %v; want one line naming .ci/install-chromium", err)
 	}
-	var out []byte
-	var err error
-	installChromium.Do(func() {
-		script, _ := filepath.Abs("../.ci/install-chromium")
-		out, err = exec.Command(script).CombinedOutput()
-	})
-	if p := look(); p != "" {
-		return p
-	}
-	t.Fatalf("the console's browser test needs Chromium and found none on PATH; .ci/install-chromium could not install it (%v):\n%s\n"+
-		"Install Debian's chromium package as root (apt-get install -y chromium), or put a Chromium or Chrome named chromium on PATH, and run the test again", err, out)
-	return ""
 }
 
 // browser runs chromedp actions for a test, failing it on error.

@@ -223,11 +223,8 @@ func natsCLI(t *testing.T) string {
 	if _, err := os.Stat(filepath.Join(dir, "nats")); err == nil {
 		return dir
 	}
-	install := exec.Command("go", "install", "github.com/nats-io/natscli/nats@"+natscliVersion)
-	install.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-mod=mod")
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("the README uses the nats CLI and none is on PATH; go install natscli %s: %v\n%s", natscliVersion, err, out)
-	}
+	natstest.GoInstall(t, "the README uses the nats CLI and none is on PATH; install natscli "+natscliVersion,
+		"github.com/nats-io/natscli", "github.com/nats-io/natscli/nats", natscliVersion, dir)
 	return dir
 }
 
