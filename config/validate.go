@@ -214,8 +214,8 @@ func (n *NATS) validate(v *validator, replicas int) {
 }
 
 func (s *Streams) validate(v *validator) {
-	if s.Replicas != 1 && s.Replicas != 3 && s.Replicas != 5 {
-		v.add("streams.replicas", s.Replicas, "use 1, 3 or 5")
+	if s.Replicas != ReplicasAuto && s.Replicas != 1 && s.Replicas != 3 && s.Replicas != 5 {
+		v.add("streams.replicas", s.Replicas, "use 1, 3 or 5 (or 0: 3 on a cluster of three or more servers, else 1)")
 	}
 	if s.DuplicateWindow <= 0 {
 		v.add("streams.duplicate_window", s.DuplicateWindow, "must be greater than 0, e.g. 2m")

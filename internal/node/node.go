@@ -127,6 +127,8 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	if err != nil {
 		return nil, err
 	}
+	cfg = ResolveReplicas(cfg, n.broker.Conn(), n.logger)
+	n.cfg = cfg
 	n.changes, err = provision(ctx, n.broker.JetStream(), cfg, logger)
 	if err != nil {
 		return nil, fmt.Errorf("provision namespace %s: %w", cfg.Namespace, err)
