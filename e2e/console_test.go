@@ -131,6 +131,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.waitJS(fmt.Sprintf(`(() => { const r = document.querySelectorAll("#letters [data-letter]"); return r.length === 1 && r[0].dataset.letter !== %q; })()`, first),
 		"the re-driven command's new dead letter")
 	b.accessible("dlq")
+	b.noNull("the Outbox & DLQ page with a letter")
 	b.screenshot("dlq.png")
 	b.keyTo(`#letters a[href^="#/dlq/"]`)
 	b.waitText("#attempts", "retried by console at 127.0.0.1")
@@ -145,6 +146,19 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.waitText("#settled", "discarded by console at 127.0.0.1")
 	b.do(chromedp.Navigate(base + "/console/#/dlq"))
 	b.waitVisible("#no-letters")
+	b.noNull("the Outbox & DLQ page without letters")
+	b.do(chromedp.Navigate(base + "/console/#/dlq?kind=book_flight"))
+	b.waitText("#view-title", "Outbox & DLQ: book_flight")
+	b.waitVisible("#no-letters")
+	b.noNull("the Outbox & DLQ page of one kind")
+
+	// A page opened by a link, in a new tab, names the namespace too.
+	tab, closeTab := chromedp.NewContext(bctx)
+	tb := &browser{t: t, ctx: tab, shots: shots}
+	tb.do(chromedp.Navigate(base + "/console/#/dlq"))
+	tb.waitVisible("#no-letters")
+	tb.waitText("#namespace", "namespace demo")
+	closeTab()
 
 	// The audit records, as the API (and esjet dlq show) reads them.
 	for seq, action := range map[string]string{first: "retried", second: "discarded"} {
@@ -264,6 +278,15 @@ func (b *browser) pageText() string {
 	defer cancel()
 	s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash + " | " + document.body.innerText.slice(0, 1500)`))
 	return s
+}
+
+// noNull fails the test if the page shows the text "null" (what
+// Node.append makes of a null child).
+func (b *browser) noNull(view string) {
+	b.t.Helper()
+	if text := b.evalString(`document.querySelector("main").innerText`); strings.Contains(text, "null") {
+		b.t.Errorf("%s shows a literal null:\n%s", view, text)
+	}
 }
 
 // waitJS waits until expression is true in the page.

@@ -70,7 +70,9 @@ config/esjet.yaml) < ESJET_* environment variables < flags.`,
 	root.AddCommand(newProjectionsCmd(g))
 	root.AddCommand(newServerCmd(g), newPermissionsCmd(g), newHTTPTokenCmd(g))
 	root.AddCommand(newProvisionCmd(g))
+	explainArgs(root)
 	refuseUnknownSubcommands(root)
+	root.SetFlagErrorFunc(flagError)
 	return root
 }
 
