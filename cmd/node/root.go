@@ -72,6 +72,7 @@ config/esjet.yaml) < ESJET_* environment variables < flags.`,
 	root.AddCommand(newProjectionsCmd(g))
 	root.AddCommand(newServerCmd(g), newPermissionsCmd(g), newHTTPTokenCmd(g))
 	root.AddCommand(newProvisionCmd(g))
+	root.AddCommand(newBackupCmd(g), newRestoreCmd(g))
 	explainArgs(root)
 	refuseUnknownSubcommands(root)
 	root.SetFlagErrorFunc(flagError)
