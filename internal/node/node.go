@@ -282,6 +282,10 @@ func (n *Node) JetStream() jetstream.JetStream { return n.broker.JetStream() }
 // Broker is the node's NATS connection (and embedded server).
 func (n *Node) Broker() *broker.Broker { return n.broker }
 
+// Config is the configuration the node runs with: the one it was started
+// with, streams.replicas decided ([ResolveReplicas]).
+func (n *Node) Config() config.Config { return n.cfg }
+
 // Provisioned reports what Start did to each stream and bucket.
 func (n *Node) Provisioned() []streams.Change { return n.changes }
 
