@@ -23,7 +23,7 @@ func explainArgs(c *cobra.Command) {
 	check := c.Args
 	c.Args = func(cmd *cobra.Command, args []string) error {
 		if err := check(cmd, args); err != nil {
-			return fmt.Errorf("%s %w\nusage: %s (%s --help says more)", cmd.CommandPath(), err, cmd.UseLine(), cmd.CommandPath())
+			return fmt.Errorf("%w\nusage: %s (%s --help says more)", err, cmd.UseLine(), cmd.CommandPath())
 		}
 		return nil
 	}
