@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -127,4 +128,55 @@ func TestSQLSinkProjectsEachEventOnceAcrossRestarts(t *testing.T) {
 	if rows["ada"] != [2]int64{2, 2000} || rows["bob"] != [2]int64{1, 1000} {
 		t.Fatalf("spend rows: %v, want ada 2 requests 2000, bob 1 request 1000", rows)
 	}
+}
+
+// A view in your own SQL database: the events and the projection's position
+// are written in one transaction (sqlSpend above), so each event counts
+// once, across restarts and owner changes.
+func ExampleProjection_sql() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "esjet-example-sql-")
+	defer os.RemoveAll(dir)
+	db, err := sql.Open("sqlite", filepath.Join(dir, "views.db"))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	sink := sqlSpend{db: db}
+	if err := sink.init(ctx); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	cfg := esjet.DefaultConfig()
+	cfg.NATS.Embedded.DataDir = filepath.Join(dir, "data")
+	cfg.NATS.Embedded.Listen = "none" // in-process only
+	cfg.HTTP.Listen = "none"
+	cfg.Demo.Services = false
+	node, err := esjet.Start(ctx, esjet.Options{Config: cfg, Aggregates: []*esjet.Definition{trip.Definition()},
+		Projections: []esjet.Projection{{Name: "spend", AggregateTypes: []string{trip.Type},
+			EventTypes: []string{trip.EventTripRequested}, Sink: sink}}})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer node.Close(ctx)
+
+	res, err := node.Send(ctx, trip.Type, "t1", trip.KindRequestTrip, json.RawMessage(
+		`{"traveler":"ada","destination":"Oslo","budget":1000,"flight_price":400,"hotel_price":300}`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if p, _ := sink.Position(ctx); p >= res.Position {
+			break
+		}
+	}
+	var requested, budget int
+	err = db.QueryRowContext(ctx, `SELECT requested, budget FROM spend WHERE traveler = 'ada'`).Scan(&requested, &budget)
+	fmt.Println(requested, budget, err)
+	// Output: 1 1000 <nil>
 }

@@ -307,6 +307,14 @@ type Worker struct {
 	// jitter). Defaults 500ms and 1m.
 	BackoffInitial Duration `yaml:"backoff_initial"`
 	BackoffMax     Duration `yaml:"backoff_max"`
+	// Rate limits the calls to the target, per second, across every node
+	// serving the kind (a token bucket in KV <ns>_workers). 0: no limit.
+	// Set it the same on every node.
+	Rate float64 `yaml:"rate"`
+	// Burst is how many calls above the rate may start at once after a
+	// quiet spell: over any interval T at most burst + rate × T calls
+	// start. Default 1 (only with rate).
+	Burst int `yaml:"burst"`
 }
 
 // Demo configures the trip-booking demo.
@@ -371,7 +379,7 @@ func Default() Config {
 			CacheSize:          10_000,
 			CacheBytes:         64 * MiB,
 			SnapshotEvery:      100,
-			SnapshotSpan:       10_000,
+			SnapshotSpan:       10_000, // about one file store block (8 MB) of ~800-byte decisions
 			ConflictRetries:    5,
 			IdempotencyHorizon: Duration(24 * time.Hour),
 			Raw:                map[string]RawType{},

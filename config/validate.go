@@ -51,11 +51,11 @@ func (c *Config) ValidateTool() error { return c.validate(&validator{tool: true}
 func (c *Config) validate(v *validator) error {
 	if !namespacePattern.MatchString(c.Namespace) {
 		v.add("namespace", c.Namespace, "use 1-32 characters of a-z, 0-9, '_' and '-', starting with a letter or digit (it becomes a subject token and a stream name prefix)")
-	} else if n := c.Namespace; strings.HasSuffix(n, "_clients") || strings.HasSuffix(n, "_ops") || strings.HasSuffix(n, "_leaf") || strings.Contains(n, "_recv_") {
+	} else if n := c.Namespace; strings.HasSuffix(n, "_clients") || strings.HasSuffix(n, "_ops") || strings.HasSuffix(n, "_leaf") || strings.Contains(n, "_recv_") || strings.Contains(n, "_site_") {
 		// The roles' accounts are ESJET_<NS>, ESJET_<NS>_CLIENTS, _OPS,
 		// _LEAF and _RECV_<user>: such a namespace's own account would be
 		// another namespace's clients', operators' or receiver's.
-		v.add("namespace", n, "may not end in _clients, _ops or _leaf nor contain _recv_: the NATS accounts of another namespace's roles have those names; use '-' instead")
+		v.add("namespace", n, "may not end in _clients, _ops or _leaf nor contain _recv_ or _site_: the NATS accounts of another namespace's roles have those names; use '-' instead")
 	}
 	c.NATS.validate(v, c.Streams.Replicas)
 	c.Streams.validate(v)
@@ -140,6 +140,7 @@ func (c *Config) validate(v *validator) error {
 		if w.AckWait > 0 && w.AckWait < Duration(time.Second) {
 			v.add(path+".ack_wait", w.AckWait, "must be at least 1s")
 		}
+		validateFlow(v, path, w)
 	}
 	c.HTTP.validate(v)
 	c.validateEdge(v)

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -10,7 +11,8 @@ import (
 // handler): 4 workers, a 30s lease and timeout, and 15 attempts with a
 // backoff from 500ms doubling to 1m. That retries for about 8 minutes, so a
 // target that restarts, or is down for a few minutes, costs a delay rather
-// than a dead letter and a compensated saga.
+// than a dead letter and a compensated saga. No rate limit (with one, a
+// burst of 0 means 1: the workers' default, consumer.KindConfig).
 func DefaultWorker() Worker {
 	return Worker{
 		Pool:           4,
@@ -86,4 +88,28 @@ func (c *Config) validateRetryHorizon(v *validator, path string, w Worker) {
 	v.add("streams.outbox_max_age", maxAge, fmt.Sprintf(
 		"must be at least the retry horizon of %s (%s: %d attempts, backoff up to %s, timeout %s), or a command still being retried ages out of OUTBOX; raise it or lower max_attempts",
 		who, h.Round(time.Second), w.WithDefaults().MaxAttempts, w.WithDefaults().BackoffMax, w.WithDefaults().Timeout))
+}
+
+// maxRate is the highest rate limit: each call costs a read and a
+// compare-and-set of one KV key, which one key takes some thousands of
+// times a second at best.
+const maxRate = 1000
+
+// validateFlow checks a kind's flow-control knobs (path names its workers
+// entry).
+func validateFlow(v *validator, path string, w Worker) {
+	switch {
+	case w.Rate < 0 || math.IsNaN(w.Rate):
+		v.add(path+".rate", w.Rate, "calls per second across the fleet: use 0 (no limit) or more, e.g. 50 or 0.5")
+	case w.Rate > maxRate:
+		v.add(path+".rate", w.Rate, fmt.Sprintf("at most %d calls per second (each call takes a token from one KV key); leave it 0 for no limit", maxRate))
+	}
+	switch {
+	case w.Burst < 0:
+		v.add(path+".burst", w.Burst, "use 0 (default 1) or more")
+	case w.Burst > 0 && w.Rate == 0:
+		v.add(path+".burst", w.Burst, "a burst needs a rate: set rate too, or remove burst")
+	case float64(w.Burst) > max(w.Rate*60, 1):
+		v.add(path+".burst", w.Burst, fmt.Sprintf("at most a minute's calls (%g at rate %g): a larger burst lets the target see more than the rate for minutes", max(w.Rate*60, 1), w.Rate))
+	}
 }

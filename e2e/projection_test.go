@@ -17,7 +17,7 @@ import (
 
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/projection"
-	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // TestViewsSurviveKilledNodesExactly: two nodes share the trip views of
@@ -115,7 +115,7 @@ func TestViewsSurviveKilledNodesExactly(t *testing.T) {
 		}
 		caught := 0
 		for _, p := range st.Parts {
-			if seq, _ := streams.SplitPosition(p.Position); p.Generation == 1 && seq >= st.LogEnd {
+			if seq, _ := wire.SplitPosition(p.Position); p.Generation == 1 && seq >= st.LogEnd {
 				caught++
 			}
 		}

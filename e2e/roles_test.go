@@ -18,6 +18,7 @@ import (
 	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/ops"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // roleConn is a connection as one role's user that records the permission
@@ -438,7 +439,7 @@ func operatorDLQ(t *testing.T, dir, url string, n *node, op *roleConn, forged *n
 	}
 
 	// Another user's ops subject, OUTBOX, the audit records, a delete.
-	for _, subject := range []string{ops.ActionSubject("sec", "sec-admin", ops.ActionDiscard), "sec.outbox.book_flight", "sec.dlq.audit.book_flight", "$JS.API.STREAM.MSG.DELETE.SEC_DLQ"} {
+	for _, subject := range []string{wire.ActionSubject("sec", "sec-admin", ops.ActionDiscard), "sec.outbox.book_flight", "sec.dlq.audit.book_flight", "$JS.API.STREAM.MSG.DELETE.SEC_DLQ"} {
 		forged.Subject = subject
 		if err := op.nc.PublishMsg(forged); err != nil {
 			t.Fatal(err)
@@ -448,7 +449,7 @@ func operatorDLQ(t *testing.T, dir, url string, n *node, op *roleConn, forged *n
 	// The node serves no ops request it cannot read, whoever asks: the
 	// client may not even ask.
 	client := connectAs(t, url, "sec-client")
-	forged.Subject = ops.ActionSubject("sec", "sec-operator", ops.ActionDiscard)
+	forged.Subject = wire.ActionSubject("sec", "sec-operator", ops.ActionDiscard)
 	if err := client.nc.PublishMsg(forged); err != nil {
 		t.Fatal(err)
 	}

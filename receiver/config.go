@@ -35,9 +35,10 @@ type Config struct {
 	// the effect runs, so a long effect keeps its claim; a claim not
 	// renewed for longer than Lease (its owner crashed or lost the
 	// connection) is taken over by the next delivery, which runs the effect
-	// again. Staleness is judged by the server's timestamp of the claim's
-	// last write against the local clock: keep clocks within a small
-	// fraction of Lease.
+	// again. Staleness is judged by elapsed time only: a waiting delivery
+	// takes a claim over when it has seen the claim's revision unchanged
+	// for Lease, so clock skew between receivers and the server does not
+	// matter (a delivery arriving late may wait up to one more Lease).
 	Lease time.Duration
 
 	// Replicas is the bucket's replication factor; zero means 1. Use 3 on a

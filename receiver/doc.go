@@ -25,9 +25,11 @@
 //     unchanged, so a retry runs the effect again — a failure consumes
 //     nothing;
 //   - a delivery that finds a fresh claim waits (a KV watch) for its
-//     result; one that finds a claim not renewed for Lease — its owner
-//     crashed — takes it over with a revision-checked update (one taker
-//     wins) and runs the effect.
+//     result; one that has seen a claim's revision unchanged for Lease (by
+//     its own clock's elapsed time, never a server timestamp against the
+//     local clock, so clock skew cannot break it) — its owner crashed —
+//     takes it over with a revision-checked update (one taker wins) and
+//     runs the effect.
 //
 // The digest is the SHA-256 of the parameters: the same key with different
 // parameters is a client bug, reported as [ErrConflict].

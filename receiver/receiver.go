@@ -66,6 +66,7 @@ type Receiver struct {
 	kv    jetstream.KeyValue
 	cfg   Config
 	owner string // host/pid prefix of every claim's owner
+	now   func() time.Time
 }
 
 // writeTimeout bounds the writes that must happen even after the caller's
@@ -99,7 +100,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Receiver, er
 		return nil, fmt.Errorf("receiver: bucket %s: %w", cfg.Bucket, err)
 	}
 	host, _ := os.Hostname()
-	return &Receiver{kv: kv, cfg: cfg, owner: fmt.Sprintf("%s:%d", host, os.Getpid())}, nil
+	return &Receiver{kv: kv, cfg: cfg, owner: fmt.Sprintf("%s:%d", host, os.Getpid()), now: time.Now}, nil
 }
 
 // Config returns the receiver's configuration with defaults applied.
@@ -131,9 +132,9 @@ type record struct {
 //   - Same key, different params: an error wrapping [ErrConflict].
 //   - Another delivery holds a fresh claim: Do waits for it to finish and
 //     returns its result (replayed=true), or returns an error wrapping
-//     [ErrInProgress] if ctx ends first. If the claim goes stale (its owner
-//     stopped renewing it for Lease), Do takes it over — exactly one waiter
-//     wins — and runs effect.
+//     [ErrInProgress] if ctx ends first. If the claim goes stale (Do has
+//     seen it not renewed for Lease, by its own clock's elapsed time), Do
+//     takes it over — exactly one waiter wins — and runs effect.
 //   - effect fails: the claim is released and effect's error is returned
 //     unchanged, so callers can classify it; the next delivery runs effect
 //     again.
@@ -172,6 +173,13 @@ func (r *Receiver) DoFenced(ctx context.Context, key string, fence uint64, param
 		}
 	}()
 	waiting := false // a fresh claim of another delivery was seen
+	// A claim is stale when this delivery has seen its revision stand
+	// still for Lease, measured on this process's own clock from when it
+	// first saw that revision: no server timestamp is compared with the
+	// local clock, so no clock skew, either way, can take over a claim its
+	// owner renews nor keep a crashed one for longer than about a lease.
+	var seenRev uint64
+	var seenAt time.Time
 	inProgress := func(err error) error {
 		if waiting && ctx.Err() != nil {
 			return fmt.Errorf("%w: key %q: %w", ErrInProgress, key, ctx.Err())
@@ -216,7 +224,10 @@ func (r *Receiver) DoFenced(ctx context.Context, key string, fence uint64, param
 		if fence != 0 && fence < rec.Fence {
 			return nil, false, fmt.Errorf("%w: key %q: this attempt's fence is %d, an attempt with fence %d was seen; its worker lost its lease, do not retry it", ErrStale, key, fence, rec.Fence)
 		}
-		staleIn := r.cfg.Lease - time.Since(e.Created())
+		if e.Revision() != seenRev {
+			seenRev, seenAt = e.Revision(), r.now()
+		}
+		staleIn := r.cfg.Lease - r.now().Sub(seenAt)
 		if rec.State == stateReleased || staleIn <= 0 {
 			// Claim a released key, or take over a stale claim, at the
 			// revision read: of several deliveries, one wins.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/ops"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // dlqActions asks the node to retry or discard dead letters: the node
@@ -58,7 +59,7 @@ func (a *dlqActions) do(ctx context.Context, action string, req ops.ActionReques
 	if err != nil {
 		return ops.ActionReply{}, err
 	}
-	subject := ops.ActionSubject(a.ns, a.user, action)
+	subject := wire.ActionSubject(a.ns, a.user, action)
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	m, err := a.nc.RequestWithContext(ctx, subject, body)
@@ -67,7 +68,7 @@ func (a *dlqActions) do(ctx context.Context, action string, req ops.ActionReques
 			action, subject, a.nc.ConnectedUrlRedacted(), a.ns)
 	}
 	if err != nil {
-		return ops.ActionReply{}, fmt.Errorf("dlq %s: request %s: %w (with roles, the operator user %s may publish only under %s.>)", action, subject, err, a.user, ops.OpsPrefix(a.ns, a.user))
+		return ops.ActionReply{}, fmt.Errorf("dlq %s: request %s: %w (with roles, the operator user %s may publish only under %s.>)", action, subject, err, a.user, wire.OpsPrefix(a.ns, a.user))
 	}
 	if code := m.Header.Get(micro.ErrorCodeHeader); code != "" {
 		return ops.ActionReply{}, apiError(code, m)

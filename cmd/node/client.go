@@ -20,6 +20,7 @@ import (
 	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // The client commands talk to a running node through its NATS micro API,
@@ -69,7 +70,7 @@ func sendBody(args []string) ([]byte, error) {
 // before anything is sent, so a dot or a space is reported as what it is
 // instead of as a subject the node does not serve.
 func checkTokens(typ, id string, kind ...string) error {
-	errs := []error{streams.ValidateToken("aggregate type", typ), streams.ValidateToken("aggregate id", id)}
+	errs := []error{wire.ValidateToken("aggregate type", typ), wire.ValidateToken("aggregate id", id)}
 	for _, k := range kind {
 		switch {
 		case k == "state" || k == "events":
@@ -79,7 +80,7 @@ func checkTokens(typ, id string, kind ...string) error {
 			errs = append(errs, fmt.Errorf("%q is one of the API's route words (%s), never a command kind", k, strings.Join(api.RouteWords, ", ")))
 			continue
 		}
-		errs = append(errs, streams.ValidateToken("command kind", k))
+		errs = append(errs, wire.ValidateToken("command kind", k))
 	}
 	return errors.Join(errs...)
 }
@@ -163,7 +164,7 @@ func (c *client) close() { c.nc.Close() }
 func (c *client) call(ctx context.Context, typ, suffix string, body []byte, hdr nats.Header) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	msg := nats.NewMsg(api.SubjectPrefix(c.ns) + "." + suffix)
+	msg := nats.NewMsg(wire.APIPrefix(c.ns) + "." + suffix)
 	msg.Data = body
 	for k, vs := range hdr {
 		for _, v := range vs {
@@ -233,7 +234,7 @@ func (g *globals) request(cmd *cobra.Command, typ, suffix string, body []byte, h
 // namespace, or (a node older than the catch-all endpoint) the type is not
 // one of its aggregate types.
 func noResponders(ctx context.Context, nc *nats.Conn, ns, typ string) error {
-	types, err := nc.RequestWithContext(ctx, api.SubjectPrefix(ns)+".types", nil)
+	types, err := nc.RequestWithContext(ctx, wire.APIPrefix(ns)+".types", nil)
 	if err != nil {
 		return fmt.Errorf("no esjet node serves namespace %q at %s (is `esjet run` running with that namespace?)", ns, nc.ConnectedUrlRedacted())
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/esjet/esjet/internal/node"
 	"github.com/esjet/esjet/internal/projection"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 func newProvisionCmd(g *globals) *cobra.Command {
@@ -94,7 +95,15 @@ func (g *globals) provision(ctx context.Context, cfg config.Config, views []stri
 	if err != nil {
 		return err
 	}
+	var staged []streams.Change
+	if mode == streams.ApplyChanges {
+		// a hub's staging streams first: the hub's streams source them
+		if staged, err = node.ProvisionStaging(ctx, js, cfg); err != nil {
+			return provisionError(err)
+		}
+	}
 	changes, err := streams.Apply(ctx, js, append(objs, models...), mode, nil)
+	changes = append(staged, changes...)
 	printProvision(g.stdout, changes, absent, mode)
 	if cause := context.Cause(ctx); errors.Is(cause, nats.ErrPermissionViolation) {
 		err = cause
@@ -127,9 +136,9 @@ func readModelObjects(ctx context.Context, js jetstream.JetStream, cfg config.Co
 		name   string
 		atomic bool
 	}
-	buckets := []bucket{{projection.ControlBucket(cfg.Namespace), false}}
+	buckets := []bucket{{wire.ProjectionsBucket(cfg.Namespace), false}}
 	for _, v := range names {
-		for _, b := range projection.SlotBuckets(cfg.Namespace, v) {
+		for _, b := range wire.ViewBuckets(cfg.Namespace, v) {
 			buckets = append(buckets, bucket{b, true})
 		}
 	}

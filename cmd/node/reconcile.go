@@ -15,6 +15,7 @@ import (
 
 	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // listCap is how many entries of each drift list the text output shows.
@@ -105,7 +106,7 @@ func runReconcile(cmd *cobra.Command, g *globals, f reconcileFlags) error {
 		rcfg.Checkpoint = ops.CheckpointFull
 	}
 	rcfg.CheckpointFile = f.checkpointFile
-	if rcfg.CheckpointFile == "" && !streams.ConsumersAllowed(ctx, js, "OBJ_"+ops.CheckpointBucket(cfg.Namespace)) {
+	if rcfg.CheckpointFile == "" && !streams.ConsumersAllowed(ctx, js, wire.ObjStream(wire.ReconcileBucket(cfg.Namespace))) {
 		dir, err := os.UserCacheDir()
 		if err != nil {
 			dir = os.TempDir()

@@ -15,6 +15,7 @@ import (
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // TestReconcileAndOutboxCommandsAgainstARunningNode runs a node in-process
@@ -66,7 +67,7 @@ func TestReconcileAndOutboxCommandsAgainstARunningNode(t *testing.T) {
 	if err != nil || !strings.Contains(out, "relay: up to date") || !strings.Contains(out, "lock_budget") {
 		t.Fatalf("outbox: %v\n%s", err, out)
 	}
-	id := streams.CommandID("trip", "t1", 1, 0)
+	id := wire.CommandID("trip", "t1", 1, 0)
 	out, _, err = cli("outbox", id, "--json")
 	var info ops.CommandInfo
 	if err != nil || json.Unmarshal([]byte(out), &info) != nil || info.Cause == nil || len(info.Outbox) != 1 || info.Kind != "lock_budget" {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/ops"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // TestStrayMessageOnATripIsShownAndDoesNotBrickIt: `nats pub
@@ -68,7 +69,7 @@ func TestStrayMessageOnATripIsShownAndDoesNotBrickIt(t *testing.T) {
 	// Read in pages of one event, the stray message is on exactly one page.
 	seen := 0
 	for after := uint64(0); ; {
-		msg := nats.NewMsg(api.SubjectPrefix(ns) + ".trip.p1.events")
+		msg := nats.NewMsg(wire.APIPrefix(ns) + ".trip.p1.events")
 		msg.Header.Set(api.HeaderAfterVersion, strconv.FormatUint(after, 10))
 		msg.Header.Set(api.HeaderLimit, "1")
 		reply, err := nc.RequestMsg(msg, 10*time.Second)

@@ -17,6 +17,7 @@ import (
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // streamReport is one stream (or KV bucket) of the namespace.
@@ -95,8 +96,8 @@ func collectStreams(ctx context.Context, js jetstream.JetStream, names streams.N
 		{names.Events, "event log"},
 		{names.Outbox, "outbox"},
 		{names.DLQ, "dead letters"},
-		{"KV_" + names.Snapshots, "snapshots (KV)"},
-		{"KV_" + names.Receipts, "receipts (KV)"},
+		{wire.KVStream(names.Snapshots), "snapshots (KV)"},
+		{wire.KVStream(names.Receipts), "receipts (KV)"},
 	}
 	// Read models and reconcile's checkpoint exist once something made
 	// them: listed when they do.
@@ -188,11 +189,11 @@ func namespaceExtras(ctx context.Context, js jetstream.JetStream, ns string) ([]
 	lister := js.StreamNames(ctx)
 	for name := range lister.Name() {
 		switch {
-		case strings.HasPrefix(name, "KV_"+ns+"_view_"):
+		case strings.HasPrefix(name, wire.KVStream(wire.ViewBucketPrefix(ns))):
 			out = append(out, struct{ name, role string }{name, "read model (KV)"})
-		case name == "KV_"+ns+"_projections":
+		case name == wire.KVStream(wire.ProjectionsBucket(ns)):
 			out = append(out, struct{ name, role string }{name, "projection leases (KV)"})
-		case name == "OBJ_"+ns+"_reconcile":
+		case name == wire.ObjStream(wire.ReconcileBucket(ns)):
 			out = append(out, struct{ name, role string }{name, "reconcile checkpoint"})
 		}
 	}

@@ -3,18 +3,21 @@ package services
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/esjet/esjet/internal/wire"
 )
 
-// Request headers esjet's NATS target sends.
+// Request headers esjet's NATS target sends (package wire names them:
+// wire.RequestHeader builds them).
 const (
-	HeaderIdempotencyKey   = "Idempotency-Key" // the command id: the receiver's key
-	HeaderCommandID        = "Esjet-Command-Id"
-	HeaderCommandKind      = "Esjet-Command-Kind"
-	HeaderAttempt          = "Esjet-Attempt" // 1, 2, …
-	HeaderFence            = "Esjet-Fence"   // rises with every delivery: see receiver.DoFenced
-	HeaderAggregateType    = "Esjet-Aggregate-Type"
-	HeaderAggregateID      = "Esjet-Aggregate-Id"
-	HeaderAggregateVersion = "Esjet-Aggregate-Version"
+	HeaderIdempotencyKey   = wire.HeaderIdempotencyKey // the command id: the receiver's key
+	HeaderCommandID        = wire.HeaderCommandID
+	HeaderCommandKind      = wire.HeaderCommandKind
+	HeaderAttempt          = wire.HeaderAttempt // 1, 2, …
+	HeaderFence            = wire.HeaderFence   // rises with every delivery: see receiver.DoFenced
+	HeaderAggregateType    = wire.HeaderAggregateType
+	HeaderAggregateID      = wire.HeaderAggregateID
+	HeaderAggregateVersion = wire.HeaderVersion
 )
 
 // Reply is a reply body: {"result": …} on success, {"error": …,
@@ -27,31 +30,11 @@ type Reply struct {
 	RetryAfterMS int64           `json:"retry_after_ms,omitempty"`
 }
 
-// The wire shapes: a success always has "result" (null for none), a
-// failure always says whether it is retryable.
-type (
-	successReply struct {
-		Result json.RawMessage `json:"result"`
-	}
-	failureReply struct {
-		Error        string `json:"error"`
-		Retryable    bool   `json:"retryable"`
-		Stale        bool   `json:"stale,omitempty"`
-		RetryAfterMS int64  `json:"retry_after_ms,omitempty"`
-	}
-)
-
-func success(result json.RawMessage) []byte {
-	if result == nil {
-		result = json.RawMessage("null")
-	}
-	data, _ := json.Marshal(successReply{Result: result})
-	return data
-}
+// success and failure write the reply shapes package wire owns.
+func success(result json.RawMessage) []byte { return wire.SuccessReply(result) }
 
 func failure(f *Failure) []byte {
-	data, _ := json.Marshal(failureReply{Error: f.Message, Retryable: f.Retryable, Stale: f.Stale, RetryAfterMS: f.RetryAfter.Milliseconds()})
-	return data
+	return wire.FailureReply(f.Message, f.Retryable, f.Stale, f.RetryAfter)
 }
 
 // Failure is an effect's refusal, as the reply reports it.

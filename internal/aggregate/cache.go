@@ -36,9 +36,6 @@ type entry struct {
 	stateBytes int
 }
 
-// DefaultCacheBytes is [Config.CacheBytes]'s default.
-const DefaultCacheBytes = 64 << 20
-
 // Rough sizes, in bytes, of what an entry holds besides its state (map
 // buckets, strings and the LRU's element included).
 const (

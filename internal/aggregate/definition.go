@@ -7,9 +7,8 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
-	"strings"
 
-	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Definition is an aggregate type with its state type erased, as the
@@ -30,19 +29,7 @@ type commandDef struct {
 	// outcomeOf is the issued command kind when this kind is its outcome
 	// (<kind>_done or <kind>_failed); "" for a client command.
 	outcomeOf string
-	result    string // "done" or "failed" for an outcome
-}
-
-// outcomeForm splits an outcome kind into the issued command kind and the
-// result ("done" or "failed"); ok is false for any other kind.
-func outcomeForm(kind string) (of, result string, ok bool) {
-	if of, ok := strings.CutSuffix(kind, "_done"); ok && of != "" {
-		return of, "done", true
-	}
-	if of, ok := strings.CutSuffix(kind, "_failed"); ok && of != "" {
-		return of, "failed", true
-	}
-	return "", "", false
+	result    string // wire.OutcomeDone or wire.OutcomeFailed for an outcome
 }
 
 // Def is the typed handle used while defining an aggregate type with state S.
@@ -53,7 +40,7 @@ type Def[S any] struct{ d *Definition }
 // incompatibly, and old snapshots are ignored (the state is rebuilt from
 // events). evolve folds one event into the state; it must be pure.
 func Define[S any](typ string, stateSchema int, evolve func(S, Event) S) *Def[S] {
-	if err := streams.ValidateToken("aggregate type", typ); err != nil {
+	if err := wire.ValidateToken("aggregate type", typ); err != nil {
 		panic(fmt.Sprintf("aggregate.Define: %v", err))
 	}
 	if stateSchema < 1 {
@@ -90,10 +77,10 @@ func Define[S any](typ string, stateSchema int, evolve func(S, Event) S) *Def[S]
 // reach decide only for a command this aggregate issued that is still
 // outstanding, so decide need not defend against forged outcomes.
 func On[S, C any](def *Def[S], kind string, decide func(S, C) (Decision, error)) *Def[S] {
-	if err := streams.ValidateToken("command kind", kind); err != nil {
+	if err := wire.ValidateToken("command kind", kind); err != nil {
 		panic(fmt.Sprintf("aggregate.On(%s): %v", def.d.typ, err))
 	}
-	of, result, isOutcome := outcomeForm(kind)
+	of, result, isOutcome := wire.ParseOutcomeKind(kind)
 	if isOutcome && reflect.TypeFor[C]() != reflect.TypeFor[Outcome]() {
 		panic(fmt.Sprintf("aggregate.On(%s): command kind %q is the form of the outcome of %q, whose payload is an Outcome, not %v; give a client command another name",
 			def.d.typ, kind, of, reflect.TypeFor[C]()))

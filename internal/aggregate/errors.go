@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Sentinels of the package; match them with errors.Is. The HTTP status
@@ -156,7 +157,7 @@ func IsPermanent(err error) bool {
 		errors.Is(err, ErrOutcomeNotSendable), errors.Is(err, ErrOutcomeRefused),
 		errors.Is(err, ErrRawCommandNotAllowed), errors.Is(err, ErrWrongSite),
 		errors.Is(err, streams.ErrInvalidDecision),
-		errors.Is(err, streams.ErrInvalidToken):
+		errors.Is(err, wire.ErrInvalidToken):
 		return true
 	default:
 		return false

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // TestIsPermanentSortsAnswersFromTroubles pins the rule the worker's
@@ -21,7 +22,7 @@ func TestIsPermanentSortsAnswersFromTroubles(t *testing.T) {
 		wrap(fmt.Errorf("%w: trip.add_note: bad json", ErrBadCommand)),
 		wrap(ErrKeyReused),
 		wrap(fmt.Errorf("%w: %w", ErrTooLarge, streams.ErrTooLarge)),
-		streams.ValidateToken("aggregate id", "a.b"),
+		wire.ValidateToken("aggregate id", "a.b"),
 		wrap(ErrManagedType),
 		wrap(ErrNotFound),
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/esjet/esjet/internal/failpoint"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // request is one command on its way through [Repository.Handle]: what was
@@ -29,7 +30,7 @@ type request struct {
 // Handle decides cmd against the aggregate's current state and appends the
 // decision. Errors: [ErrUnknownType], [ErrUnknownCommand], [ErrBadCommand],
 // a [*Rejection] (wraps [ErrRejected]), [ErrKeyReused], [ErrConflict],
-// [ErrTooLarge], a [*streams.TokenError] for a bad id, [ErrInvalidDecision]
+// [ErrTooLarge], a [*wire.TokenError] for a bad id, [ErrInvalidDecision]
 // for an aggregate that broke the contract, [ErrOutcomeNotSendable] for an
 // outcome kind (see [Repository.HandleOutcome]), or an infrastructure
 // error. [IsPermanent] tells which of them a retry cannot change.
@@ -48,7 +49,7 @@ func (r *Repository) newRequest(cmd Command) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := streams.ValidateToken("aggregate id", cmd.ID); err != nil {
+	if err := wire.ValidateToken("aggregate id", cmd.ID); err != nil {
 		return nil, err
 	}
 	cd, ok := def.commands[cmd.Kind]
@@ -148,7 +149,7 @@ func (r *Repository) nothingToAppend(q *request, e *entry, dec Decision) (Result
 		return Result{}, fmt.Errorf("%w: %s.%s issued %d command(s) without recording an event", ErrInvalidDecision, q.cmd.Type, q.cmd.Kind, len(dec.Commands))
 	}
 	r.stats.commands.Add(1)
-	return Result{AggregateType: q.cmd.Type, AggregateID: q.cmd.ID, Version: e.pos.Version, Seq: e.pos.Seq, Position: streams.EndOfSeq(e.pos.Seq), Events: []EventRef{}, Commands: []CommandRef{}}, nil
+	return Result{AggregateType: q.cmd.Type, AggregateID: q.cmd.ID, Version: e.pos.Version, Seq: e.pos.Seq, Position: wire.EndOfSeq(e.pos.Seq), Events: []EventRef{}, Commands: []CommandRef{}}, nil
 }
 
 // commit appends dec at e's position and settles the result. again is true
@@ -191,7 +192,7 @@ func (r *Repository) appendFailed(ctx context.Context, q *request, e *entry, att
 		return true, nil
 	case errors.Is(err, streams.ErrTooLarge):
 		return false, fmt.Errorf("%w: %w", ErrTooLarge, err)
-	case errors.Is(err, streams.ErrInvalidDecision), errors.Is(err, streams.ErrInvalidToken):
+	case errors.Is(err, streams.ErrInvalidDecision), errors.Is(err, wire.ErrInvalidToken):
 		return false, fmt.Errorf("%w: %s.%s: %w", ErrInvalidDecision, cmd.Type, cmd.Kind, err)
 	default:
 		// The outcome may be unknown: forget the cached state so the

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/telemetry"
@@ -84,12 +82,12 @@ func (r *Repository) newOutcomeRequest(cmd Command) (*request, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := streams.ValidateToken("aggregate id", cmd.ID); err != nil {
+	if err := wire.ValidateToken("aggregate id", cmd.ID); err != nil {
 		return nil, err
 	}
 	cd, ok := def.commands[cmd.Kind]
 	if !ok || cd.outcomeOf == "" {
-		if of, _, isOutcome := outcomeForm(cmd.Kind); isOutcome && !def.hears(of) {
+		if of, _, isOutcome := wire.ParseOutcomeKind(cmd.Kind); isOutcome && !def.hears(of) {
 			return nil, fmt.Errorf("%w: %s has no outcome %q: it registers neither %s nor %s, so it cannot hear how a %s command went; issue %s with Decision.Fire (no report), or register its outcomes with On",
 				ErrUnknownCommand, def.typ, cmd.Kind, DoneKind(of), FailedKind(of), of, of)
 		}
@@ -152,22 +150,14 @@ func (r *Repository) admit(ctx context.Context, q *request, e *entry, tailChecke
 	return false, refuse("command %s is not outstanding: %s/%s did not issue it with Report, or its outcome is recorded already", o.commandID, q.cmd.Type, q.cmd.ID)
 }
 
-// issuedBy parses a command id <type>:<id>:<version>:<index> and reports
-// the version when the id belongs to aggregate typ/id.
+// issuedBy parses a command id ([wire.ParseCommandID]) and reports the
+// version when the id belongs to aggregate typ/id.
 func issuedBy(commandID, typ, id string) (version uint64, ok bool) {
-	rest, ok := strings.CutPrefix(commandID, typ+":"+id+":")
-	if !ok {
+	ref, err := wire.ParseCommandID(commandID)
+	if err != nil || ref.AggregateType != typ || ref.AggregateID != id {
 		return 0, false
 	}
-	v, idx, ok := strings.Cut(rest, ":")
-	if !ok {
-		return 0, false
-	}
-	if _, err := strconv.ParseUint(idx, 10, 32); err != nil {
-		return 0, false
-	}
-	version, err := strconv.ParseUint(v, 10, 64)
-	return version, err == nil
+	return ref.Version, true
 }
 
 // track keeps e's outstanding commands up to date with rec: the command an

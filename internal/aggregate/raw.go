@@ -49,7 +49,7 @@ type RawCommand struct {
 // a retry returns the first result, even after the aggregate moved on, for
 // the idempotency horizon (a keyed append reads the aggregate's decisions of
 // the horizon first: keep keys for appends that may be retried). Errors: [ErrManagedType], a
-// [*VersionConflictError], [ErrKeyReused], a [*streams.TokenError],
+// [*VersionConflictError], [ErrKeyReused], a [*wire.TokenError],
 // [streams.ErrInvalidDecision] (no events, invalid JSON, a command asking
 // for report), [ErrTooLarge], a
 // [*RawCommandError] for a command kind the type is not configured to issue

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/telemetry"
 	"github.com/esjet/esjet/internal/wire"
@@ -60,24 +61,27 @@ type Config struct {
 	Telemetry *telemetry.Telemetry
 }
 
+// setDefaults fills what is zero with config.Default()'s values: the
+// defaults are stated once, there.
 func (c *Config) setDefaults() {
+	d := config.Default().Aggregates
 	if c.CacheSize == 0 {
-		c.CacheSize = 10_000
+		c.CacheSize = d.CacheSize
 	}
 	if c.CacheBytes == 0 {
-		c.CacheBytes = DefaultCacheBytes
+		c.CacheBytes = int64(d.CacheBytes)
 	}
 	if c.SnapshotEvery == 0 {
-		c.SnapshotEvery = 100
+		c.SnapshotEvery = d.SnapshotEvery
 	}
 	if c.SnapshotSpan == 0 {
-		c.SnapshotSpan = DefaultSnapshotSpan
+		c.SnapshotSpan = d.SnapshotSpan
 	}
 	if c.ConflictRetries == 0 {
-		c.ConflictRetries = 5
+		c.ConflictRetries = d.ConflictRetries
 	}
 	if c.IdempotencyHorizon == 0 {
-		c.IdempotencyHorizon = 24 * time.Hour
+		c.IdempotencyHorizon = d.IdempotencyHorizon.Std()
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -231,7 +235,7 @@ func (r *Repository) Get(ctx context.Context, typ, id string) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
-	if err := streams.ValidateToken("aggregate id", id); err != nil {
+	if err := wire.ValidateToken("aggregate id", id); err != nil {
 		return State{}, err
 	}
 	key := typ + "/" + id

@@ -15,6 +15,7 @@ import (
 
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // account is the test aggregate: a balance with deposits and withdrawals.
@@ -194,7 +195,7 @@ func testRejections(t *testing.T, f *fixture) {
 		{"malformed json", "account", "a1", "deposit", `{"amount": `, ErrBadCommand},
 		{"unknown field", "account", "a1", "deposit", `{"amount": 1, "extra": true}`, ErrBadCommand},
 		{"wrong type", "account", "a1", "deposit", `{"amount": "ten"}`, ErrBadCommand},
-		{"invalid id", "account", "a.1", "open", ``, streams.ErrInvalidToken},
+		{"invalid id", "account", "a.1", "open", ``, wire.ErrInvalidToken},
 	}
 	for _, c := range cases {
 		_, err := r.Handle(t.Context(), Command{Type: c.typ, ID: c.id, Kind: c.kind, Payload: json.RawMessage(c.payload)})

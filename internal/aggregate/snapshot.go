@@ -94,10 +94,6 @@ func (r *Repository) readSnapshot(ctx context.Context, def *Definition, typ, id 
 	return e, true
 }
 
-// DefaultSnapshotSpan is [Config.SnapshotSpan]'s default: about one file
-// store block (8 MB) of ~800-byte decisions.
-const DefaultSnapshotSpan = 10_000
-
 // snapshotDue says whether e, just folded, should be snapshotted: after
 // SnapshotEvery events, or when its events since the last snapshot span
 // more than SnapshotSpan messages of the log. A cold load reads the log

@@ -39,5 +39,8 @@
 // unknown, 507 storage full), a machine-readable code and a
 // message, as {"error": {"code", "message"}} on both surfaces. A domain
 // rejection with code "not_found" (a command that needs an existing
-// aggregate, sent to one that does not exist) is answered 404.
+// aggregate, sent to one that does not exist) is answered 404. The codes
+// are constants (codes.go) and one table maps every error to its status
+// and code ([ErrorOf], errtable.go), for the views and the console as well.
+// The API's subjects and headers are package wire's.
 package api

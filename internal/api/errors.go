@@ -1,7 +1,6 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,9 +9,6 @@ import (
 	"regexp"
 	"strings"
 	"unicode/utf8"
-
-	"github.com/esjet/esjet/internal/aggregate"
-	"github.com/esjet/esjet/internal/streams"
 )
 
 // Error is an API error as both surfaces report it.
@@ -31,7 +27,7 @@ const MaxKeyLen = 256
 
 func checkKey(key string) error {
 	if n := utf8.RuneCountInString(key); n > MaxKeyLen {
-		return &Error{Status: 400, Code: "invalid_idempotency_key", Message: fmt.Sprintf("Idempotency-Key is %d characters, longer than %d", n, MaxKeyLen)}
+		return &Error{Status: 400, Code: CodeInvalidIdempotencyKey, Message: fmt.Sprintf("Idempotency-Key is %d characters, longer than %d", n, MaxKeyLen)}
 	}
 	return nil
 }
@@ -43,7 +39,7 @@ func tooLarge(n, max int) error {
 	if n < 0 {
 		msg = fmt.Sprintf("request body is over the %d-byte limit (streams.max_message_size)", max)
 	}
-	return &Error{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: msg}
+	return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: msg}
 }
 
 // Status is the status an operation's error is answered with (200 for nil).
@@ -56,83 +52,11 @@ func Status(err error) int {
 
 // toError maps any error from the operations to an [*Error] whose message
 // a user can read: no Go package prefixes, no Go type names.
-func toError(err error) *Error {
-	var ae *Error
-	if errors.As(err, &ae) {
-		return ae
-	}
-	e := classify(err)
-	e.Message = userMessage(e.Message)
-	return e
-}
-
-// classify picks the status and code of an operation's error.
-func classify(err error) *Error {
-	var rej *aggregate.Rejection
-	var vc *aggregate.VersionConflictError
-	var te *streams.TokenError
-	switch {
-	case errors.Is(err, aggregate.ErrInvalidDecision):
-		// The aggregate broke the contract: a bug on the server side, even
-		// when the cause underneath is a token or JSON error.
-		return &Error{Status: 500, Code: "internal", Message: err.Error()}
-	case errors.As(err, &rej) && rej.Code == CodeNotFound:
-		// The domain's word for "this command needs an aggregate that does
-		// not exist": the same 404 as reading an aggregate with no events.
-		return &Error{Status: 404, Code: rej.Code, Message: rej.Message}
-	case errors.As(err, &rej):
-		return &Error{Status: 422, Code: rej.Code, Message: rej.Message}
-	case errors.As(err, &vc):
-		v := vc.Actual
-		return &Error{Status: 409, Code: "version_conflict", Message: err.Error(), Version: &v}
-	case errors.As(err, &te):
-		return &Error{Status: 400, Code: "invalid_token", Message: err.Error()}
-	case errors.Is(err, aggregate.ErrUnknownType):
-		return &Error{Status: 404, Code: "unknown_type", Message: err.Error()}
-	case errors.Is(err, aggregate.ErrNotFound):
-		// The code already says "not found": the message says what was not.
-		return &Error{Status: 404, Code: CodeNotFound, Message: strings.TrimPrefix(err.Error(), aggregate.ErrNotFound.Error()+": ")}
-	case errors.Is(err, aggregate.ErrRawCommandNotAllowed):
-		return &Error{Status: http.StatusForbidden, Code: "raw_command_not_allowed", Message: err.Error()}
-	case errors.Is(err, aggregate.ErrWrongSite):
-		return &Error{Status: http.StatusConflict, Code: "wrong_site", Message: err.Error()}
-	case errors.Is(err, aggregate.ErrOutcomeNotSendable):
-		return &Error{Status: http.StatusForbidden, Code: "outcome_not_sendable", Message: err.Error()}
-	case errors.Is(err, aggregate.ErrUnknownCommand):
-		return &Error{Status: 400, Code: "unknown_command", Message: err.Error()}
-	case errors.Is(err, aggregate.ErrBadCommand):
-		return &Error{Status: 400, Code: "bad_payload", Message: payloadMessage(err)}
-	case errors.Is(err, aggregate.ErrManagedType):
-		return &Error{Status: 400, Code: "managed_type", Message: err.Error()}
-	case errors.Is(err, streams.ErrInvalidDecision):
-		return &Error{Status: 400, Code: "invalid_events", Message: err.Error()}
-	case errors.Is(err, aggregate.ErrKeyReused):
-		return &Error{Status: 409, Code: "idempotency_key_reused", Message: err.Error()}
-	case errors.Is(err, aggregate.ErrConflict):
-		return &Error{Status: 409, Code: "conflict", Message: err.Error()}
-	case errors.Is(err, aggregate.ErrTooLarge), errors.Is(err, streams.ErrTooLarge):
-		return &Error{Status: 413, Code: "too_large", Message: err.Error()}
-	case errors.Is(err, streams.ErrStorageFull):
-		return &Error{Status: http.StatusInsufficientStorage, Code: "storage_full", Message: err.Error() +
-			" — nothing was written; free space or raise the JetStream storage limits (nats.embedded.max_store), then retry"}
-	case errors.Is(err, streams.ErrUnknownOutcome):
-		return &Error{Status: 503, Code: "outcome_unknown", Message: err.Error() +
-			" — the command may have been recorded: retry with the same Idempotency-Key, or read the aggregate's events before sending it again without one"}
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return &Error{Status: 503, Code: "unavailable", Message: err.Error() +
-			" — the node did not finish in time; retry with the same Idempotency-Key (without one, read the aggregate's events first)"}
-	default:
-		return &Error{Status: 500, Code: "internal", Message: err.Error()}
-	}
-}
-
-// CodeNotFound is the error code of a missing aggregate. A domain rejection
-// with this code (aggregate.Reject("not_found", …)) is answered 404, not 422.
-const CodeNotFound = "not_found"
+func toError(err error) *Error { return ErrorOf(err) }
 
 // goPrefix matches a Go package's error prefix at the start of a message or
 // of one of its ": "-separated layers ("aggregate: ", "json: ").
-var goPrefix = regexp.MustCompile(`(^|: )(aggregate|streams|outbox|consumer|wire|ops|api|node|broker|config|json|yaml|strconv|nats|jetstream|micro): `)
+var goPrefix = regexp.MustCompile(`(^|: )(aggregate|streams|outbox|consumer|wire|ops|api|node|broker|config|projection|console|json|yaml|strconv|nats|jetstream|micro): `)
 
 // UserMessage removes Go package prefixes ("aggregate: ", "nats: ") from an
 // error message, for the CLI's own errors.

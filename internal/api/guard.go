@@ -96,7 +96,7 @@ type guard struct {
 // authentication), or the [*Error] it is refused with.
 func (g *guard) check(r *http.Request) (id Identity, authed bool, _ *Error) {
 	if !g.hostAllowed(r.Host) {
-		return id, false, &Error{Status: http.StatusForbidden, Code: "host_not_allowed", Message: fmt.Sprintf(
+		return id, false, &Error{Status: http.StatusForbidden, Code: CodeHostNotAllowed, Message: fmt.Sprintf(
 			"Host %q is not a name this node answers to (loopback names, the listen address's host and http.allowed_hosts); "+
 				"if clients reach the node by this name, add it to http.allowed_hosts; nothing was written", r.Host)}
 	}
@@ -105,12 +105,12 @@ func (g *guard) check(r *http.Request) (id Identity, authed bool, _ *Error) {
 		return id, authed, e
 	}
 	if err := g.csrf.Check(r); err != nil || !sameOrigin(r) {
-		return id, false, &Error{Status: http.StatusForbidden, Code: "cross_origin", Message: fmt.Sprintf(
+		return id, false, &Error{Status: http.StatusForbidden, Code: CodeCrossOrigin, Message: fmt.Sprintf(
 			"%s %s from another origin (Origin %q, Sec-Fetch-Site %q) is refused, and nothing was written: the node takes writes only from its own pages (the console) and from clients that are not browsers; send from a program or the console, or serve the page from the node's own origin",
 			r.Method, r.URL.Path, r.Header.Get("Origin"), r.Header.Get("Sec-Fetch-Site"))}
 	}
 	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return id, false, &Error{Status: http.StatusUnsupportedMediaType, Code: "unsupported_media_type", Message: fmt.Sprintf(
+		return id, false, &Error{Status: http.StatusUnsupportedMediaType, Code: CodeUnsupportedMediaType, Message: fmt.Sprintf(
 			"Content-Type %q: send the body as JSON with Content-Type: application/json (curl: -H 'Content-Type: application/json'); nothing was written",
 			r.Header.Get("Content-Type"))}
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // History is one page of an aggregate's stored events and the commands its
@@ -70,8 +71,8 @@ const (
 // Header names of a NATS history read (HTTP: ?after=N&limit=N). A JSON body
 // {"after": N, "limit": N} says the same.
 const (
-	HeaderAfterVersion = "Esjet-After-Version"
-	HeaderLimit        = "Esjet-Limit"
+	HeaderAfterVersion = wire.HeaderAfterVersion
+	HeaderLimit        = wire.HeaderLimit
 )
 
 // Events returns the aggregate's whole history after version after (0:
@@ -89,7 +90,7 @@ func (s *Service) EventsPage(ctx context.Context, typ, id string, p Page, requir
 		p.Limit = DefaultPageLimit
 	}
 	if p.Limit < 1 || p.Limit > MaxPageLimit {
-		return History{}, &Error{Status: 400, Code: "bad_request",
+		return History{}, &Error{Status: 400, Code: CodeBadRequest,
 			Message: fmt.Sprintf("limit must be 1 to %d events, got %d", MaxPageLimit, p.Limit)}
 	}
 	return s.history(ctx, typ, id, p.After, p.Limit, requireType)
@@ -103,22 +104,23 @@ func (s *Service) history(ctx context.Context, typ, id string, after uint64, lim
 			return History{}, err
 		}
 	}
-	tail, err := s.repo.Log().LoadTail(ctx, typ, id, streams.Position{})
+	// The page costs what it returns plus a bounded seek (streams.LoadPage),
+	// whatever the aggregate's length.
+	pg, err := s.repo.Log().LoadPage(ctx, typ, id, after, limit)
 	if err != nil {
 		return History{}, err
 	}
-	recs := tail.Records
-	if len(recs) == 0 && len(tail.Foreign) == 0 {
+	if pg.Now.Seq == 0 {
 		return History{}, fmt.Errorf("%w: %s/%s has no events", aggregate.ErrNotFound, typ, id)
 	}
-	now := tail.Position(streams.Position{})
+	recs, now := pg.Records, pg.Now
 	h := History{AggregateType: typ, AggregateID: id, Version: now.Version, Seq: now.Seq,
 		Events: []HistoryEvent{}, Commands: []HistoryCommand{}}
 	// A page shows the foreign messages after the decision holding version
 	// after, and before the one holding its last event (all, on the last page).
 	var fromSeq uint64
 	skipped := func(toSeq uint64) {
-		for _, f := range tail.Foreign {
+		for _, f := range pg.Foreign {
 			if f.Seq > fromSeq && (toSeq == 0 || f.Seq < toSeq) {
 				h.Skipped = append(h.Skipped, f)
 			}
@@ -152,6 +154,12 @@ func (s *Service) history(ctx context.Context, typ, id string, after uint64, lim
 			h.Commands = append(h.Commands, hc)
 		}
 	}
+	// The page read stops at its last event when more follow.
+	if n := len(h.Events); limit >= 0 && n > 0 && h.Events[n-1].Version < now.Version {
+		h.NextAfter = h.Events[n-1].Version
+		skipped(h.Events[n-1].Seq)
+		return h, nil
+	}
 	skipped(0)
 	return h, nil
 }
@@ -163,14 +171,14 @@ func parsePage(after, limit, afterName, limitName string) (Page, error) {
 	if after != "" {
 		v, err := strconv.ParseUint(after, 10, 64)
 		if err != nil {
-			return p, &Error{Status: 400, Code: "bad_request", Message: afterName + " must be a version number, got " + strconv.Quote(after)}
+			return p, &Error{Status: 400, Code: CodeBadRequest, Message: afterName + " must be a version number, got " + strconv.Quote(after)}
 		}
 		p.After = v
 	}
 	if limit != "" {
 		v, err := strconv.Atoi(limit)
 		if err != nil || v < 1 || v > MaxPageLimit {
-			return p, &Error{Status: 400, Code: "bad_request",
+			return p, &Error{Status: 400, Code: CodeBadRequest,
 				Message: fmt.Sprintf("%s must be 1 to %d events, got %s", limitName, MaxPageLimit, strconv.Quote(limit))}
 		}
 		p.Limit = v
@@ -188,7 +196,7 @@ func pageBody(body []byte, p Page) (Page, error) {
 		Limit *int    `json:"limit"`
 	}
 	if err := decodeStrict(body, &b); err != nil {
-		return p, &Error{Status: 400, Code: "bad_request", Message: `history request body must be {"after": <version>, "limit": <1-` +
+		return p, &Error{Status: 400, Code: CodeBadRequest, Message: `history request body must be {"after": <version>, "limit": <1-` +
 			strconv.Itoa(MaxPageLimit) + `>} or empty: ` + userMessage(err.Error())}
 	}
 	if b.After != nil {
@@ -196,7 +204,7 @@ func pageBody(body []byte, p Page) (Page, error) {
 	}
 	if b.Limit != nil {
 		if *b.Limit < 1 || *b.Limit > MaxPageLimit {
-			return p, &Error{Status: 400, Code: "bad_request", Message: fmt.Sprintf("limit must be 1 to %d events, got %d", MaxPageLimit, *b.Limit)}
+			return p, &Error{Status: 400, Code: CodeBadRequest, Message: fmt.Sprintf("limit must be 1 to %d events, got %d", MaxPageLimit, *b.Limit)}
 		}
 		p.Limit = *b.Limit
 	}

@@ -76,10 +76,10 @@ func JSONErrors(mux *http.ServeMux) http.Handler {
 		case http.StatusMethodNotAllowed:
 			allow := rec.header.Get("Allow")
 			w.Header().Set("Allow", allow)
-			writeError(w, &Error{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed",
+			writeError(w, &Error{Status: http.StatusMethodNotAllowed, Code: CodeMethodNotAllowed,
 				Message: fmt.Sprintf("%s is not allowed on %s; use %s", r.Method, r.URL.Path, allow)})
 		case http.StatusNotFound:
-			writeError(w, &Error{Status: http.StatusNotFound, Code: "no_route",
+			writeError(w, &Error{Status: http.StatusNotFound, Code: CodeNoRoute,
 				Message: fmt.Sprintf("no route for %s %s; the routes are: %s", r.Method, r.URL.Path, strings.Join(HTTPRoutes, ", "))})
 		default:
 			mux.ServeHTTP(w, r) // a redirect or other mux answer
@@ -124,7 +124,7 @@ func (s *Service) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool
 		return nil, false
 	}
 	if err != nil {
-		s.reply(w, 0, nil, &Error{Status: 400, Code: "bad_request", Message: "read body: " + err.Error()})
+		s.reply(w, 0, nil, &Error{Status: 400, Code: CodeBadRequest, Message: "read body: " + err.Error()})
 		return nil, false
 	}
 	return body, true

@@ -139,10 +139,10 @@ func (a *authenticator) authorize(r *http.Request) (Identity, bool, *Error) {
 		} else if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
 			msg = "the client certificate names no credential in http.auth.certs (matched by common name or subject alternative name)"
 		}
-		return Identity{}, false, &Error{Status: http.StatusUnauthorized, Code: "unauthorized", Message: msg}
+		return Identity{}, false, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized, Message: msg}
 	}
 	if !Permits(id.Role, r.Method, r.URL.Path) {
-		return Identity{}, false, &Error{Status: http.StatusForbidden, Code: "forbidden", Message: fmt.Sprintf(
+		return Identity{}, false, &Error{Status: http.StatusForbidden, Code: CodeForbidden, Message: fmt.Sprintf(
 			"http user %s has the role %s, which may not %s %s (%s)", id.Name, id.Role, r.Method, r.URL.Path, whoMay(r.Method, r.URL.Path))}
 	}
 	return id, true, nil

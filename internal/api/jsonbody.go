@@ -30,9 +30,9 @@ func checkDuplicateKeys(body []byte) error {
 	}
 	key, path, ok := duplicateKey(body)
 	if !ok { // the two walks disagree: still refused
-		return &Error{Status: 400, Code: "duplicate_key", Message: "request body has a key twice in one object; send each key once"}
+		return &Error{Status: 400, Code: CodeDuplicateKey, Message: "request body has a key twice in one object; send each key once"}
 	}
-	return &Error{Status: 400, Code: "duplicate_key", Message: fmt.Sprintf(
+	return &Error{Status: 400, Code: CodeDuplicateKey, Message: fmt.Sprintf(
 		"request body has the key %s twice in the object at %s (keys that differ only in case count as one); send each key once (readers disagree on which one counts)",
 		strconv.Quote(key), path)}
 }

@@ -30,7 +30,7 @@ func checkBody(body []byte, maxDepth int) error {
 			Message: fmt.Sprintf("request body is not valid UTF-8 (byte %d); send JSON text encoded as UTF-8", i)}
 	}
 	if d, over := jsonDepth(body, maxDepth); over {
-		return &Error{Status: 400, Code: "too_deep",
+		return &Error{Status: 400, Code: CodeTooDeep,
 			Message: fmt.Sprintf("request body nests JSON more than %d levels deep (it reached %d); flatten the payload", maxDepth, d)}
 	}
 	return checkDuplicateKeys(body)
@@ -91,10 +91,10 @@ var traceParent = regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$
 func checkMeta(m Meta) error {
 	for _, f := range []struct{ name, v string }{{HeaderCorrelationID, m.CorrelationID}, {HeaderCausationID, m.CausationID}} {
 		if n := utf8.RuneCountInString(f.v); n > MaxMetaLen {
-			return &Error{Status: 400, Code: "invalid_header", Message: fmt.Sprintf("%s is %d characters, longer than %d", f.name, n, MaxMetaLen)}
+			return &Error{Status: 400, Code: CodeInvalidHeader, Message: fmt.Sprintf("%s is %d characters, longer than %d", f.name, n, MaxMetaLen)}
 		}
 		if !utf8.ValidString(f.v) || strings.ContainsAny(f.v, "\r\n\x00") {
-			return &Error{Status: 400, Code: "invalid_header", Message: f.name + " must be UTF-8 text on one line"}
+			return &Error{Status: 400, Code: CodeInvalidHeader, Message: f.name + " must be UTF-8 text on one line"}
 		}
 	}
 	if tp := m.TraceParent; tp != "" {
@@ -103,7 +103,7 @@ func checkMeta(m Meta) error {
 			if len(shown) > 64 {
 				shown = shown[:64] + "…"
 			}
-			return &Error{Status: 400, Code: "invalid_header", Message: fmt.Sprintf(
+			return &Error{Status: 400, Code: CodeInvalidHeader, Message: fmt.Sprintf(
 				"%s %q is not a W3C trace context: want 00-<32 lowercase hex trace id>-<16 lowercase hex parent id>-<2 hex flags>, ids not all zero (55 characters)",
 				HeaderTraceParent, shown)}
 		}

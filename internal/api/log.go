@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // LogPage is one page of the whole log (every aggregate of the namespace)
@@ -35,7 +37,7 @@ type LogEvent struct {
 
 // Header of a NATS log read (HTTP: ?after=P&limit=N); a JSON body
 // {"after": P, "limit": N} says the same.
-const HeaderAfterPosition = "Esjet-After-Position"
+const HeaderAfterPosition = wire.HeaderAfterPosition
 
 // ReadLog returns at most p.Limit events of the whole log after global
 // position p.After (0: from the first event).
@@ -44,7 +46,7 @@ func (s *Service) ReadLog(ctx context.Context, p Page) (LogPage, error) {
 		p.Limit = DefaultPageLimit
 	}
 	if p.Limit < 1 || p.Limit > MaxPageLimit {
-		return LogPage{}, &Error{Status: 400, Code: "bad_request",
+		return LogPage{}, &Error{Status: 400, Code: CodeBadRequest,
 			Message: fmt.Sprintf("limit must be 1 to %d events, got %d", MaxPageLimit, p.Limit)}
 	}
 	evs, next, err := s.repo.Log().ReadAfter(ctx, p.After, p.Limit)
@@ -81,7 +83,7 @@ func parseLogPage(after, limit, afterName, limitName string) (Page, error) {
 	}
 	v, err := strconv.ParseUint(after, 10, 64)
 	if err != nil {
-		return p, &Error{Status: 400, Code: "bad_request", Message: afterName + " must be a global position (a number: the position of the last event read, 0 for the start), got " + strconv.Quote(after)}
+		return p, &Error{Status: 400, Code: CodeBadRequest, Message: afterName + " must be a global position (a number: the position of the last event read, 0 for the start), got " + strconv.Quote(after)}
 	}
 	p.After = v
 	return p, nil

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/nats-io/nuid"
@@ -61,9 +62,6 @@ type endpointStats struct {
 // ServiceName is the micro service name `nats micro ls` shows.
 const ServiceName = "esjet"
 
-// SubjectPrefix is where the namespace's API listens: esjet.<ns>.
-func SubjectPrefix(ns string) string { return "esjet." + ns }
-
 // StartMicro registers the micro service on nc: one endpoint per aggregate
 // type (esjet.<ns>.<type>.*.*: <id>.<command|state|events>), the raw
 // event-store endpoints, a types endpoint, and a catch-all endpoint on
@@ -85,7 +83,7 @@ func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, erro
 	}
 	ms := &MicroService{s: s, nc: nc, sem: make(chan struct{}, 256), timeout: 10 * time.Second, stats: map[string]*endpointStats{},
 		id: nuid.Next(), version: version, started: time.Now().UTC()}
-	prefix, queue := SubjectPrefix(s.ns), "esjet-"+s.ns
+	prefix, queue := wire.APIPrefix(s.ns), wire.APIQueue(s.ns)
 	add := func(name, subject string) {
 		ms.endpoints = append(ms.endpoints, microEndpoint{name: name, subject: prefix + "." + subject, queue: queue})
 	}
@@ -98,6 +96,7 @@ func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, erro
 	add(endpointRawEvents, "raw.events.*.*")
 	add(endpointOps, "ops.*.dlq.*")
 	add(endpointOps+"_projections", "ops.*.projections.*")
+	add(endpointOps+"_workers", "ops.*.workers.*")
 	add(endpointLog, "log")
 	add(endpointViews, "views.>")
 	add(endpointUnrouted, ">")
@@ -127,7 +126,7 @@ func (ms *MicroService) dispatch(req *nats.Msg) {
 		ms.s.logger.Warn("request dropped: its reply subject is one esjet stores or serves (a forged reply would write there)", "subject", req.Subject, "reply", req.Reply)
 		return
 	}
-	r, rerr := routeSubject(SubjectPrefix(ms.s.ns), req.Subject)
+	r, rerr := routeSubject(wire.APIPrefix(ms.s.ns), req.Subject)
 	if r.typ != "" && r.op != opRawAppend && r.op != opRawEvents {
 		if _, err := ms.s.repo.Registry().Get(r.typ); err != nil {
 			r.endpoint = endpointUnrouted // counted where the request landed for good
@@ -182,7 +181,7 @@ func (s *Service) serve(ctx context.Context, r route, req *nats.Msg) (any, error
 		return s.serveViewAction(ctx, r.user, r.action, req.Data)
 	case opOps:
 		if s.ops == nil {
-			return nil, &Error{Status: 404, Code: "no_route", Message: fmt.Sprintf("%s: this API serves no operator actions", req.Subject)}
+			return nil, &Error{Status: 404, Code: CodeNoRoute, Message: fmt.Sprintf("%s: this API serves no operator actions", req.Subject)}
 		}
 		return s.ops(ctx, r.user, r.action, req.Data)
 	default:
@@ -207,7 +206,7 @@ func (ms *MicroService) async(endpoint string, h func(*nats.Msg) (any, error)) f
 		ms.mu.Lock()
 		if ms.stopping {
 			ms.mu.Unlock()
-			ms.reply(endpoint, start, req, nil, &Error{Status: 503, Code: "stopping", Message: "this node is shutting down; retry (with the same Idempotency-Key) on another"})
+			ms.reply(endpoint, start, req, nil, &Error{Status: 503, Code: CodeStopping, Message: "this node is shutting down; retry (with the same Idempotency-Key) on another"})
 			return
 		}
 		ms.wg.Add(1)

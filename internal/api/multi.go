@@ -61,7 +61,7 @@ func (s *Service) Multi(ctx context.Context, body []byte, m Meta) (_ MultiResult
 	}
 	var req MultiRequest
 	if err := decodeStrict(body, &req); err != nil {
-		return MultiResult{}, &Error{Status: 400, Code: "bad_request", Message: `multi body: ` + bodyMessage(err) +
+		return MultiResult{}, &Error{Status: 400, Code: CodeBadRequest, Message: `multi body: ` + bodyMessage(err) +
 			`; send {"commands":[{"type":…,"id":…,"command":…,"payload":{…}}, …]}`}
 	}
 	if req.IdempotencyKey == "" {
@@ -94,7 +94,7 @@ func multiError(err error) error {
 	var stale *aggregate.StaleError
 	if errors.As(err, &stale) {
 		v := stale.Actual
-		return &Error{Status: 409, Code: "version_conflict", Message: err.Error(), Version: &v}
+		return &Error{Status: 409, Code: CodeVersionConflict, Message: err.Error(), Version: &v}
 	}
 	var rej *aggregate.Rejection
 	if errors.As(err, &rej) {

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // A request's reply subject is not checked by NATS against the requester's
@@ -40,5 +41,5 @@ func (s *Service) guardedReply(reply string) bool {
 // services' discovery ($SRV.), the edge link (esjet-edge.) and the API
 // itself (esjet.<ns>.).
 func storeReplies(ns string) []string {
-	return []string{ns + ".", "$KV.", "$O.", "$JS.", "$JSC.", "$SRV.", "esjet-edge.", SubjectPrefix(ns) + "."}
+	return []string{ns + ".", wire.KVSubjectRoot, "$O.", "$JS.", "$JSC.", "$SRV.", wire.EdgeSubjectRoot, wire.APIPrefix(ns) + "."}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/projection"
 	"github.com/esjet/esjet/internal/telemetry"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Service implements the operations both surfaces serve.
@@ -30,8 +31,10 @@ type Service struct {
 }
 
 // OpsHandler serves an operator's request on esjet.<ns>.ops.<user>.dlq.<action>
-// (the node's DLQ actions): user is the subject's user token. Its error is
-// answered like any other (an [*Error] keeps its status).
+// (the node's DLQ actions; action is the last token) and
+// esjet.<ns>.ops.<user>.workers.<action> (action "workers.<action>"): user
+// is the subject's user token. Its error is answered like any other (an
+// [*Error] keeps its status).
 type OpsHandler func(ctx context.Context, user, action string, body []byte) (any, error)
 
 // Config are the API's tunables.
@@ -89,10 +92,10 @@ type Meta struct {
 
 // Header names read from NATS and HTTP requests.
 const (
-	HeaderIdempotencyKey = "Idempotency-Key"
-	HeaderCorrelationID  = "Esjet-Correlation-Id"
-	HeaderCausationID    = "Esjet-Causation-Id"
-	HeaderTraceParent    = "traceparent"
+	HeaderIdempotencyKey = wire.HeaderIdempotencyKey
+	HeaderCorrelationID  = wire.HeaderCorrelationID
+	HeaderCausationID    = wire.HeaderCausationID
+	HeaderTraceParent    = wire.HeaderTraceParent
 )
 
 // Send handles one command.
@@ -128,7 +131,7 @@ func (s *Service) AppendRaw(ctx context.Context, typ, id string, body []byte, m 
 	done := s.countRaw(time.Now())
 	defer func() { done(res, err) }()
 	if slices.Contains(RouteWords, typ) {
-		return aggregate.Result{}, &Error{Status: 400, Code: "route_word", Message: fmt.Sprintf(
+		return aggregate.Result{}, &Error{Status: 400, Code: CodeRouteWord, Message: fmt.Sprintf(
 			"%q is one of the API's route words (%s), never an aggregate type: its events could not be read back; name the type otherwise",
 			typ, strings.Join(RouteWords, ", "))}
 	}
@@ -140,7 +143,7 @@ func (s *Service) AppendRaw(ctx context.Context, typ, id string, body []byte, m 
 	}
 	var req aggregate.RawAppend
 	if err := decodeStrict(body, &req); err != nil {
-		return aggregate.Result{}, &Error{Status: 400, Code: "bad_request", Message: "raw append body: " + err.Error()}
+		return aggregate.Result{}, &Error{Status: 400, Code: CodeBadRequest, Message: "raw append body: " + err.Error()}
 	}
 	req.Type, req.ID = typ, id
 	if req.IdempotencyKey == "" {

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -50,7 +49,7 @@ type viewRequest struct {
 // serveView answers a view read on NATS.
 func (s *Service) serveView(ctx context.Context, r route, body []byte) (any, error) {
 	if s.views == nil {
-		return nil, &Error{Status: 404, Code: "no_route", Message: "this node serves no views"}
+		return nil, &Error{Status: 404, Code: CodeNoRoute, Message: "this node serves no views"}
 	}
 	if r.op == opViewsLs {
 		return viewResult(s.views.All(ctx))
@@ -58,7 +57,7 @@ func (s *Service) serveView(ctx context.Context, r route, body []byte) (any, err
 	var req viewRequest
 	if len(body) > 0 {
 		if err := decodeStrict(body, &req); err != nil {
-			return nil, &Error{Status: 400, Code: "bad_request", Message: "view request body: " + userMessage(err.Error())}
+			return nil, &Error{Status: 400, Code: CodeBadRequest, Message: "view request body: " + userMessage(err.Error())}
 		}
 	}
 	switch r.action {
@@ -77,7 +76,7 @@ func (s *Service) serveView(ctx context.Context, r route, body []byte) (any, err
 // ViewGet reads one document (waiting for a position when asked).
 func (s *Service) ViewGet(ctx context.Context, name, key string, w projection.Wait) (projection.Doc, error) {
 	if s.views == nil {
-		return projection.Doc{}, &Error{Status: 404, Code: "no_route", Message: "this node serves no views"}
+		return projection.Doc{}, &Error{Status: 404, Code: CodeNoRoute, Message: "this node serves no views"}
 	}
 	d, err := s.views.Get(ctx, name, key, w)
 	return d, viewError(err)
@@ -90,30 +89,12 @@ func viewResult[T any](v T, err error) (any, error) {
 	return v, nil
 }
 
-// viewError gives a projection error its API status: parked and stopped
-// answer at once (409, 503), a wait that ran out 504.
+// viewError gives a projection error its API status (see [ErrorOf]).
 func viewError(err error) error {
 	if err == nil {
 		return nil
 	}
-	status, code := 500, "internal"
-	switch {
-	case errors.Is(err, projection.ErrUnknown):
-		status, code = 404, "unknown_view"
-	case errors.Is(err, projection.ErrNotFound):
-		status, code = 404, "not_found"
-	case errors.Is(err, projection.ErrInvalid):
-		status, code = 400, "bad_request"
-	case errors.Is(err, projection.ErrParked):
-		status, code = 409, "parked"
-	case errors.Is(err, projection.ErrStopped):
-		status, code = 503, "view_stopped"
-	case errors.Is(err, projection.ErrNotYet):
-		status, code = 504, "not_yet"
-	default:
-		return err
-	}
-	return &Error{Status: status, Code: code, Message: strings.TrimPrefix(err.Error(), "projection: ")}
+	return ErrorOf(err)
 }
 
 func parseWait(s string) (time.Duration, error) {
@@ -122,7 +103,7 @@ func parseWait(s string) (time.Duration, error) {
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil || d < 0 || d > MaxViewWait {
-		return 0, &Error{Status: 400, Code: "bad_request", Message: fmt.Sprintf("wait must be a duration up to %s (e.g. 2s), got %q", MaxViewWait, s)}
+		return 0, &Error{Status: 400, Code: CodeBadRequest, Message: fmt.Sprintf("wait must be a duration up to %s (e.g. 2s), got %q", MaxViewWait, s)}
 	}
 	return d, nil
 }
@@ -141,7 +122,7 @@ func (s *Service) viewsHandler(next http.Handler) http.Handler {
 		if l := q.Get("limit"); l != "" {
 			n, err := strconv.Atoi(l)
 			if err != nil {
-				s.reply(w, 0, nil, &Error{Status: 400, Code: "bad_request", Message: "limit must be 1 to 1000 documents, got " + strconv.Quote(l)})
+				s.reply(w, 0, nil, &Error{Status: 400, Code: CodeBadRequest, Message: "limit must be 1 to 1000 documents, got " + strconv.Quote(l)})
 				return
 			}
 			body.Limit = n
@@ -200,11 +181,11 @@ type ViewActionReply struct {
 // is the ops subject's user token, recorded in skip records.
 func (s *Service) serveViewAction(ctx context.Context, user, action string, body []byte) (any, error) {
 	if s.views == nil {
-		return nil, &Error{Status: 404, Code: "no_route", Message: "this node serves no views"}
+		return nil, &Error{Status: 404, Code: CodeNoRoute, Message: "this node serves no views"}
 	}
 	var a ViewAction
 	if err := decodeStrict(body, &a); err != nil {
-		return nil, &Error{Status: 400, Code: "bad_request", Message: `projection action body must be {"name": …, "position": …, "generation": …, "reason": …}: ` + userMessage(err.Error())}
+		return nil, &Error{Status: 400, Code: CodeBadRequest, Message: `projection action body must be {"name": …, "position": …, "generation": …, "reason": …}: ` + userMessage(err.Error())}
 	}
 	rep := ViewActionReply{Action: action, Name: a.Name, By: user}
 	var err error
@@ -228,7 +209,7 @@ func (s *Service) serveViewAction(ctx context.Context, user, action string, body
 		}
 		rep.Request = &req
 	default:
-		return nil, &Error{Status: 404, Code: "no_route", Message: fmt.Sprintf("no projection action %q; the actions are pause, resume, rebuild, reset, switch, retry, skip", action)}
+		return nil, &Error{Status: 404, Code: CodeNoRoute, Message: fmt.Sprintf("no projection action %q; the actions are pause, resume, rebuild, reset, switch, retry, skip", action)}
 	}
 	if err != nil {
 		return nil, viewError(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/bench/raw"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // The append phase: commands through the Go API on the node's own
@@ -51,13 +52,13 @@ func (e *env) setupRaw(ctx context.Context) error {
 	}
 	subjects := make([]string, len(e.ids))
 	for a, id := range e.ids {
-		subjects[a] = rawNS + ".evt.acct." + id
+		subjects[a] = wire.NamesFor(rawNS).TypePrefix("acct") + id
 	}
 	e.raw = raw.NewAppender(subjects, sample.Data, sample.Header)
 	if e.node.Log().GroupCommitting() {
 		grouped := make([]string, len(e.ids))
 		for a, id := range e.ids {
-			grouped[a] = rawNS + ".evt.acctg." + id
+			grouped[a] = wire.NamesFor(rawNS).TypePrefix("acctg") + id
 		}
 		e.rawGroup = raw.NewGroupAppender(e.nodeJS, grouped, sample.Data, sample.Header, opTimeout)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/esjet/esjet/internal/api"
-	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // The e2e phase: the whole loop, one command per operation — pay records
@@ -23,8 +23,8 @@ import (
 
 func (e *env) e2ePhase(ctx context.Context, progress func(float64)) ([]Phase, error) {
 	var waiters sync.Map // aggregate id → chan struct{}
-	sub, err := e.node.Broker().Conn().Subscribe(e.ns+".evt.acct.*", func(m *nats.Msg) {
-		if m.Header.Get(streams.HeaderEventTypes) != "charged" {
+	sub, err := e.node.Broker().Conn().Subscribe(wire.NamesFor(e.ns).TypePrefix("acct")+"*", func(m *nats.Msg) {
+		if m.Header.Get(wire.HeaderEventTypes) != "charged" {
 			return
 		}
 		if ch, ok := waiters.LoadAndDelete(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]); ok { // <ns>.evt.acct.<id>

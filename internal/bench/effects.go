@@ -76,6 +76,6 @@ func publishCommands(ctx context.Context, js jetstream.JetStream, ns, kind strin
 		id := "x" + strconv.Itoa(i) + "-" + kind
 		rec := streams.Record{Seq: uint64(i + 1), Decision: streams.Decision{ID: "d-" + id, AggregateType: "acct", AggregateID: id,
 			Events: []streams.Event{{Type: "paid", Version: 1}}}}
-		return wire.EncodeCommand(ns, rec, streams.Command{ID: streams.CommandID("acct", id, 1, 0), Kind: kind, Payload: depositBody}, now)
+		return wire.EncodeCommand(ns, rec, streams.Command{ID: wire.CommandID("acct", id, 1, 0), Kind: kind, Payload: depositBody}, now)
 	})
 }

@@ -19,11 +19,12 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/esjet/esjet/config"
-	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // The fleet run (`esjet bench --nodes 1,2,4 --url …`): for each node count
@@ -148,7 +149,7 @@ func runFleetStep(ctx context.Context, o FleetOptions, nc *nats.Conn, js jetstre
 		if st, err := js.Stream(cctx, names.Outbox); err == nil {
 			outbox = st.CachedInfo().State.Msgs
 		}
-		if st, err := js.Stream(cctx, "KV_"+names.Receipts); err == nil {
+		if st, err := js.Stream(cctx, wire.KVStream(names.Receipts)); err == nil {
 			receipts = st.CachedInfo().State.Msgs
 		}
 		return outbox, receipts
@@ -159,7 +160,7 @@ func runFleetStep(ctx context.Context, o FleetOptions, nc *nats.Conn, js jetstre
 	start := time.Now()
 	var wg sync.WaitGroup
 	var seq atomic.Int64
-	subject := api.SubjectPrefix(ns) + ".trip."
+	subject := wire.APIPrefix(ns) + ".trip."
 	for range o.Clients {
 		wg.Go(func() {
 			for ctx.Err() == nil {
@@ -177,7 +178,7 @@ func runFleetStep(ctx context.Context, o FleetOptions, nc *nats.Conn, js jetstre
 					msg.Header.Set("Idempotency-Key", id)
 					reply, err := nc.RequestMsgWithContext(rctx, msg)
 					cancel()
-					if err == nil && reply.Header.Get("Nats-Service-Error-Code") == "" {
+					if err == nil && reply.Header.Get(micro.ErrorCodeHeader) == "" {
 						break
 					}
 					failed.Add(1)

@@ -6,11 +6,12 @@ import (
 	"net/url"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/aggregate"
-	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/broker"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // The micro phase: commands through the node's NATS micro service from a
@@ -27,12 +28,12 @@ func (e *env) microPhase(ctx context.Context, progress func(float64)) ([]Phase, 
 func (e *env) microSend(ctx context.Context, a int) error {
 	ctx, cancel := context.WithTimeout(ctx, opTimeout)
 	defer cancel()
-	reply, err := e.tcp.RequestWithContext(ctx, api.SubjectPrefix(e.ns)+".acct."+e.ids[a]+".deposit", depositBody)
+	reply, err := e.tcp.RequestWithContext(ctx, wire.APIPrefix(e.ns)+".acct."+e.ids[a]+".deposit", depositBody)
 	if err != nil {
 		return err
 	}
-	if code := reply.Header.Get("Nats-Service-Error-Code"); code != "" {
-		err := fmt.Errorf("micro %s: %s", code, reply.Header.Get("Nats-Service-Error"))
+	if code := reply.Header.Get(micro.ErrorCodeHeader); code != "" {
+		err := fmt.Errorf("micro %s: %s", code, reply.Header.Get(micro.ErrorHeader))
 		if code == "409" {
 			err = fmt.Errorf("%w: %w", aggregate.ErrConflict, err)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/esjet/esjet/internal/bench/raw"
 	"github.com/esjet/esjet/internal/projection"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // The project phase: a projection with a no-op handler catching up from
@@ -78,7 +79,7 @@ func (e *env) catchUp(ctx context.Context, def projection.Definition, last uint6
 	done := make(chan error, 1)
 	go func() { done <- r.Run(rctx) }()
 	defer func() { cancel(); <-done }()
-	end := streams.EndOfSeq(last)
+	end := wire.EndOfSeq(last)
 	deadline := time.Now().Add(5 * time.Minute)
 	for {
 		for _, p := range r.Progress() {

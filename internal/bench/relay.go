@@ -14,6 +14,7 @@ import (
 	"github.com/esjet/esjet/internal/node"
 	"github.com/esjet/esjet/internal/outbox"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // The relay phase: each round fills a fresh namespace with decisions of
@@ -56,7 +57,7 @@ func (e *env) relayPhase(ctx context.Context, progress func(float64)) ([]Phase, 
 				func() int64 { return r.Stats().Decisions }, func() bool { return r.Stats().LastSeq >= last })
 		}
 		rawRelay := raw.Timed(func() error {
-			return raw.Relay(ctx, e.nodeJS, names.Events, rns+".outbox.raw", last, e.cfg.Outbox.RelayBatch)
+			return raw.Relay(ctx, e.nodeJS, names.Events, wire.CommandSubject(rns, "raw"), last, e.cfg.Outbox.RelayBatch)
 		})
 		return pair(n, esjet, rawRelay)
 	})

@@ -5,12 +5,12 @@ import (
 	"net"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // leafReconnect is how soon a site dials the hub again after the link
@@ -32,9 +32,10 @@ const leafReconnect = time.Second
 // site's outcome pull), both wired in the hub's leaf account
 // (WithLeafAccount).
 func LeafDenies(ns string) []string {
+	n := wire.NamesFor(ns)
 	return []string{
-		ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>", ns + ".outcome.>",
-		"$KV.>", "$O.>", apiPrefix(ns) + ".>", "$SRV.>",
+		n.EventsFilter(), n.OutboxFilter(), n.ScheduleFilter(), n.DLQFilter(), n.OutcomesFilter(),
+		wire.KVAll, wire.ObjectAll, apiPrefix(ns) + ".>", "$SRV.>",
 	}
 }
 
@@ -158,21 +159,25 @@ func (b *Broker) LeafSites() []string {
 // EdgeSubjects are what the node role needs beyond its namespace in an
 // edge fleet: a site pulls its hub kinds' outcomes on the hub's
 // HubAPIPrefix; the hub records them on <ns>.outcome.<site> in its
-// OUTCOMES stream, reads each site's EVENTS through the site's domain, and
-// answers `esjet sites` on its own subject.
+// OUTCOMES stream, makes and reads each site's staging streams
+// (StagingAPIPrefix), reads each site's streams' info through the site's
+// domain, and answers `esjet sites` on its own subject.
 func EdgeSubjects(cfg config.Config) []string {
 	e, ns := cfg.Edge, cfg.Namespace
 	switch e.Role {
 	case config.EdgeSite:
 		return []string{HubAPIPrefix(ns) + ".>"}
 	case config.EdgeHub:
-		up := strings.ToUpper(ns)
-		subjects := append([]string{ns + ".outcome.>", "esjet-edge." + ns + ".sites"}, streamOwner(up+"_OUTCOMES")...)
+		n := wire.NamesFor(ns)
+		subjects := append([]string{n.OutcomesFilter(), wire.EdgeSubjectRoot + ns + ".sites"}, streamOwner(n.Outcomes())...)
 		// The hub adds and drops its sites' sources on its EVENTS and
 		// OUTBOX (streams.RestartSources): the one update a node makes.
-		subjects = append(subjects, "$JS.API.STREAM.UPDATE."+up+"_EVENTS", "$JS.API.STREAM.UPDATE."+up+"_OUTBOX")
+		subjects = append(subjects, "$JS.API.STREAM.UPDATE."+n.Events, "$JS.API.STREAM.UPDATE."+n.Outbox)
 		for _, s := range e.Sites {
-			subjects = append(subjects, "$JS."+s+".API.>")
+			// the site monitor reads the site's streams; the staging
+			// streams are the hub node's to make (StagingAccount)
+			subjects = append(subjects, "$JS."+s+".API.STREAM.INFO."+n.Events, "$JS."+s+".API.STREAM.INFO."+n.Outbox,
+				StagingAPIPrefix(ns, s)+".>")
 		}
 		return subjects
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // The hub's leaf link lives in an account of its own. nats-server checks a
@@ -25,15 +26,58 @@ import (
 //     and acks, the leaf account imports them (a site addresses them as
 //     $JS.<hub>.API.…, which the hub maps to $JS.API.… in the account of
 //     every leaf connection);
-//   - sourcing (hub → site): the leaf account exports each site's
-//     consumer create and delete and stream info of its EVENTS and OUTBOX
-//     ($JS.<site>.API.…) and the flow control replies ($JS.FC.…) as
-//     services, and each site's source deliveries (under
-//     [SourceDeliverPrefix]) as a stream; the streams account imports them.
+//   - sourcing (hub → site) goes through a staging account per site,
+//     [StagingAccount], below.
 //
 // A request crossing by a service import is answered on a reply subject the
 // server makes (_R_.…) and carried back into the asker's account: whatever
 // reply subject a site names, the answer lands in the leaf account.
+//
+// Sourcing cannot cross that way: a source reads each delivery's sequences
+// from its own $JS.ACK.… reply, so the deliveries cross by a stream import,
+// which keeps the reply subject the site sent. A stream that sources
+// answers a flow control request, and a heartbeat that says its consumer is
+// stalled, by publishing on the subject the delivery names, in the
+// stream's own account (stream.go handleFlowControl,
+// processStalledFlowControl, v2.15.2). Measured here: a process at a site
+// that reads its source consumer's delivery subject had the hub put empty
+// messages into its OUTCOMES and DLQ, and with reply
+// $JS.API.STREAM.DELETE.<NS>_OUTCOMES had it delete the stream. So the
+// streams that source a site live in an account of that site's own,
+// [StagingAccount], with JetStream and nothing but that site's staging
+// streams (<NS>_SITE_<SITE>_EVENTS and _OUTBOX, no subjects, no purge), and
+// the hub's EVENTS and OUTBOX source those: a forged answer reaches only
+// what the site sent anyway. The staging account exports to the streams
+// account what the hub's node and its sources need (the staging streams'
+// create, info and update, their source consumers, flow control replies)
+// under [StagingAPIPrefix], and its deliveries under
+// [StagingDeliverPrefix]; the hub's sources of staging streams are answered
+// by the staging account's own JetStream, which no site reaches.
+
+// StagingAccount is the hub's account that stages site's streams:
+// ESJET_<NS>_SITE_<SITE>, with JetStream.
+func StagingAccount(ns, site string) string {
+	return NamespaceAccount(ns) + "_SITE_" + strings.ToUpper(site)
+}
+
+// StagingStreams are the streams of site's staging account: the site's
+// EVENTS and the hub kinds of its OUTBOX, <NS>_SITE_<SITE>_EVENTS and
+// <NS>_SITE_<SITE>_OUTBOX.
+func StagingStreams(ns, site string) (events, outbox string) {
+	p := strings.ToUpper(ns) + "_SITE_" + strings.ToUpper(site) + "_"
+	return p + "EVENTS", p + "OUTBOX"
+}
+
+// StagingAPIPrefix is where the hub's streams account reaches the JetStream
+// API of site's staging account (jetstream.NewWithAPIPrefix,
+// ExternalStream.APIPrefix): esjet-edge.<ns>.stage.<site>.API. Only the
+// staging streams' create, info and update and their consumers' create and
+// delete are served there.
+func StagingAPIPrefix(ns, site string) string { return "esjet-edge." + ns + ".stage." + site + ".API" }
+
+// StagingDeliverPrefix is where the hub's sources of site's staging streams
+// deliver: esjet-edge.<ns>.staged.<site>.
+func StagingDeliverPrefix(ns, site string) string { return "esjet-edge." + ns + ".staged." + site }
 
 // HubAPIPrefix is the JetStream API prefix a site pulls its outcomes from
 // the hub on (jetstream.NewWithAPIPrefix): esjet-edge.<ns>.hub.API. Only
@@ -63,7 +107,7 @@ func WithLeafAccount(accounts []Account, cfg config.Config, passwords bool) ([]A
 	if users == nil {
 		return accounts, nil
 	}
-	ns, up := cfg.Namespace, strings.ToUpper(cfg.Namespace)
+	ns := cfg.Namespace
 	out := slices.Clone(accounts)
 	streamsName := NamespaceAccount(ns)
 	i := slices.IndexFunc(out, func(a Account) bool { return a.Name == streamsName })
@@ -103,7 +147,9 @@ func WithLeafAccount(accounts []Account, cfg config.Config, passwords bool) ([]A
 		streams.Exports = append(streams.Exports, Export{Subject: subj, To: toLeaf, Stream: stream})
 		leaf.Imports = append(leaf.Imports, Import{Subject: subj, From: streams.Name, To: HubAPIPrefix(ns) + "." + verb})
 	}
-	outcomes, events, outbox := up+"_OUTCOMES", up+"_EVENTS", up+"_OUTBOX"
+	names := wire.NamesFor(ns)
+	outcomes, events, outbox := names.Outcomes(), names.Events, names.Outbox
+	var stagings []*Account
 	for _, s := range cfg.Edge.Sites {
 		c := OutcomeConsumer(s)
 		pull("CONSUMER.INFO."+outcomes+"."+c, false)
@@ -111,16 +157,49 @@ func WithLeafAccount(accounts []Account, cfg config.Config, passwords bool) ([]A
 		export(streams, &leaf, Export{Subject: "$JS.ACK." + outcomes + "." + c + ".>", To: toLeaf})
 		// the ack subject's form with domain and account hash (ADR-15)
 		export(streams, &leaf, Export{Subject: "$JS.ACK." + cfg.Edge.HubDomain + ".*." + outcomes + "." + c + ".>", To: toLeaf})
+
+		// Sourcing: the site's staging account sources the site through
+		// the leaf account; the streams account sources the staging one.
+		stage := &Account{Name: StagingAccount(ns, s), JetStream: true}
+		toStage := []string{stage.Name}
 		api := "$JS." + s + ".API."
 		for _, st := range []string{events, outbox} {
-			for _, verb := range []string{"CONSUMER.CREATE." + st, "CONSUMER.CREATE." + st + ".>", "CONSUMER.DELETE." + st + ".*", "STREAM.INFO." + st} {
-				export(&leaf, streams, Export{Subject: api + verb, To: toStreams})
+			for _, verb := range []string{"CONSUMER.CREATE." + st, "CONSUMER.CREATE." + st + ".>", "CONSUMER.DELETE." + st + ".*"} {
+				export(&leaf, stage, Export{Subject: api + verb, To: toStage})
 			}
+			// the hub's site monitor reads the site's streams too
+			info := Export{Subject: api + "STREAM.INFO." + st, To: []string{stage.Name, streams.Name}}
+			leaf.Exports = append(leaf.Exports, info)
+			stage.Imports = append(stage.Imports, Import{Subject: info.Subject, From: leaf.Name})
+			streams.Imports = append(streams.Imports, Import{Subject: info.Subject, From: leaf.Name})
 		}
-		export(&leaf, streams, Export{Subject: SourceDeliverPrefix(ns, s) + ".>", To: toStreams, Messages: true})
+		export(&leaf, stage, Export{Subject: SourceDeliverPrefix(ns, s) + ".>", To: toStage, Messages: true})
+		for _, st := range []string{events, outbox} {
+			stage.Imports = append(stage.Imports, Import{Subject: "$JS.FC." + st + ".>", From: leaf.Name})
+		}
+		sEvents, sOutbox := StagingStreams(ns, s)
+		prefix := StagingAPIPrefix(ns, s) + "."
+		for _, st := range []string{sEvents, sOutbox} {
+			for _, verb := range []string{"STREAM.CREATE." + st, "STREAM.UPDATE." + st, "STREAM.INFO." + st,
+				"CONSUMER.CREATE." + st, "CONSUMER.CREATE." + st + ".>", "CONSUMER.DELETE." + st + ".*"} {
+				stage.Exports = append(stage.Exports, Export{Subject: "$JS.API." + verb, To: toStreams})
+				streams.Imports = append(streams.Imports, Import{Subject: "$JS.API." + verb, From: stage.Name, To: prefix + verb})
+			}
+			export(stage, streams, Export{Subject: "$JS.FC." + st + ".>", To: toStreams})
+		}
+		export(stage, streams, Export{Subject: StagingDeliverPrefix(ns, s) + ".>", To: toStreams, Messages: true})
+		stagings = append(stagings, stage)
+	}
+	var stageNames []string
+	for _, st := range stagings {
+		stageNames = append(stageNames, st.Name)
 	}
 	for _, st := range []string{events, outbox} {
-		export(&leaf, streams, Export{Subject: "$JS.FC." + st + ".>", To: toStreams})
+		leaf.Exports = append(leaf.Exports, Export{Subject: "$JS.FC." + st + ".>", To: stageNames})
 	}
-	return append(out, leaf), nil
+	out = append(out, leaf)
+	for _, st := range stagings {
+		out = append(out, *st)
+	}
+	return out, nil
 }

@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // LeafUser is one user of the hub's leaf node listener: the site (or, in a
@@ -99,8 +99,8 @@ func NodeInbox(cfg config.Config) string {
 // outcomes.
 func LeafPermissions(cfg config.Config, sites ...string) *server.Permissions {
 	ns, hub := cfg.Namespace, cfg.Edge.HubDomain
-	NS := strings.ToUpper(ns)
-	outcomes, events, outbox := NS+"_OUTCOMES", NS+"_EVENTS", NS+"_OUTBOX"
+	names := wire.NamesFor(ns)
+	outcomes, events, outbox := names.Outcomes(), names.Events, names.Outbox
 	// Replies to the hub's requests: they reach the site through the leaf
 	// account's service exports (WithLeafAccount), so each carries a reply
 	// subject the server made (_R_.<prefix>.<random>), which the server

@@ -156,12 +156,16 @@ func TestHubWithClientAuthKeepsItBesideTheSharedLeafUser(t *testing.T) {
 
 // TestLeafAccountHoldsNoStreamsAndImportsOnlyTheOutcomePull pins the
 // hub's leaf account: no JetStream, the leaf users and nothing else, and
-// between it and the account of the hub's streams only what sourcing and
-// the outcome pull need: the leaf account imports each site's outcome
-// consumer's INFO, MSG.NEXT and acks (INFO and MSG.NEXT asked on
+// between it and the account of the hub's streams only what the outcome
+// pull needs: the leaf account imports each site's outcome consumer's
+// INFO, MSG.NEXT and acks (INFO and MSG.NEXT asked on
 // esjet-edge.<ns>.hub.API, never $JS.API, which the server answers in an
-// account without JetStream too); the streams account imports each site's
-// sourcing requests, the flow control replies and the deliveries. With no
+// account without JetStream too). Sourcing goes through one staging account
+// per site, with JetStream: it imports from the leaf account only that
+// site's sourcing requests, flow control replies and deliveries; the
+// streams account imports from it only its staging streams' requests
+// (under esjet-edge.<ns>.stage.<site>.API), flow control replies and
+// deliveries, and from the leaf account only the sites' stream info. With no
 // namespace account (a hub without users) the streams are in $G.
 func TestLeafAccountHoldsNoStreamsAndImportsOnlyTheOutcomePull(t *testing.T) {
 	cfg := hubConfig(t)
@@ -175,7 +179,8 @@ func TestLeafAccountHoldsNoStreamsAndImportsOnlyTheOutcomePull(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(accounts) != 2 || accounts[0].Name != streams || !accounts[0].JetStream || accounts[1].Name != "ESJET_FLEET_LEAF" || accounts[1].JetStream {
+		if len(accounts) != 4 || accounts[0].Name != streams || !accounts[0].JetStream || accounts[1].Name != "ESJET_FLEET_LEAF" || accounts[1].JetStream ||
+			accounts[2].Name != "ESJET_FLEET_SITE_S1" || !accounts[2].JetStream || accounts[3].Name != "ESJET_FLEET_SITE_S2" || len(accounts[2].Users) > 0 {
 			t.Fatalf("accounts: %+v", accounts)
 		}
 		leaf := accounts[1]
@@ -190,10 +195,29 @@ func TestLeafAccountHoldsNoStreamsAndImportsOnlyTheOutcomePull(t *testing.T) {
 			}
 		}
 		for _, im := range accounts[0].Imports {
-			ok := strings.HasPrefix(im.Subject, "$JS.s1.API.") || strings.HasPrefix(im.Subject, "$JS.s2.API.") ||
-				strings.HasPrefix(im.Subject, "$JS.FC.") || (im.Messages && strings.HasPrefix(im.Subject, "esjet-edge.fleet.src."))
-			if !ok || im.From != "ESJET_FLEET_LEAF" || strings.Contains(im.Subject, "DELETE.FLEET_EVENTS.>") || strings.HasSuffix(im.Subject, "API.>") {
+			var ok bool
+			switch im.From {
+			case "ESJET_FLEET_LEAF":
+				ok = strings.HasPrefix(im.Subject, "$JS.s1.API.STREAM.INFO.") || strings.HasPrefix(im.Subject, "$JS.s2.API.STREAM.INFO.")
+			case "ESJET_FLEET_SITE_S1", "ESJET_FLEET_SITE_S2":
+				site := strings.ToLower(strings.TrimPrefix(im.From, "ESJET_FLEET_SITE_"))
+				stage := "FLEET_SITE_" + strings.ToUpper(site) + "_"
+				ok = strings.HasPrefix(im.Subject, "$JS.FC."+stage) ||
+					(im.Messages && strings.HasPrefix(im.Subject, "esjet-edge.fleet.staged."+site+".")) ||
+					(strings.HasPrefix(im.Subject, "$JS.API.") && strings.Contains(im.Subject, "."+stage) && im.To == "esjet-edge.fleet.stage."+site+".API."+strings.TrimPrefix(im.Subject, "$JS.API."))
+			}
+			if !ok || strings.Contains(im.Subject, "DELETE.FLEET_EVENTS.>") || strings.Contains(im.Subject, "STREAM.DELETE") || strings.HasSuffix(im.Subject, "API.>") {
 				t.Errorf("the streams account imports %+v", im)
+			}
+		}
+		for _, stage := range accounts[2:] {
+			site := strings.ToLower(strings.TrimPrefix(stage.Name, "ESJET_FLEET_SITE_"))
+			for _, im := range stage.Imports {
+				ok := strings.HasPrefix(im.Subject, "$JS."+site+".API.") || strings.HasPrefix(im.Subject, "$JS.FC.FLEET_") ||
+					(im.Messages && strings.HasPrefix(im.Subject, "esjet-edge.fleet.src."+site+"."))
+				if !ok || im.From != "ESJET_FLEET_LEAF" || strings.HasSuffix(im.Subject, "API.>") {
+					t.Errorf("staging account %s imports %+v", stage.Name, im)
+				}
 			}
 		}
 		if users {

@@ -24,6 +24,7 @@ import (
 	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // matrixMD, when set, is where TestJetStreamAPIMatrix writes the
@@ -412,7 +413,7 @@ func provisionMX(t *testing.T, ctx context.Context, admin, recv *mxConn) map[str
 	if _, err := streams.Provision(ctx, admin.js, mxNS, streams.ProvisionConfig{}, nil); err != nil {
 		t.Fatalf("provision: %v", err)
 	}
-	for _, b := range []string{broker.ProjectionsBucket(mxNS), "mx_view_" + mxView} {
+	for _, b := range []string{wire.ProjectionsBucket(mxNS), "mx_view_" + mxView} {
 		kv, err := admin.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: b})
 		if err != nil {
 			t.Fatal(err)

@@ -6,36 +6,40 @@ import (
 	"strings"
 	"time"
 
+	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// Role names: what a NATS user may do to one namespace. Each is a least
-// privilege permission set derived from the namespace (see [RolePermissions]).
+// Role names (config's, where a user is given one): what a NATS user may do
+// to one namespace. Each is a least privilege permission set derived from
+// the namespace (see [RolePermissions]).
 const (
 	// RoleNode runs the API, the relay, the workers and projections: it owns
 	// the namespace's streams and buckets. It may create them when missing,
 	// never update, delete or purge them (an edge hub updates its own
 	// sources), in the namespace account ([NamespaceAccount]).
-	RoleNode = "node"
+	RoleNode = config.RoleNode
 	// RoleClient calls the command and query API (esjet.<ns>.>) and nothing
 	// else, from its own account ([ClientsAccount]).
-	RoleClient = "client"
+	RoleClient = config.RoleClient
 	// RoleReceiver serves one target subject and replies to what it
 	// receives, from an account of its own ([ReceiverAccount]).
-	RoleReceiver = "receiver"
+	RoleReceiver = config.RoleReceiver
 	// RoleOperator reads everything (streams, consumers, state and history
 	// through the API) and asks the node to retry or discard dead letters on
 	// its own ops subject, esjet.<ns>.ops.<user>.> (the node writes OUTBOX
-	// and the audit record naming that user; see [OpsPrefix]), from its own
+	// and the audit record naming that user; see [wire.OpsPrefix]), from its own
 	// account ([OperatorsAccount]): it creates nothing in JetStream.
-	RoleOperator = "operator"
+	RoleOperator = config.RoleOperator
 	// RoleAdmin provisions (esjet provision): everything, including updating,
 	// deleting and purging streams.
-	RoleAdmin = "admin"
+	RoleAdmin = config.RoleAdmin
 )
 
-// Roles lists every role, in the order `esjet permissions` prints them.
-var Roles = []string{RoleNode, RoleClient, RoleReceiver, RoleOperator, RoleAdmin}
+// Roles lists every role, in the order `esjet permissions` prints them
+// (config.UserRoles, which names them).
+var Roles = config.UserRoles
 
 // RoleSpec is what the permission sets derive from.
 type RoleSpec struct {
@@ -55,7 +59,7 @@ type RoleSpec struct {
 	Bucket string
 	// Views are the names of the read models the node runs with the
 	// built-in store (projection.Definition.Name): the node owns their
-	// buckets ([ViewBuckets]), the operator reads them, and no other role
+	// buckets ([wire.ViewBuckets]), the operator reads them, and no other role
 	// touches them. Every projection shares the control bucket
 	// <ns>_projections, granted whenever Views is not empty.
 	Views []string
@@ -71,7 +75,7 @@ const responseTTL = 10 * time.Minute
 
 // APIQueue is the queue group of the namespace's API service: only the node
 // may subscribe in it.
-func APIQueue(ns string) string { return "esjet-" + ns }
+func APIQueue(ns string) string { return wire.APIQueue(ns) }
 
 // NodeInboxPrefix is the node's reply subject prefix (nats.CustomInboxPrefix),
 // outside _INBOX.> where the other roles receive their replies: a client
@@ -79,34 +83,19 @@ func APIQueue(ns string) string { return "esjet-" + ns }
 // (JetStream reads of events, snapshots and receipts).
 func NodeInboxPrefix(ns string) string { return "_INBOX_" + ns + "_node" }
 
-// apiPrefix is where the namespace's API listens (api.SubjectPrefix; the
-// broker does not import the API).
-func apiPrefix(ns string) string { return "esjet." + ns }
-
-// OpsPrefix is where operator user asks the node for DLQ actions:
-// esjet.<ns>.ops.<user> (ops.OpsPrefix; the broker does not import ops). The
-// operator role of user may publish under it and under no other user's.
-func OpsPrefix(ns, user string) string { return apiPrefix(ns) + ".ops." + user }
-
-// ProjectionsBucket is the namespace's projection control bucket: leases,
-// control records, operators' requests (projection.ControlBucket; the
-// broker does not import projection).
-func ProjectionsBucket(ns string) string { return ns + "_projections" }
-
-// ViewBuckets are the buckets view name's generations take turns in
-// (projection.SlotBuckets): <ns>_view_<name>, its -b and its -c.
-func ViewBuckets(ns, name string) []string {
-	base := ns + "_view_" + name
-	return []string{base, base + "-b", base + "-c"}
-}
+// apiPrefix is [wire.APIPrefix].
+//
+// TODO(issue 27): leaf.go and accounts.go call it; once issue 26's rewrite
+// lands they call wire.APIPrefix and this goes.
+func apiPrefix(ns string) string { return wire.APIPrefix(ns) }
 
 // viewStreams are the streams of spec's views' buckets (none without
 // views).
 func viewStreams(spec RoleSpec) []string {
 	var s []string
 	for _, v := range spec.Views {
-		for _, b := range ViewBuckets(spec.Namespace, v) {
-			s = append(s, "KV_"+b)
+		for _, b := range wire.ViewBuckets(spec.Namespace, v) {
+			s = append(s, wire.KVStream(b))
 		}
 	}
 	return s
@@ -118,14 +107,14 @@ func readModelStreams(spec RoleSpec) []string {
 	if len(spec.Views) == 0 {
 		return nil
 	}
-	return append([]string{"KV_" + ProjectionsBucket(spec.Namespace)}, viewStreams(spec)...)
+	return append([]string{wire.KVStream(wire.ProjectionsBucket(spec.Namespace))}, viewStreams(spec)...)
 }
 
 // kvSubjects are the subjects of the buckets whose streams are streams.
 func kvSubjects(streams []string) []string {
 	out := make([]string, len(streams))
 	for i, s := range streams {
-		out[i] = "$KV." + strings.TrimPrefix(s, "KV_") + ".>"
+		out[i] = wire.KVFilter(strings.TrimPrefix(s, wire.KVStreamPrefix))
 	}
 	return out
 }
@@ -145,15 +134,15 @@ func nodeDenied(spec RoleSpec, owned []string) []string {
 	for _, s := range owned {
 		deny = append(deny, "$JS.API.STREAM.PURGE."+s)
 	}
-	return append(deny, "$JS.API.STREAM.PURGE.KV_"+ProjectionsBucket(spec.Namespace))
+	return append(deny, "$JS.API.STREAM.PURGE."+wire.KVStream(wire.ProjectionsBucket(spec.Namespace)))
 }
 
 // nodeStreams are the streams the node owns, KV buckets by their streams.
 func nodeStreams(ns string, buckets ...string) []string {
-	up := strings.ToUpper(ns)
-	s := []string{up + "_EVENTS", up + "_OUTBOX", up + "_DLQ", "KV_" + ns + "_snapshots", "KV_" + ns + "_receipts"}
+	n := wire.NamesFor(ns)
+	s := []string{n.Events, n.Outbox, n.DLQ, wire.KVStream(n.Snapshots), wire.KVStream(n.Receipts), wire.KVStream(n.Workers)}
 	for _, b := range buckets {
-		s = append(s, "KV_"+b)
+		s = append(s, wire.KVStream(b))
 	}
 	return s
 }
@@ -231,13 +220,14 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 	allResponses := &server.ResponsePermission{MaxMsgs: 1, Expires: responseTTL}
 	switch role {
 	case RoleNode:
-		pub := []string{ns + ".evt.>", ns + ".outbox.>", ns + ".schedule.>", ns + ".dlq.>",
-			"$KV." + ns + "_snapshots.>", "$KV." + ns + "_receipts.>", "$SRV.>",
+		n := wire.NamesFor(ns)
+		pub := []string{n.EventsFilter(), n.OutboxFilter(), n.ScheduleFilter(), n.DLQFilter(),
+			wire.KVFilter(n.Snapshots), wire.KVFilter(n.Receipts), wire.KVFilter(n.Workers), "$SRV.>",
 			// Asked once at start: whether the server has users, and so
 			// checked an operator's ops subject (the DLQ audit's "nats user").
 			UserInfoSubject}
 		for _, b := range spec.Buckets {
-			pub = append(pub, "$KV."+b+".>")
+			pub = append(pub, wire.KVFilter(b))
 		}
 		pub = append(pub, jsAccount...)
 		owned := nodeStreams(ns, spec.Buckets...)
@@ -285,7 +275,7 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 		// Retrying and discarding a dead letter: a request to the node on
 		// this user's ops subject only, so the node's audit record can name
 		// the user (the subject token) and no operator can name another.
-		pub = append(pub, OpsPrefix(ns, spec.User)+".>")
+		pub = append(pub, wire.OpsPrefix(ns, spec.User)+".>")
 		return &server.Permissions{
 			Publish:   &server.SubjectPermission{Allow: pub},
 			Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(spec.User) + ".>"}},
@@ -308,13 +298,13 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 			p.Publish = &server.SubjectPermission{Deny: []string{">"}}
 			return p, nil
 		}
-		if b := spec.Bucket; b == ns+"_snapshots" || b == ns+"_receipts" || b == ProjectionsBucket(ns) || strings.HasPrefix(b, ns+"_view_") {
+		if b := spec.Bucket; wire.IsNodeBucket(ns, b) {
 			return nil, fmt.Errorf("permissions of role receiver: %w: bucket %q is the node's own (namespace %s keeps its snapshots, receipts and read models in %s_*); name the receiver's idempotency bucket otherwise, e.g. billing_receipts", ErrRole, b, ns, ns)
 		}
 		// Its bucket lives in the receiver's own account: whatever the
 		// receiver does to that stream stays in that account.
-		s := "KV_" + spec.Bucket
-		pub := append(slices.Clone(jsAccount), "$KV."+spec.Bucket+".>",
+		s := wire.KVStream(spec.Bucket)
+		pub := append(slices.Clone(jsAccount), wire.KVFilter(spec.Bucket),
 			"$JS.API.STREAM.CREATE."+s, "$JS.API.STREAM.UPDATE."+s)
 		pub = append(pub, streamReads(s)...)
 		p.Publish = &server.SubjectPermission{Allow: pub}
@@ -339,7 +329,7 @@ func receiverSubject(ns, subject string) error {
 	if strings.ContainsAny(subject, "*> \t\r\n") || subject == "" || strings.HasPrefix(subject, ".") || strings.HasSuffix(subject, ".") || strings.Contains(subject, "..") {
 		return fmt.Errorf("%w: subject %q is not one literal subject (no wildcards, spaces or empty tokens): a receiver serves exactly one", ErrRole, subject)
 	}
-	for _, p := range []string{ns + ".", apiPrefix(ns) + ".", "esjet-edge.", "$", "_INBOX", "_R_."} {
+	for _, p := range []string{ns + ".", wire.APIPrefix(ns) + ".", wire.EdgeSubjectRoot, "$", "_INBOX", "_R_."} {
 		if strings.HasPrefix(subject, p) {
 			return fmt.Errorf("%w: subject %q is under %s, which esjet uses itself: the node's own messages there would reach the receiver; give the service a subject of its own, e.g. billing.charge", ErrRole, subject, p)
 		}

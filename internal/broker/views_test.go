@@ -8,19 +8,14 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/esjet/esjet/internal/projection"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 func TestBrokerKnowsTheViewBucketNames(t *testing.T) {
-	if got, want := ViewBuckets("trips", "spend"), projection.SlotBuckets("trips", "spend"); !slices.Equal(got, want) {
-		t.Errorf("broker's view buckets %v, projection's %v", got, want)
-	}
 	for gen := 1; gen <= 7; gen++ {
-		if b := projection.ViewBucket("trips", "spend", gen); !slices.Contains(ViewBuckets("trips", "spend"), b) {
+		if b := projection.ViewBucket("trips", "spend", gen); !slices.Contains(wire.ViewBuckets("trips", "spend"), b) {
 			t.Errorf("generation %d is in %s, which no role names", gen, b)
 		}
-	}
-	if ProjectionsBucket("trips") != projection.ControlBucket("trips") {
-		t.Errorf("broker's control bucket %s, projection's %s", ProjectionsBucket("trips"), projection.ControlBucket("trips"))
 	}
 }
 

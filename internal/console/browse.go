@@ -7,9 +7,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/esjet/esjet/internal/streams"
 )
 
 // TypeInfo is an aggregate type the node serves.
@@ -55,14 +54,14 @@ func (c *Console) handleIDs(w http.ResponseWriter, r *http.Request) {
 
 // ids lists the aggregates of typ whose id starts with prefix.
 func (c *Console) ids(ctx context.Context, typ, prefix string) (IDList, error) {
-	if err := streams.ValidateToken("aggregate type", typ); err != nil {
+	if err := wire.ValidateToken("aggregate type", typ); err != nil {
 		return IDList{}, err
 	}
 	st, err := c.js.Stream(ctx, c.names.Events)
 	if err != nil {
 		return IDList{}, fmt.Errorf("event log %s: %w", c.names.Events, err)
 	}
-	subjPrefix := c.cfg.Namespace + ".evt." + typ + "."
+	subjPrefix := c.names.TypePrefix(typ)
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subjPrefix+"*"))
 	if err != nil {
 		return IDList{}, fmt.Errorf("aggregates of %s: %w", typ, err)

@@ -19,8 +19,10 @@ import (
 
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/api"
+	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 //go:embed assets
@@ -39,6 +41,12 @@ type Config struct {
 	// Projections reports each read model's lag behind the log; nil when
 	// the node runs none (the overview says so).
 	Projections func(context.Context) ([]ProjectionLag, error)
+	// Workers reports each command kind's flow control (paused, backlog,
+	// oldest command, rate limit); nil shows none.
+	Workers func(context.Context) ([]consumer.KindStatus, error)
+	// SetPaused pauses or resumes a kind on every node, recording by and
+	// reason (an action: only with AllowActions); nil answers 404.
+	SetPaused func(ctx context.Context, kind string, pause bool, by, reason string) (wire.PauseRecord, error)
 }
 
 // Console serves the web console of one namespace. It is safe for
@@ -118,8 +126,9 @@ func (c *Console) routes() *http.ServeMux {
 	mux.HandleFunc("GET "+base+"/dlq", c.handleDLQList)
 	mux.HandleFunc("GET "+base+"/dlq/{seq}", c.handleDLQShow)
 	mux.HandleFunc("POST "+base+"/dlq/{seq}/{action}", c.handleDLQAction)
+	mux.HandleFunc("POST "+base+"/workers/{kind}/{action}", c.handleWorkersAction)
 	mux.HandleFunc(base+"/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &api.Error{Status: http.StatusNotFound, Code: "no_route",
+		writeError(w, &api.Error{Status: http.StatusNotFound, Code: api.CodeNoRoute,
 			Message: "no console route for " + r.Method + " " + r.URL.Path})
 	})
 	return mux

@@ -9,7 +9,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/ops"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Overview is the console's first page: the namespace at a glance. Rates
@@ -22,6 +24,9 @@ type Overview struct {
 	Streams []StreamStats   `json:"streams"`
 	Relay   ops.Lag         `json:"relay"`
 	Kinds   []ops.KindStats `json:"kinds"`
+	// Workers is each kind's flow control: paused (by whom, why), backlog,
+	// oldest command, rate limit.
+	Workers []consumer.KindStatus `json:"workers"`
 	// Projections is the lag of each read model, when the node has any;
 	// Note says why there is none to show.
 	Projections []ProjectionLag `json:"projections"`
@@ -98,6 +103,12 @@ func (c *Console) overview(ctx context.Context) (Overview, error) {
 	if ov.Kinds, err = c.insp.Kinds(ctx); err != nil {
 		return ov, err
 	}
+	ov.Workers = []consumer.KindStatus{}
+	if c.cfg.Workers != nil {
+		if ov.Workers, err = c.cfg.Workers(ctx); err != nil {
+			return ov, err
+		}
+	}
 	if c.cfg.Projections != nil {
 		lags, err := c.cfg.Projections(ctx)
 		if err != nil {
@@ -115,7 +126,7 @@ func (c *Console) overview(ctx context.Context) (Overview, error) {
 // streams lists the namespace's streams (<NS>_…), KV buckets (KV_<ns>_…)
 // and object stores (OBJ_<ns>_…).
 func (c *Console) streams(ctx context.Context) ([]StreamStats, error) {
-	prefixes := []string{strings.ToUpper(c.cfg.Namespace) + "_", "KV_" + c.cfg.Namespace + "_", "OBJ_" + c.cfg.Namespace + "_"}
+	prefixes := []string{strings.ToUpper(c.cfg.Namespace) + "_", wire.KVStream(c.cfg.Namespace + "_"), wire.ObjStream(c.cfg.Namespace + "_")}
 	var out []StreamStats
 	lister := c.js.ListStreams(ctx)
 	for info := range lister.Info() {
@@ -144,9 +155,9 @@ func stats(info *jetstream.StreamInfo) StreamStats {
 	st := info.State
 	s := StreamStats{Name: info.Config.Name, Messages: st.Msgs, Bytes: st.Bytes, FirstSeq: st.FirstSeq,
 		LastSeq: st.LastSeq, LastTime: st.LastTime.UTC(), Subjects: int(st.NumSubjects), Consumers: st.Consumers}
-	if b, ok := strings.CutPrefix(info.Config.Name, "KV_"); ok {
+	if b, ok := strings.CutPrefix(info.Config.Name, wire.KVStreamPrefix); ok {
 		s.Bucket, s.Store = b, "kv"
-	} else if b, ok := strings.CutPrefix(info.Config.Name, "OBJ_"); ok {
+	} else if b, ok := strings.CutPrefix(info.Config.Name, wire.ObjStreamPrefix); ok {
 		s.Bucket, s.Store = b, "objects"
 	}
 	if st.LastSeq == 0 {

@@ -112,7 +112,7 @@ func publishCommands(ctx context.Context, js jetstream.JetStream, ns, kind strin
 		id := fmt.Sprintf("a%d-%s", i, kind)
 		rec := streams.Record{Seq: uint64(i + 1), Decision: streams.Decision{ID: "d-" + id, AggregateType: "acct", AggregateID: id,
 			Events: []streams.Event{{Type: "charge_requested", Version: 1}}}}
-		return wire.EncodeCommand(ns, rec, streams.Command{ID: streams.CommandID("acct", id, 1, 0), Kind: kind,
+		return wire.EncodeCommand(ns, rec, streams.Command{ID: wire.CommandID("acct", id, 1, 0), Kind: kind,
 			Payload: json.RawMessage(`{"amount":100,"currency":"EUR"}`)}, now)
 	})
 }

@@ -53,8 +53,8 @@ func deliveryFrom(m *nats.Msg, attempt int, fence uint64) (Delivery, error) {
 }
 
 // command is the wire form of d, for the request headers of a target.
-func (d Delivery) command() wire.Command {
-	return wire.Command{ID: d.CommandID, Kind: d.Kind, AggregateType: d.AggregateType, AggregateID: d.AggregateID,
+func (d Delivery) command() wire.OutboxCommand {
+	return wire.OutboxCommand{ID: d.CommandID, Kind: d.Kind, AggregateType: d.AggregateType, AggregateID: d.AggregateID,
 		Version: d.AggregateVersion, DecisionID: d.DecisionID, CorrelationID: d.CorrelationID, TraceParent: d.TraceParent,
 		Report: d.Report}
 }

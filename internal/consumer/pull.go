@@ -94,6 +94,12 @@ func (w *Worker) Run(ctx context.Context) error {
 			return nil
 		case <-free:
 		}
+		// A paused kind pulls nothing (its commands wait in the stream,
+		// undelivered) until it is resumed.
+		if !w.waitUnpaused(ctx) {
+			free <- struct{}{}
+			return nil
+		}
 		// Pull as many as are free right now, no more: a pulled message's
 		// lease starts at once, so it must start at once.
 		n := 1

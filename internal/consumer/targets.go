@@ -30,15 +30,8 @@ func requestHeaders(d Delivery) map[string]string {
 	return wire.RequestHeader(d.command(), d.Attempt, d.Fence)
 }
 
-// reply is a target's answer: {"result": …} or {"error": …, "retryable": …}
-// or, from a receiver that saw a newer attempt, {"error": …, "stale": true}.
-type reply struct {
-	Result       json.RawMessage `json:"result"` // nil: no "result" key; null is a result
-	Error        string          `json:"error"`
-	Retryable    bool            `json:"retryable"`
-	Stale        bool            `json:"stale"`
-	RetryAfterMs int64           `json:"retry_after_ms"`
-}
+// reply is a target's answer ([wire.TargetReply]).
+type reply wire.TargetReply
 
 func (r reply) outcome() (json.RawMessage, error) {
 	if r.Error == "" {

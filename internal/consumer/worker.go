@@ -49,6 +49,21 @@ type KindConfig struct {
 	// Telemetry traces each delivery and target call and counts attempts.
 	// Nil records nothing.
 	Telemetry *telemetry.Telemetry
+	// Control is the fleet's flow control (pauses, rate limits), shared by
+	// the node's workers. Nil: the kind is never paused nor limited.
+	Control *Control
+	// Rate limits the calls to the target, per second, across every node
+	// serving the kind (with Control). Zero means no limit.
+	Rate float64
+	// Burst is how many calls above Rate may start at once after a quiet
+	// spell. Zero means 1.
+	Burst int
+	// Admit, when set, is asked before anything else whether the command
+	// may run here at all (an edge hub: did the site that sent it own its
+	// aggregate?). A refused command is terminated and logged: no call, no
+	// receipt, no outcome, no letter (a letter or receipt under its id
+	// would stand in for the genuine command of that id).
+	Admit func(h nats.Header, d Delivery) error
 }
 
 func (c *KindConfig) setDefaults() {
@@ -72,6 +87,9 @@ func (c *KindConfig) setDefaults() {
 	}
 	if c.Node == "" {
 		c.Node, _ = os.Hostname()
+	}
+	if c.Burst == 0 {
+		c.Burst = 1
 	}
 }
 
@@ -111,8 +129,16 @@ var errStopping = errors.New("the worker is stopping")
 // slept through) or the receiver refused its attempt as stale.
 // UnreadReceipts counts receipt reads that failed before a command could
 // run (each is read again: whether it was done already is not known).
+//
+// Paused says the worker pulls nothing because its kind is paused;
+// RateWaiting counts the deliveries waiting for their rate limit's token
+// now, RateWaits those that ever had to wait. Refused counts the commands
+// KindConfig.Admit refused.
 type Stats struct {
 	Done, Retried, Dead, Skipped, Poison, FeedbackErrors, Stale, UnreadReceipts int64
+	Paused                                                                      bool
+	RateWaiting, RateWaits                                                      int64
+	Refused                                                                     int64
 }
 
 // Worker runs one kind's commands on this node.
@@ -125,7 +151,11 @@ type Worker struct {
 	cons     jetstream.Consumer
 	receipts jetstream.KeyValue
 
-	done, retried, dead, skipped, poison, feedbackErrors, stale, unreadReceipts atomic.Int64
+	done, retried, dead, skipped, poison, feedbackErrors, stale, unreadReceipts, refused atomic.Int64
+	// Flow control: whether the pull waits for a resume; deliveries
+	// waiting for their rate limit's token now, and how many ever did.
+	paused                 atomic.Bool
+	rateWaiting, rateWaits atomic.Int64
 
 	// pause, if set (tests), runs just before the lease is confirmed for a
 	// call: a stand-in for a process stopped there.
@@ -164,7 +194,7 @@ func ConsumerConfig(ns string, cfg KindConfig) jetstream.ConsumerConfig {
 // logger may be nil.
 func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindConfig, fb Feedback, logger *slog.Logger) (*Worker, error) {
 	cfg.setDefaults()
-	if err := streams.ValidateToken("command kind", cfg.Kind); err != nil {
+	if err := wire.ValidateToken("command kind", cfg.Kind); err != nil {
 		return nil, err
 	}
 	if cfg.Handler == nil {
@@ -174,7 +204,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 		logger = slog.New(slog.DiscardHandler)
 	}
 	names := streams.NamesFor(ns)
-	if r := cfg.Receipts; r != nil && r.Stream() != "KV_"+names.Receipts {
+	if r := cfg.Receipts; r != nil && r.Stream() != wire.KVStream(names.Receipts) {
 		// Its reads would look in another bucket and find no receipt.
 		return nil, fmt.Errorf("worker %s: the receipts committer writes %s, not namespace %s's KV_%s", cfg.Kind, r.Stream(), ns, names.Receipts)
 	}
@@ -193,7 +223,8 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 // Stats returns the worker's counters.
 func (w *Worker) Stats() Stats {
 	return Stats{Done: w.done.Load(), Retried: w.retried.Load(), Dead: w.dead.Load(), Skipped: w.skipped.Load(),
-		Poison: w.poison.Load(), FeedbackErrors: w.feedbackErrors.Load(), Stale: w.stale.Load(), UnreadReceipts: w.unreadReceipts.Load()}
+		Poison: w.poison.Load(), FeedbackErrors: w.feedbackErrors.Load(), Stale: w.stale.Load(), UnreadReceipts: w.unreadReceipts.Load(),
+		Paused: w.paused.Load(), RateWaiting: w.rateWaiting.Load(), RateWaits: w.rateWaits.Load(), Refused: w.refused.Load()}
 }
 
 // handle runs one delivery, held under lease l, to its outcome. stop is
@@ -222,6 +253,14 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, derr)
 		return
 	}
+	if w.cfg.Admit != nil {
+		if err := w.cfg.Admit(raw.Header, d); err != nil {
+			w.refused.Add(1)
+			log.Error("command refused: not run, terminated", "kind", d.Kind, "aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID, "error", err)
+			_ = m.Term()
+			return
+		}
+	}
 	rc, found, ok := w.readReceipt(ctx, stop, log, m, raw, meta.Sequence.Stream, d, l)
 	if !ok {
 		return
@@ -244,6 +283,9 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		return
 	}
 
+	if !w.waitRate(ctx, stop, log, m, l) {
+		return
+	}
 	if w.pause != nil {
 		w.pause(d)
 	}

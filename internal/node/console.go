@@ -14,6 +14,8 @@ func (n *Node) mountConsole(mux *http.ServeMux) {
 		Namespace:    n.cfg.Namespace,
 		AllowActions: n.cfg.Console.AllowActions,
 		Projections:  n.projectionLags,
+		Workers:      n.workerStatuses,
+		SetPaused:    n.control.SetPaused,
 	}, n.logger)
 	if n.cfg.Console.AllowActions && !n.cfg.HTTP.Auth.Set() {
 		n.logger.Warn("console: write actions on (console.allow_actions) without http.auth: whoever reaches the HTTP listener can retry and discard dead letters as the node; set http.auth to give them to operators only",

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/config"
@@ -36,21 +37,128 @@ import (
 func provision(ctx context.Context, js jetstream.JetStream, cfg config.Config, logger *slog.Logger) ([]streams.Change, error) {
 	var changes []streams.Change
 	var err error
+	if cfg.Edge.Role == config.EdgeHub {
+		if changes, err = provisionStaging(ctx, js, cfg, logger); err != nil {
+			return changes, err
+		}
+	}
 	if ownAdmin(cfg) {
-		changes, err = streams.Apply(ctx, js, Objects(cfg), streams.ApplyChanges, logger)
-		for _, c := range changes {
+		var ch []streams.Change
+		ch, err = streams.Apply(ctx, js, Objects(cfg), streams.ApplyChanges, logger)
+		changes = append(changes, ch...)
+		for _, c := range ch {
 			if c.Action == "updated" && logger != nil {
 				logger.Warn("changed a stream to the configuration: this embedded server has no users, so the node is its own admin (a shorter limit deletes what is past it)",
 					"stream", c.Name, "fields", c.Fields)
 			}
 		}
 	} else {
-		changes, err = streams.Ensure(ctx, js, Objects(cfg), logger)
+		var ch []streams.Change
+		ch, err = streams.Ensure(ctx, js, Objects(cfg), logger)
+		changes = append(changes, ch...)
 	}
 	if err == nil && cfg.Edge.Role == config.EdgeHub {
 		err = provisionOutcomeConsumers(ctx, js, cfg)
 	}
 	return changes, err
+}
+
+// ProvisionStaging is what esjet provision does first at a hub: make each
+// site's staging streams, and move a site the hub reads directly to them
+// ([provisionStaging]), before the hub's streams are changed to source
+// them. Nothing for another node.
+func ProvisionStaging(ctx context.Context, js jetstream.JetStream, cfg config.Config) ([]streams.Change, error) {
+	if cfg.Edge.Role != config.EdgeHub {
+		return nil, nil
+	}
+	return provisionStaging(ctx, js, cfg, nil)
+}
+
+// provisionStaging creates or updates each site's staging streams at the
+// hub, in the site's staging account (broker.StagingAccount), before the
+// hub's own streams source them. They are the hub's own plumbing: the hub
+// node applies their configuration (sources included) as esjet provision
+// would. A hub whose streams still read a site directly (built before
+// staging) moves that site to staging (moveToStaging).
+func provisionStaging(ctx context.Context, js jetstream.JetStream, cfg config.Config, logger *slog.Logger) ([]streams.Change, error) {
+	var changes []streams.Change
+	h := HubConfig(cfg)
+	for _, site := range cfg.Edge.Sites {
+		sjs, err := stagingJetStream(js, cfg, site)
+		if err != nil {
+			return changes, err
+		}
+		apply := func(from streams.StagingStart) error {
+			ch, err := streams.Apply(ctx, sjs, streams.StagingObjects(cfg.Namespace, ProvisionConfig(cfg), h, site, from), streams.ApplyChanges, logger)
+			changes = append(changes, ch...)
+			return err
+		}
+		if _, err = sjs.Stream(ctx, h.Staging(site).Events); errors.Is(err, jetstream.ErrStreamNotFound) {
+			err = moveToStaging(ctx, js, cfg, site, apply, logger)
+		} else {
+			err = apply(streams.StagingStart{})
+		}
+		if err != nil {
+			return changes, fmt.Errorf("staging streams of site %s (account %s, which the server's accounts must hold as `esjet permissions` prints them): %w", site, broker.StagingAccount(cfg.Namespace, site), err)
+		}
+	}
+	return changes, nil
+}
+
+// moveToStaging makes site's staging streams for the first time. Where the
+// hub's EVENTS or OUTBOX reads the site directly (a hub built before
+// staging), it stops that source first, starts the staging stream after the
+// last site sequence the hub's stream holds, and then has the hub's stream
+// source the staging one: nothing skipped, nothing sourced twice.
+func moveToStaging(ctx context.Context, js jetstream.JetStream, cfg config.Config, site string, apply func(streams.StagingStart) error, logger *slog.Logger) error {
+	var from streams.StagingStart
+	names := streams.NamesFor(cfg.Namespace)
+	st := HubConfig(cfg).Staging(site)
+	type move struct {
+		stream string
+		staged *jetstream.StreamSource
+	}
+	var moved []move
+	for _, x := range []struct {
+		stream, staging string
+		start           *uint64
+	}{{names.Events, st.Events, &from.Events}, {names.Outbox, st.Outbox, &from.Outbox}} {
+		if _, err := js.Stream(ctx, x.stream); err != nil {
+			continue // a new hub
+		}
+		src, err := streams.DropDirectSiteSource(ctx, js, x.stream, site)
+		if err != nil {
+			return err
+		}
+		if src == nil {
+			continue // already staged (its staging stream was lost: made again, the hub resumes after what it holds)
+		}
+		last, err := streams.LastSourcedSeq(ctx, js, x.stream, src)
+		if err != nil {
+			return fmt.Errorf("move site %s's source of %s to staging: %w", site, x.stream, err)
+		}
+		*x.start = last + 1
+		moved = append(moved, move{x.stream, &jetstream.StreamSource{Name: x.staging, OptStartSeq: 1,
+			External: &jetstream.ExternalStream{APIPrefix: st.APIPrefix, DeliverPrefix: st.DeliverPrefix}}})
+		if logger != nil {
+			logger.Info("moving a site's source to its staging account", "site", site, "stream", x.stream, "from_site_seq", last+1)
+		}
+	}
+	if err := apply(from); err != nil {
+		return err
+	}
+	for _, m := range moved {
+		if err := streams.AddSource(ctx, js, m.stream, m.staged); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stagingJetStream reaches site's staging account from the hub's streams
+// account.
+func stagingJetStream(js jetstream.JetStream, cfg config.Config, site string) (jetstream.JetStream, error) {
+	return jetstream.NewWithAPIPrefix(js.Conn(), broker.StagingAPIPrefix(cfg.Namespace, site))
 }
 
 // ownAdmin reports whether the node is the admin of its server: embedded,
@@ -70,8 +178,13 @@ func Objects(cfg config.Config) []streams.Object {
 
 // HubConfig maps the node config to the hub's aggregation.
 func HubConfig(cfg config.Config) streams.HubConfig {
+	ns := cfg.Namespace
 	return streams.HubConfig{Sites: cfg.Edge.Sites, HubKinds: cfg.Edge.HubKinds,
-		DeliverPrefix: func(site string) string { return broker.SourceDeliverPrefix(cfg.Namespace, site) }}
+		DeliverPrefix: func(site string) string { return broker.SourceDeliverPrefix(ns, site) },
+		Staging: func(site string) streams.Staging {
+			events, outbox := broker.StagingStreams(ns, site)
+			return streams.Staging{APIPrefix: broker.StagingAPIPrefix(ns, site), DeliverPrefix: broker.StagingDeliverPrefix(ns, site), Events: events, Outbox: outbox}
+		}}
 }
 
 // sitesRule maps the edge config to the repository's ownership rule.
@@ -121,6 +234,45 @@ func (n *Node) feedbackFor() consumer.Feedback {
 		return hubFeedback{js: n.broker.JetStream(), names: streams.NamesFor(n.cfg.Namespace), ownerOf: n.cfg.Edge.OwnerOf}
 	}
 	return feedback{repo: n.repo, tel: n.tel}
+}
+
+// hubAdmission is what a hub's workers check before running a command
+// (consumer.KindConfig.Admit): a command the hub sourced from a site
+// (Nats-Stream-Source names the site's staging OUTBOX: the server writes
+// it, no site can) runs only when that site owns the command's aggregate
+// (edge.owners). A process at a site can write anything into the site's
+// own OUTBOX; without this it could have the hub act for another site's
+// aggregate, and record the outcome for that site. A command without the
+// header was published at the hub (a DLQ re-drive) and runs. Nil for
+// every node but a hub.
+func hubAdmission(cfg config.Config) func(nats.Header, consumer.Delivery) error {
+	if cfg.Edge.Role != config.EdgeHub {
+		return nil
+	}
+	bySource := map[string]string{}
+	for _, site := range cfg.Edge.Sites {
+		_, outbox := broker.StagingStreams(cfg.Namespace, site)
+		bySource[outbox] = site
+	}
+	return func(h nats.Header, d consumer.Delivery) error {
+		src := h.Get(wire.HeaderStreamSource)
+		if src == "" {
+			return nil
+		}
+		name, _, _ := strings.Cut(src, " ")
+		name, _, _ = strings.Cut(name, ":")
+		site, ok := bySource[name]
+		if !ok {
+			return fmt.Errorf("sourced from %q, which is no site's staging OUTBOX", name)
+		}
+		if owner := cfg.Edge.OwnerOf(d.AggregateType, d.AggregateID); owner != site {
+			if owner == "" {
+				owner = "no site"
+			}
+			return fmt.Errorf("site %s sent a command for %s/%s, which %s owns (edge.owners)", site, d.AggregateType, d.AggregateID, owner)
+		}
+		return nil
+	}
 }
 
 // hubFeedback records a hub kind's outcome on <ns>.outcome.<site>, with
@@ -268,9 +420,9 @@ func (n *Node) applyOutcome(ctx context.Context, logger *slog.Logger, receipts j
 	var o wire.Outcome
 	if json.Unmarshal(r.Payload, &o) == nil && o.CommandID != "" {
 		rc := wire.Receipt{CommandID: o.CommandID, Outcome: wire.OutcomeDone, Attempts: o.Attempts, LastError: o.Error, Result: o.Result, At: time.Now().UTC()}
-		rc.Kind, _ = strings.CutSuffix(r.Kind, "_done")
-		if k, failed := strings.CutSuffix(r.Kind, "_failed"); failed {
-			rc.Kind, rc.Outcome = k, wire.OutcomeFailed
+		rc.Kind = r.Kind
+		if of, outcome, ok := wire.ParseOutcomeKind(r.Kind); ok {
+			rc.Kind, rc.Outcome = of, outcome
 		}
 		if _, err := receipts.Put(ctx, wire.ReceiptKey(o.CommandID), rc.Encode()); err != nil {
 			logger.Warn("receipt of a hub outcome not written", "command_id", o.CommandID, "error", err)

@@ -8,10 +8,12 @@ import (
 
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
-// groupCommitMin is 8 (below that a batch is slower than plain publishes,
-// NATS.md) on an embedded single server under sync always, else 0 (off).
+// groupCommitMin is 8 (below that a JetStream atomic batch, a fixed ~2.3 ms
+// on one file-backed server, is slower than plain publishes: measured on
+// nats-server 2.12) on an embedded single server under sync always, else 0 (off).
 func groupCommitMin(cfg config.Config) int {
 	if cfg.NATS.Mode == config.ModeEmbedded && cfg.NATS.Embedded.Sync == config.SyncAlways && cfg.Streams.Replicas <= 1 {
 		return 8
@@ -38,7 +40,7 @@ func receiptCommitter(cfg config.Config, js jetstream.JetStream, logger *slog.Lo
 	if groupCommitMin(cfg) == 0 {
 		return nil
 	}
-	return streams.NewCommitter(js, "KV_"+streams.NamesFor(cfg.Namespace).Receipts,
+	return streams.NewCommitter(js, wire.KVStream(streams.NamesFor(cfg.Namespace).Receipts),
 		groupCommit(cfg), 10*time.Second, logger)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // startHTTP serves /healthz, /readyz, the API and the console on
@@ -94,7 +95,7 @@ func (n *Node) ready(ctx context.Context) error {
 	}
 	names := streams.NamesFor(n.cfg.Namespace)
 	var missing []string
-	for _, s := range []string{names.Events, names.Outbox, names.DLQ, "KV_" + names.Snapshots, "KV_" + names.Receipts} {
+	for _, s := range []string{names.Events, names.Outbox, names.DLQ, wire.KVStream(names.Snapshots), wire.KVStream(names.Receipts)} {
 		_, err := js.Stream(ctx, s)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			missing = append(missing, s)

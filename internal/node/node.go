@@ -70,6 +70,9 @@ type Node struct {
 	projectionsStop context.CancelFunc
 	projectionsDone chan error
 
+	// control is the fleet's flow control of the workers: pauses, rate
+	// limits (KV <ns>_workers).
+	control     *consumer.Control
 	workers     []*consumer.Worker
 	workersStop context.CancelFunc
 	workersDone sync.WaitGroup
@@ -151,8 +154,12 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	rc.Telemetry = n.tel
 	n.repo = aggregate.NewRepository(n.log, snaps, reg, rc, logger)
 	n.views = projection.NewViews(js, cfg.Namespace, cfg.Projections.LeaseTTL.Std())
+	n.control, err = consumer.OpenControl(ctx, js, cfg.Namespace, logger)
+	if err != nil {
+		return nil, err
+	}
 	n.api, err = api.New(n.repo, api.Config{Namespace: cfg.Namespace, MaxBody: int(cfg.Streams.MaxMessageSize),
-		Ops: opsHandler(ctx, n.broker.Conn(), js, cfg.Namespace, logger), Telemetry: n.tel, Views: n.views,
+		Ops: opsHandler(ctx, n.broker.Conn(), js, cfg.Namespace, logger, n.workersAction), Telemetry: n.tel, Views: n.views,
 		GuardedReplies: broker.NodeSpec(cfg).Targets}, logger)
 	if err != nil {
 		return nil, err
@@ -328,6 +335,7 @@ func (n *Node) startWorkers(ctx context.Context, opts Options, logger *slog.Logg
 	}
 	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	n.workersStop = stop
+	n.workersDone.Go(func() { _ = n.control.Run(wctx) })
 	fb := n.feedbackFor()
 	for _, kc := range kinds {
 		w, err := consumer.NewWorker(ctx, n.broker.JetStream(), n.cfg.Namespace, kc, fb, logger)

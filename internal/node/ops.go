@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -21,7 +22,11 @@ import (
 // an operator needs no write access to them. Whether the server has users
 // (and so checked the user token against the operator's permissions) is
 // asked once: the node's own connection has a user exactly then.
-func opsHandler(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, ns string, logger *slog.Logger) api.OpsHandler {
+//
+// The workers' actions (esjet workers ls|pause|resume, on
+// esjet.<ns>.ops.<user>.workers.<action>) go to workers, with the user as
+// the audit names it.
+func opsHandler(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, ns string, logger *slog.Logger, workers workersOps) api.OpsHandler {
 	mode := ops.WithUsers
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -35,6 +40,12 @@ func opsHandler(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, ns s
 	}
 	srv := ops.NewServer(ops.OpenDLQ(js, ns), mode)
 	return func(ctx context.Context, user, action string, body []byte) (any, error) {
+		if a, ok := strings.CutPrefix(action, "workers."); ok {
+			if err := ops.CheckUserToken(user); err != nil {
+				return nil, opsError(err)
+			}
+			return workers(ctx, srv.By(user), a, body)
+		}
 		rep, err := srv.Serve(ctx, user, action, body)
 		if err != nil {
 			return nil, opsError(err)

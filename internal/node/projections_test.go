@@ -9,6 +9,7 @@ import (
 
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/projection"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // TestProjectionLeaseSettingsReachTheRunnerAndStatus: projections.lease_ttl
@@ -23,7 +24,7 @@ func TestProjectionLeaseSettingsReachTheRunnerAndStatus(t *testing.T) {
 	}
 	n := startTestNode(t, cfg, Options{})
 	js := n.JetStream()
-	ctl, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: projection.ControlBucket("leases")})
+	ctl, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: wire.ProjectionsBucket("leases")})
 	if err != nil {
 		t.Fatal(err)
 	}

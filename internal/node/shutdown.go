@@ -67,6 +67,9 @@ func (n *Node) Close(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
+		if n.control != nil {
+			n.control.Stop()
+		}
 		if err := n.stopProjections(ctx); err != nil {
 			errs = append(errs, err)
 		}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -96,18 +97,8 @@ func (m *siteMonitor) Sites() []SiteStatus {
 	for _, t := range m.sites {
 		out = append(out, t.SiteStatus)
 	}
-	slices.SortFunc(out, func(a, b SiteStatus) int { return compareStrings(a.Site, b.Site) })
+	slices.SortFunc(out, func(a, b SiteStatus) int { return cmp.Compare(a.Site, b.Site) })
 	return out
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // Run checks the sites every few seconds and answers SitesSubject until
@@ -134,6 +125,10 @@ func (m *siteMonitor) Run(ctx context.Context) error {
 	}
 }
 
+// check looks at each site's staging streams (StagingAccount): their
+// sources read the site across the link, so their positions are the
+// hub's; the hub's own sources of the staging streams are local and add
+// their lag.
 func (m *siteMonitor) check(ctx context.Context) {
 	js := m.n.broker.JetStream()
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -143,20 +138,41 @@ func (m *siteMonitor) check(ctx context.Context) {
 		m.logger.Warn("hub event log unreadable", "error", err)
 		return
 	}
-	outbox, _ := js.Stream(cctx, m.names.Outbox)
+	hubLag := map[string]uint64{}
+	for _, si := range events.CachedInfo().Sources {
+		hubLag[streams.SiteOfSource(si)] = si.Lag
+	}
 	connected := map[string]bool{}
 	for _, s := range m.n.broker.LeafSites() {
 		connected[s] = true
 	}
 	now := time.Now()
-	for _, si := range events.CachedInfo().Sources {
-		site := streams.SiteOfSource(si)
+	h := HubConfig(m.n.cfg)
+	for _, site := range m.n.cfg.Edge.Sites {
 		m.mu.Lock()
 		t := m.sites[site]
 		m.mu.Unlock()
 		if t == nil {
 			continue
 		}
+		sjs, err := stagingJetStream(js, m.n.cfg, site)
+		if err != nil {
+			continue
+		}
+		st := h.Staging(site)
+		stage, outbox, err := m.staging(ctx, sjs, st)
+		if err != nil {
+			m.mu.Lock()
+			t.State, t.Note = SiteStalled, fmt.Sprintf("the hub's staging stream %s of this site is unreadable (%v): restart the hub node to make it again", st.Events, err)
+			flagged := t.flagged != t.State
+			t.flagged = t.State
+			m.mu.Unlock()
+			if flagged {
+				m.logger.Error("edge site needs attention", "site", site, "state", SiteStalled, "error", err)
+			}
+			continue
+		}
+		si := stage.Sources[0]
 		siteSeq, created, reachable := m.siteLog(ctx, site)
 		m.mu.Lock()
 		t.Connected = connected[site] || reachable
@@ -173,13 +189,13 @@ func (m *siteMonitor) check(ctx context.Context) {
 		if si.Active >= 0 {
 			t.ActiveMS = si.Active.Milliseconds()
 		}
-		t.Lag = si.Lag
+		t.Lag = si.Lag + hubLag[site]
 		recreated := ""
 		if reachable {
 			t.SiteLastSeq = siteSeq
-			t.Lag = 0
+			t.Lag = hubLag[site]
 			if siteSeq > t.HubSeq {
-				t.Lag = siteSeq - t.HubSeq
+				t.Lag += siteSeq - t.HubSeq
 			}
 			switch {
 			case siteSeq < t.HubSeq:
@@ -218,12 +234,32 @@ func (m *siteMonitor) check(ctx context.Context) {
 			m.logger.Error("edge site needs attention", "site", site, "state", state, "note", note)
 		}
 		if restart {
-			m.restart(ctx, site, m.names.Events)
+			m.restart(ctx, sjs, site, st.Events)
 		}
-		if reachable && recreated == "" && outbox != nil && m.outboxIdle(outbox.CachedInfo(), site) {
-			m.restart(ctx, site, m.names.Outbox)
+		if reachable && recreated == "" && outbox != nil && m.outboxIdle(outbox, site) {
+			m.restart(ctx, sjs, site, st.Outbox)
 		}
 	}
+}
+
+// staging reads site's staging streams' info (the outbox's nil without hub
+// kinds).
+func (m *siteMonitor) staging(ctx context.Context, sjs jetstream.JetStream, st streams.Staging) (events, outbox *jetstream.StreamInfo, err error) {
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	s, err := sjs.Stream(cctx, st.Events)
+	if err != nil {
+		return nil, nil, err
+	}
+	if events = s.CachedInfo(); len(events.Sources) == 0 {
+		return nil, nil, fmt.Errorf("%s has no source", st.Events)
+	}
+	if len(m.n.cfg.Edge.HubKinds) > 0 {
+		if o, err := sjs.Stream(cctx, st.Outbox); err == nil {
+			outbox = o.CachedInfo()
+		}
+	}
+	return events, outbox, nil
 }
 
 // outboxIdle reports whether the hub's OUTBOX source of site has not been
@@ -264,10 +300,12 @@ func (m *siteMonitor) siteLog(ctx context.Context, site string) (last uint64, cr
 	return info.State.LastSeq, info.Created, true
 }
 
-func (m *siteMonitor) restart(ctx context.Context, site, stream string) {
+// restart restarts the source of site's staging stream (in its staging
+// account, reached through sjs).
+func (m *siteMonitor) restart(ctx context.Context, sjs jetstream.JetStream, site, stream string) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := streams.RestartSources(cctx, m.n.broker.JetStream(), stream, site); err != nil {
+	if err := streams.RestartSources(cctx, sjs, stream, site); err != nil {
 		m.logger.Warn("source restart failed", "site", site, "stream", stream, "error", err)
 		return
 	}

@@ -51,7 +51,7 @@ func (n *Node) watchTelemetry() error {
 				s := w.Stats()
 				out = append(out, telemetry.WorkerStats{Kind: w.Kind(), Pool: w.Pool(), Done: s.Done, Retried: s.Retried, Dead: s.Dead,
 					Skipped: s.Skipped, Poison: s.Poison, FeedbackErrors: s.FeedbackErrors, Stale: s.Stale,
-					UnreadReceipts: s.UnreadReceipts})
+					UnreadReceipts: s.UnreadReceipts, Paused: s.Paused, RateWaiting: s.RateWaiting, RateWaits: s.RateWaits})
 			}
 			return out
 		},

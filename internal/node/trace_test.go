@@ -20,6 +20,7 @@ import (
 	"github.com/esjet/esjet/demo/trip"
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/ops"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // seen records the traceparent each target request carried, by
@@ -227,7 +228,7 @@ func TestCommandLogLinesCarryTheirIds(t *testing.T) {
 	if err != nil {
 		t.Fatalf("t2's dead letter: %v", err)
 	}
-	m, err := n.Broker().Conn().Request(ops.ActionSubject("tel", "tester", ops.ActionDiscard), []byte(fmt.Sprintf(`{"seq":%d,"reason":"test"}`, dl.Seq)), 10*time.Second)
+	m, err := n.Broker().Conn().Request(wire.ActionSubject("tel", "tester", ops.ActionDiscard), []byte(fmt.Sprintf(`{"seq":%d,"reason":"test"}`, dl.Seq)), 10*time.Second)
 	if err != nil || !strings.Contains(string(m.Data), `"discarded"`) {
 		t.Fatalf("discard t2's dead letter: %v %s", err, m.Data)
 	}

@@ -20,7 +20,7 @@ import (
 
 // HeaderDLQAction is the action ([AuditRetried], [AuditDiscarded]) of an
 // audit record.
-const HeaderDLQAction = "Esjet-Dlq-Action"
+const HeaderDLQAction = wire.HeaderDLQAction
 
 // Audit actions.
 const (

@@ -12,7 +12,7 @@
 //     retry or discard leaves an audit record, which settles the entry (the
 //     DLQ denies delete and purge: settled entries stay). `esjet dlq`.
 //   - The [Server] runs retry and discard in the node, asked on
-//     esjet.<ns>.ops.<user>.dlq.<action> ([ActionSubject]): the operator
+//     esjet.<ns>.ops.<user>.dlq.<action> ([wire.ActionSubject]): the operator
 //     role writes neither OUTBOX nor the DLQ, and its permissions allow it
 //     only its own user token, which the audit record names.
 //   - The [Inspector] answers where the relay is, what each kind of command

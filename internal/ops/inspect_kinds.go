@@ -71,7 +71,7 @@ func (in *Inspector) Kinds(ctx context.Context) ([]KindStats, error) {
 		return nil, err
 	}
 	for subj, n := range counts {
-		get(lastTokens(subj, in.names.Namespace+".outbox.")).Messages += n
+		get(lastTokens(subj, in.names.OutboxPrefix())).Messages += n
 	}
 	counts, err = subjectCounts(ctx, outbox, in.names.ScheduleFilter())
 	if err != nil {
@@ -88,7 +88,7 @@ func (in *Inspector) Kinds(ctx context.Context) ([]KindStats, error) {
 			return nil, err
 		}
 		for subj, n := range counts {
-			get(lastTokens(subj, in.names.Namespace+".dlq.")).Dead += n
+			get(lastTokens(subj, in.names.DLQPrefix())).Dead += n
 		}
 		// Entries an audit record settled stay (the DLQ denies deletes).
 		recs, err := OpenDLQ(in.js, in.names.Namespace).audits(ctx, "", func(AuditRecord) bool { return true })

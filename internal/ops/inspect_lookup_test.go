@@ -41,7 +41,7 @@ func fillOutbox(t *testing.T, e *rcEnv, n int) []string {
 		rec := streams.Record{Seq: uint64(10 + 4*j), Stored: stored, Decision: streams.Decision{
 			ID: fmt.Sprintf("decision-%d", j), AggregateType: "acct", AggregateID: fmt.Sprintf("s%d", j),
 			Events: []streams.Event{{Type: "paid", Version: 1}}}}
-		ids[j] = streams.CommandID("acct", rec.AggregateID, 1, 0)
+		ids[j] = wire.CommandID("acct", rec.AggregateID, 1, 0)
 		f, err := e.js.PublishMsgAsync(wire.EncodeCommand(e.ns, rec, streams.Command{ID: ids[j], Kind: "charge"}, time.Now()))
 		if err != nil {
 			t.Fatal(err)

@@ -16,12 +16,6 @@ import (
 // stream, in batched direct gets: one scanner for the reconciler and the
 // inspector alike.
 
-// kvStream is the stream behind a KV bucket.
-func kvStream(bucket string) string { return "KV_" + bucket }
-
-// kvOperationHeader marks a KV delete or purge.
-const kvOperationHeader = "KV-Operation"
-
 // receiptEntry is one message of the receipts bucket's stream.
 type receiptEntry struct {
 	// ID is the command id: the receipt's own, else the key's.
@@ -45,19 +39,19 @@ func scanReceipts(ctx context.Context, js jetstream.JetStream, names streams.Nam
 // scanReceiptRange is scanReceipts over the stream sequences (after, to]
 // (to 0: to the end), read with read; fn returns false to stop.
 func scanReceiptRange(ctx context.Context, js jetstream.JetStream, names streams.Names, read reader, after, to uint64, fn func(receiptEntry) bool) error {
-	st, err := optionalStream(ctx, js, kvStream(names.Receipts))
+	st, err := optionalStream(ctx, js, wire.KVStream(names.Receipts))
 	if err != nil || st == nil {
 		return err
 	}
-	prefix := "$KV." + names.Receipts + "."
+	prefix := wire.KVPrefix(names.Receipts)
 	// The bucket's stream has no other subject: read it unfiltered.
-	err = read(ctx, kvStream(names.Receipts), streams.ScanRange{From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
+	err = read(ctx, wire.KVStream(names.Receipts), streams.ScanRange{From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
 		if !strings.HasPrefix(m.Subject, prefix) {
 			return nil
 		}
 		key := strings.TrimPrefix(m.Subject, prefix)
 		e := receiptEntry{ID: wire.CommandIDFromKey(key), Key: key}
-		if op := m.Header.Get(kvOperationHeader); op == "DEL" || op == "PURGE" {
+		if wire.IsKVDeleteOp(m.Header.Get(wire.HeaderKVOperation)) {
 			e.Deleted = true
 		} else if rc, err := wire.DecodeReceipt(m.Data); err != nil {
 			e.Err = err

@@ -121,7 +121,7 @@ func (r *Reconciler) Run(ctx context.Context, progress func(done, total uint64))
 		rep.RelayConsumer = true
 		rep.RelayAckFloor = cons.CachedInfo().AckFloor.Stream
 	}
-	receipts, err := optionalStream(ctx, r.js, kvStream(r.names.Receipts))
+	receipts, err := optionalStream(ctx, r.js, wire.KVStream(r.names.Receipts))
 	if err != nil {
 		return rep, err
 	}

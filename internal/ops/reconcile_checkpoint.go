@@ -89,10 +89,6 @@ const checkpointVersion = 1
 // checkpointObject is the checkpoint's name in the object store.
 const checkpointObject = "checkpoint"
 
-// CheckpointBucket is the object store holding namespace ns's reconcile
-// checkpoint.
-func CheckpointBucket(ns string) string { return ns + "_reconcile" }
-
 // mark is one stream as a run bounded it.
 type mark struct {
 	Last    uint64    `json:"last"`
@@ -247,7 +243,7 @@ func (r *Reconciler) loadCheckpoint(ctx context.Context, b bounds) (*checkpoint,
 	for _, s := range []struct {
 		name      string
 		have, was mark
-	}{{r.names.Events, b.events, cp.Events}, {r.names.Outbox, b.outbox, cp.Outbox}, {r.names.DLQ, b.dlq, cp.DLQ}, {kvStream(r.names.Receipts), b.receipts, cp.Receipts}} {
+	}{{r.names.Events, b.events, cp.Events}, {r.names.Outbox, b.outbox, cp.Outbox}, {r.names.DLQ, b.dlq, cp.DLQ}, {wire.KVStream(r.names.Receipts), b.receipts, cp.Receipts}} {
 		switch {
 		case !s.have.Created.Equal(s.was.Created):
 			return nil, fmt.Sprintf("%s was created anew since the checkpoint", s.name), nil
@@ -281,19 +277,19 @@ func (r *Reconciler) readCheckpoint(ctx context.Context) ([]byte, error) {
 		}
 		return data, nil
 	}
-	store, err := r.js.ObjectStore(ctx, CheckpointBucket(r.names.Namespace))
+	store, err := r.js.ObjectStore(ctx, wire.ReconcileBucket(r.names.Namespace))
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: checkpoint store %s: %w", CheckpointBucket(r.names.Namespace), err)
+		return nil, fmt.Errorf("reconcile: checkpoint store %s: %w", wire.ReconcileBucket(r.names.Namespace), err)
 	}
 	data, err := store.GetBytes(ctx, checkpointObject)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: read checkpoint from %s: %w", CheckpointBucket(r.names.Namespace), err)
+		return nil, fmt.Errorf("reconcile: read checkpoint from %s: %w", wire.ReconcileBucket(r.names.Namespace), err)
 	}
 	return data, nil
 }
@@ -318,7 +314,7 @@ func (r *Reconciler) saveCheckpoint(ctx context.Context, cp *checkpoint) error {
 		}
 		return nil
 	}
-	bucket := CheckpointBucket(r.names.Namespace)
+	bucket := wire.ReconcileBucket(r.names.Namespace)
 	store, err := r.js.ObjectStore(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		replicas := 1

@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Reading in chunks.
@@ -61,7 +62,7 @@ func (r *Reconciler) boundsAt(ctx context.Context, from, b bounds, eventsLast ui
 	for _, st := range []struct {
 		stream   string
 		from, to *mark
-	}{{r.names.Outbox, &from.outbox, &to.outbox}, {r.names.DLQ, &from.dlq, &to.dlq}, {kvStream(r.names.Receipts), &from.receipts, &to.receipts}} {
+	}{{r.names.Outbox, &from.outbox, &to.outbox}, {r.names.DLQ, &from.dlq, &to.dlq}, {wire.KVStream(r.names.Receipts), &from.receipts, &to.receipts}} {
 		if st.to.Last <= st.from.Last {
 			continue
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // A run reads ranges longer than a batch through consumers of its own
@@ -104,7 +105,7 @@ func TestReconcileReadsTheSameAsAnOperatorAndAsAnAdmin(t *testing.T) {
 	if !second.Checkpoint.Incremental || second.Totals != first.Totals {
 		t.Fatalf("second run: %+v totals %+v, want incremental with %+v", second.Checkpoint, second.Totals, first.Totals)
 	}
-	if _, err := admin.ObjectStore(t.Context(), CheckpointBucket(ns)); err == nil {
+	if _, err := admin.ObjectStore(t.Context(), wire.ReconcileBucket(ns)); err == nil {
 		t.Error("the operator's runs created the object store")
 	}
 }

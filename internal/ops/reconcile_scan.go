@@ -68,7 +68,7 @@ func (r *Reconciler) scanOutbox(ctx context.Context, s *scan, after, to uint64, 
 	if to <= after {
 		return nil
 	}
-	outboxPrefix, schedulePrefix := r.names.Namespace+".outbox.", r.names.Namespace+".schedule."
+	outboxPrefix, schedulePrefix := r.names.OutboxPrefix(), r.names.SchedulePrefix()
 	err := s.read(ctx, r.names.Outbox, streams.ScanRange{From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
 		tick()
 		s.scanned.Outbox++
@@ -107,7 +107,7 @@ func (r *Reconciler) scanOutbox(ctx context.Context, s *scan, after, to uint64, 
 }
 
 func (r *Reconciler) scanDLQ(ctx context.Context, s *scan, after, to uint64, tick func()) error {
-	prefix, auditPrefix := r.names.Namespace+".dlq.", r.names.Namespace+".dlq.audit."
+	prefix, auditPrefix := r.names.DLQPrefix(), r.names.AuditPrefix()
 	// The DLQ denies deletes: a retried or discarded dead letter stays, and
 	// the audit record naming its sequence (written after it) settles it.
 	err := s.read(ctx, r.names.DLQ, streams.ScanRange{Filter: r.onlyFilter(ctx, r.names.DLQ, r.names.DLQFilter()), From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
@@ -199,7 +199,7 @@ func directReader(js jetstream.JetStream, batch int) reader {
 // with direct gets.
 func (r *Reconciler) reader(ctx context.Context) reader {
 	direct := directReader(r.js, r.cfg.Batch)
-	if !streams.ConsumersAllowed(ctx, r.js, r.names.Events, r.names.Outbox, r.names.DLQ, kvStream(r.names.Receipts)) {
+	if !streams.ConsumersAllowed(ctx, r.js, r.names.Events, r.names.Outbox, r.names.DLQ, wire.KVStream(r.names.Receipts)) {
 		return direct
 	}
 	return func(ctx context.Context, stream string, rng streams.ScanRange, fn func(*jetstream.RawStreamMsg) error) error {

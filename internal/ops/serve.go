@@ -26,14 +26,6 @@ const (
 	ActionDiscard = "discard"
 )
 
-// OpsPrefix is where a user's operator requests go: esjet.<ns>.ops.<user>.
-// The API (esjet.<ns>.>) routes the word "ops" there.
-func OpsPrefix(ns, user string) string { return "esjet." + ns + ".ops." + user }
-
-// ActionSubject is the subject of a DLQ action of user:
-// esjet.<ns>.ops.<user>.dlq.<action>.
-func ActionSubject(ns, user, action string) string { return OpsPrefix(ns, user) + ".dlq." + action }
-
 // CheckUserToken says whether user can be the user token of an ops
 // subject: one NATS subject token, printable, no dot, wildcard or space.
 func CheckUserToken(user string) error {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // The node's DLQ action server: the user token of the subject is who the
@@ -99,7 +100,7 @@ func TestUserTokenAndCheckUserToken(t *testing.T) {
 			t.Errorf("CheckUserToken(%q) = %v", bad, err)
 		}
 	}
-	if got := ActionSubject("trips", "oncall", ActionRetry); got != "esjet.trips.ops.oncall.dlq.retry" {
+	if got := wire.ActionSubject("trips", "oncall", ActionRetry); got != "esjet.trips.ops.oncall.dlq.retry" {
 		t.Errorf("ActionSubject = %q", got)
 	}
 }

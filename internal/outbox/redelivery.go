@@ -81,9 +81,12 @@ func (r *Relay) inOutbox(ctx context.Context, since time.Time) (map[string]struc
 	} else if time.Since(r.index.read) < r.dedupWindow/2 {
 		return r.index.ids, nil
 	}
-	rng := streams.ScanRange{Since: r.index.since}
+	// Read to OUTBOX's last sequence as its leader knows it: a replica that
+	// is behind (restarted a moment ago) must not answer "not there" for a
+	// command it has yet to receive.
+	rng := streams.ScanRange{Since: r.index.since, ToLeaderLast: true}
 	if r.index.through > 0 {
-		rng = streams.ScanRange{From: r.index.through + 1}
+		rng = streams.ScanRange{From: r.index.through + 1, ToLeaderLast: true}
 	}
 	if r.scanner == nil {
 		r.scanner = streams.NewScanner(r.js, r.names.Outbox, 1000)

@@ -18,56 +18,6 @@ import (
 	"github.com/esjet/esjet/internal/wire"
 )
 
-// Relay consumer identity on <NS>_EVENTS.
-const (
-	ConsumerName  = wire.RelayConsumerName
-	PriorityGroup = "relay"
-)
-
-// RelayConfig tunes a [Relay]. The zero value of every field means its
-// default.
-type RelayConfig struct {
-	// Batch is the most decisions relayed together (one wait for OUTBOX
-	// acks, one ack back). Zero means 256.
-	Batch int
-	// PinnedTTL is how long the active relay may go without pulling before
-	// another node's relay takes over. Zero means 5s; at least 2s (pulls are
-	// renewed every PinnedTTL/2, and JetStream wants at least 1s).
-	PinnedTTL time.Duration
-	// AckWait is how long a fetched decision may stay unacknowledged before
-	// JetStream redelivers it: after a relay dies, what it held comes back
-	// after this. Zero means 10s.
-	AckWait time.Duration
-	// Now is the clock deciding whether a delayed command is still due
-	// later. Nil means time.Now.
-	Now func() time.Time
-	// Telemetry traces each command carried and records batch sizes. Nil
-	// records nothing.
-	Telemetry *telemetry.Telemetry
-	// AtomicMin is the least number of commands a batch publishes as one
-	// atomic batch on OUTBOX (one durable write for all of them: under
-	// sync always on one server, every other publish is fsynced on its
-	// own). Fewer go out as concurrent plain publishes, as do delayed
-	// commands. Zero: every command is its own publish (R3, sync
-	// interval: there a batch only adds its fixed cost).
-	AtomicMin int
-}
-
-func (c *RelayConfig) setDefaults() {
-	if c.Batch == 0 {
-		c.Batch = 256
-	}
-	if c.PinnedTTL == 0 {
-		c.PinnedTTL = 5 * time.Second
-	}
-	if c.AckWait == 0 {
-		c.AckWait = 10 * time.Second
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-}
-
 // RelayStats are counters since the relay started.
 type RelayStats struct {
 	Decisions   int64 // decisions acked
@@ -105,27 +55,6 @@ type Relay struct {
 	dedupWindow   time.Duration
 	index         *outboxIndex
 	scanner       *streams.Scanner
-}
-
-// RelayConsumerConfig is the durable consumer the relay pulls from.
-func RelayConsumerConfig(names streams.Names, cfg RelayConfig) jetstream.ConsumerConfig {
-	cfg.setDefaults()
-	return jetstream.ConsumerConfig{
-		Durable:       ConsumerName,
-		Description:   "esjet relay: publishes the commands recorded in decisions to OUTBOX",
-		FilterSubject: names.EventsFilter(),
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-		// Explicit, per decision: cumulative acks (AckAll) would let a new
-		// relay's ack of a later decision also ack the ones a dead relay was
-		// still holding, and their commands would never be relayed.
-		AckPolicy:      jetstream.AckExplicitPolicy,
-		AckWait:        cfg.AckWait,
-		MaxDeliver:     -1,
-		MaxAckPending:  cfg.Batch * 8,
-		PriorityPolicy: jetstream.PriorityPolicyPinned,
-		PriorityGroups: []string{PriorityGroup},
-		PinnedTTL:      cfg.PinnedTTL,
-	}
 }
 
 // NewRelay creates (or updates) the relay's durable consumer on the

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 )
@@ -61,7 +62,7 @@ func (v *Views) Rebuild(ctx context.Context, name string) (int, error) {
 
 // empty purges bucket's stream, if it exists.
 func (v *Views) empty(ctx context.Context, bucket string) error {
-	st, err := v.js.Stream(ctx, "KV_"+bucket)
+	st, err := v.js.Stream(ctx, wire.KVStream(bucket))
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
 	}
@@ -100,7 +101,7 @@ func (v *Views) Reset(ctx context.Context, name string) error {
 	if err != nil {
 		return err
 	}
-	st, err := v.js.Stream(ctx, "KV_"+ctl.bucket(v.ns, name, ctl.Active))
+	st, err := v.js.Stream(ctx, wire.KVStream(ctl.bucket(v.ns, name, ctl.Active)))
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("%w: %s keeps its view in its own store: reset the position there", ErrInvalid, name)
 	}

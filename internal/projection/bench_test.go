@@ -9,6 +9,7 @@ import (
 
 	"github.com/esjet/esjet/internal/bench/raw"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // BenchmarkCatchUp: a no-op projection catching up over 20,000 decisions.
@@ -39,7 +40,7 @@ func BenchmarkCatchUp(b *testing.B) {
 		go func() { _ = r.Run(ctx); close(done) }()
 		for caught := false; !caught; {
 			for _, p := range r.Progress() {
-				caught = caught || p.Position >= streams.EndOfSeq(last.Seq)
+				caught = caught || p.Position >= wire.EndOfSeq(last.Seq)
 			}
 			time.Sleep(time.Millisecond)
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -29,6 +30,9 @@ type Control struct {
 	// Partitions, AggregateTypes and EventTypes are the definition's, as
 	// the runner last saw them (for status).
 	Partitions int `json:"partitions"`
+	// Sink says the view is kept in the user's own store ([Sink]): esjet
+	// holds no documents of it to answer queries with.
+	Sink bool `json:"sink,omitempty"`
 	// Requests counts the operators' requests ever made: an owner lists
 	// them only when it moved.
 	Requests int `json:"requests,omitempty"`
@@ -45,7 +49,7 @@ type Control struct {
 // rebuild replaces it).
 func (c Control) bucket(ns, name string, gen int) string {
 	if gen > 1 && (c.SlotsFrom == 0 || gen < c.SlotsFrom) {
-		return legacyViewBucket(ns, name, gen)
+		return wire.LegacyViewBucket(ns, name, gen)
 	}
 	return ViewBucket(ns, name, gen)
 }
@@ -123,6 +127,19 @@ type Checkpoint struct {
 	Token    uint64    `json:"token"` // the writer's lease revision
 	At       time.Time `json:"at"`
 	Events   uint64    `json:"events"` // events handled in this generation
+	// Parked is the position of the partition's first parked event (0:
+	// none): the view holds every event up to Position except the parked
+	// ones, so it stands, as a promise, just before this one.
+	Parked uint64 `json:"parked,omitempty"`
+}
+
+// holds is the position up to which the partition holds every event:
+// its checkpoint, or just before its first parked event.
+func (c Checkpoint) holds() uint64 {
+	if c.Parked > 0 && c.Parked <= c.Position {
+		return c.Parked - 1
+	}
+	return c.Position
 }
 
 // controlStore reads and writes the control bucket.

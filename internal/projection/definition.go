@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Event is one event as a projection's handler sees it: the event, its
@@ -85,12 +86,12 @@ func (d Definition) Validate() error {
 		return invalid("projection %s: a Sink projection has one partition, not %d", d.Name, d.Partitions)
 	}
 	for _, t := range d.AggregateTypes {
-		if err := streams.ValidateToken("aggregate type", t); err != nil {
+		if err := wire.ValidateToken("aggregate type", t); err != nil {
 			return invalid("projection %s: %v", d.Name, err)
 		}
 	}
 	for _, t := range d.EventTypes {
-		if err := streams.ValidateToken("event type", t); err != nil {
+		if err := wire.ValidateToken("event type", t); err != nil {
 			return invalid("projection %s: %v", d.Name, err)
 		}
 	}
@@ -111,7 +112,7 @@ func (d Definition) filters(names streams.Names) []string {
 	}
 	out := make([]string, len(d.AggregateTypes))
 	for i, t := range d.AggregateTypes {
-		out[i] = names.Namespace + ".evt." + t + ".>"
+		out[i] = names.TypeFilter(t)
 	}
 	return out
 }

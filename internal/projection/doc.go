@@ -1,6 +1,6 @@
 // Package projection builds read models from the event log: named handlers
 // that follow every event of the namespace in global order (see
-// streams.EventPosition) and keep views that queries read.
+// wire.EventPosition) and keep views that queries read.
 //
 // Where it sits: EVENTS (<NS>_EVENTS) → an ordered consumer per projection
 // partition, started from its checkpoint → the handler → the view's KV

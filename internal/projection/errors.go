@@ -21,6 +21,9 @@ var (
 	ErrStopped = errors.New("projection: stopped")
 	// ErrNotYet: the projection did not pass the position within the wait.
 	ErrNotYet = errors.New("projection: not yet at the position")
+	// ErrOwnStore: the view is kept in the user's own store (a [Sink]):
+	// esjet holds none of its documents and cannot say what they reflect.
+	ErrOwnStore = errors.New("projection: view kept in your own store")
 	// ErrNotFound: the view has no document under the key.
 	ErrNotFound = errors.New("projection: no such document")
 	// ErrConflict: a document changed under the batch (another partition

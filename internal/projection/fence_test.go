@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // TestAPausedOldOwnerThatWakesUpCannotWrite: an owner that read its
@@ -41,7 +42,7 @@ func TestAPausedOldOwnerThatWakesUpCannotWrite(t *testing.T) {
 	stop := e.run(t, testConfig(), counter("fenced"))
 	last = e.append(t, "order", "o0", "placed")
 	eventually(t, "the new owner caught up", func() bool {
-		return e.checkpoint(t, "fenced", 1, 0).Position == streams.EndOfSeq(last.Seq)
+		return e.checkpoint(t, "fenced", 1, 0).Position == wire.EndOfSeq(last.Seq)
 	})
 	stop()
 	// The old owner wakes up and writes its batch.
@@ -71,7 +72,7 @@ func TestATakeOverFencesEvenBeforeTheNewOwnerProcessesAnything(t *testing.T) {
 	if err := b.open(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	a.pos = streams.EndOfSeq(1)
+	a.pos = wire.EndOfSeq(1)
 	if err := a.flush(t.Context(), false); !errors.Is(err, ErrFenced) {
 		t.Fatalf("write of the owner taken over: %v, want ErrFenced", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Flush policy: a batch is stored when the consumer has nothing more
@@ -39,6 +40,10 @@ func (p *partition) follow(ctx context.Context) error {
 		case err != nil:
 			p.logger.Warn("projection partition restarts from its checkpoint", "error", err, "position", p.committed)
 			p.rewind()
+			// A request's work not stored leaves the parked events as stored.
+			if err := p.loadParked(ctx); err != nil {
+				return err
+			}
 			select {
 			case <-ctx.Done():
 				return nil
@@ -56,7 +61,7 @@ func (p *partition) flushOrRewind(ctx context.Context) {
 
 // consume reads the log after p.pos until an error asks for a restart.
 func (p *partition) consume(ctx context.Context) error {
-	seq, skip := streams.ResumeSeq(p.pos)
+	seq, skip := wire.ResumeSeq(p.pos)
 	cons, err := p.r.js.OrderedConsumer(ctx, p.r.names.Events, jetstream.OrderedConsumerConfig{
 		FilterSubjects: p.def.filters(p.r.names), DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: seq,
 	})
@@ -201,14 +206,14 @@ func (p *partition) flushBatch(ctx context.Context) error {
 func (p *partition) process(ctx context.Context, raw *jetstream.RawStreamMsg, from int) error {
 	seq := raw.Sequence
 	n := p.def.partitions()
-	if PartitionOf(raw.Subject, n) != p.part || !p.def.wantsAny(raw.Header.Get(streams.HeaderEventTypes)) {
-		p.pos = streams.EndOfSeq(seq)
+	if PartitionOf(raw.Subject, n) != p.part || !p.def.wantsAny(raw.Header.Get(wire.HeaderEventTypes)) {
+		p.pos = wire.EndOfSeq(seq)
 		return nil
 	}
 	rec, err := p.r.log.DecodeMessage(raw)
 	var de *streams.DecodeError
 	if errors.As(err, &de) {
-		p.pos = streams.EndOfSeq(seq) // not an esjet decision: the log steps over it
+		p.pos = wire.EndOfSeq(seq) // not an esjet decision: the log steps over it
 		return nil
 	}
 	if err != nil {
@@ -253,7 +258,7 @@ func (p *partition) process(ctx context.Context, raw *jetstream.RawStreamMsg, fr
 	}
 	p.events += uint64(handled)
 	p.rate.add(handled)
-	p.pos = streams.EndOfSeq(seq)
+	p.pos = wire.EndOfSeq(seq)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -64,20 +65,20 @@ func publishWrites(ctx context.Context, nc *nats.Conn, subjPrefix string, writes
 		m := nats.NewMsg(subjPrefix + w.key)
 		m.Data = w.value
 		if w.del {
-			m.Header.Set("KV-Operation", "DEL")
+			m.Header.Set(wire.HeaderKVOperation, wire.KVDeleteOp)
 		}
 		if w.hasExpect {
 			m.Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(w.expect, 10))
 		}
 		if n > 1 {
-			m.Header.Set("Nats-Batch-Id", id)
-			m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
+			m.Header.Set(wire.HeaderBatchID, id)
+			m.Header.Set(wire.HeaderBatchSeq, strconv.Itoa(i+1))
 		}
 		var err error
 		switch {
 		case i == n-1:
 			if n > 1 {
-				m.Header.Set("Nats-Batch-Commit", "1")
+				m.Header.Set(wire.HeaderBatchCommit, "1")
 			}
 			reply, err = nc.RequestMsgWithContext(ctx, m)
 		case i == 0:

@@ -4,9 +4,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/esjet/esjet/internal/wire"
 )
 
-// Names and keys. The control bucket <ns>_projections holds, per projection,
+// Keys (the bucket names are wire's: [wire.ProjectionsBucket],
+// [wire.ViewBuckets]). The control bucket <ns>_projections holds, per projection,
 // its control record, its partitions' leases and the operators' requests;
 // each generation of a view is a bucket of its own, holding the documents,
 // the partitions' checkpoints and (partitioned) the parked events.
@@ -45,9 +48,6 @@ func ValidateKey(key string) error {
 	return nil
 }
 
-// ControlBucket is the namespace's projection control bucket.
-func ControlBucket(ns string) string { return ns + "_projections" }
-
 // Slots is how many buckets a view's generations take turns in: the
 // active, the previous (kept for a switch back) and the one being built
 // never exceed three, so a view has at most three buckets, whose names a
@@ -55,29 +55,12 @@ func ControlBucket(ns string) string { return ns + "_projections" }
 // name, as a per-generation name would need).
 const Slots = 3
 
-// SlotBuckets are the names of view name's buckets: <ns>_view_<name>,
-// then <ns>_view_<name>-b and -c ('-' is never in a projection name, so no
-// other view's bucket has these names).
-func SlotBuckets(ns, name string) []string {
-	base := ns + "_view_" + name
-	return []string{base, base + "-b", base + "-c"}
-}
-
 // ViewBucket is the bucket of generation gen of view name: the slot
-// (gen-1) mod [Slots] of [SlotBuckets] (generation 1 is <ns>_view_<name>,
+// (gen-1) mod [Slots] of [wire.ViewBuckets] (generation 1 is <ns>_view_<name>,
 // as it always was). A rebuild picks a generation whose slot neither the
 // active nor the previous one holds (see [Views.Rebuild]).
 func ViewBucket(ns, name string, gen int) string {
-	return SlotBuckets(ns, name)[(max(gen, 1)-1)%Slots]
-}
-
-// legacyViewBucket is where a generation made before the slots lives:
-// <ns>_view_<name>_g<gen> (generation 1 was <ns>_view_<name>).
-func legacyViewBucket(ns, name string, gen int) string {
-	if gen <= 1 {
-		return ns + "_view_" + name
-	}
-	return ns + "_view_" + name + "_g" + strconv.Itoa(gen)
+	return wire.ViewBuckets(ns, name)[(max(gen, 1)-1)%Slots]
 }
 
 func ctlKey(name string) string { return name + ".ctl" }

@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -48,6 +49,7 @@ func (p *partition) park(e Event, subject string, herr error, attempts int) erro
 		return err
 	}
 	p.pendParked[subject]++
+	p.pendParkedAt = append(p.pendParkedAt, e.Position)
 	return nil
 }
 
@@ -74,18 +76,8 @@ func listParked(ctx context.Context, kv jetstream.KeyValue, part int) ([]Parked,
 		}
 		out = append(out, rec)
 	}
-	slices.SortFunc(out, func(a, b Parked) int { return cmpU(a.Event.Position, b.Event.Position) })
+	slices.SortFunc(out, func(a, b Parked) int { return cmp.Compare(a.Event.Position, b.Event.Position) })
 	return out, nil
-}
-
-func cmpU(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 func (p *partition) loadParked(ctx context.Context) error {
@@ -101,8 +93,10 @@ func (p *partition) loadParked(ctx context.Context) error {
 		return err
 	}
 	clear(p.parked)
+	clear(p.parkedAt)
 	for _, r := range recs {
 		p.parked[r.Subject]++
+		p.parkedAt[r.Event.Position] = true
 	}
 	return nil
 }
@@ -220,6 +214,7 @@ func (p *partition) handle(ctx context.Context, req Request) error {
 			return err
 		}
 		p.parked[first.Subject]--
+		delete(p.parkedAt, req.Position)
 		chain = chain[1:]
 	}
 	// Apply the rest in order; the first that fails again stays parked
@@ -239,6 +234,7 @@ func (p *partition) handle(ctx context.Context, req Request) error {
 			return err
 		}
 		p.parked[first.Subject]--
+		delete(p.parkedAt, r.Event.Position)
 		p.events++
 	}
 	if p.parked[first.Subject] <= 0 {

@@ -9,9 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/esjet/esjet/internal/streams"
 )
 
 // partition is one owned (generation, partition) of a projection: it
@@ -41,11 +40,16 @@ type partition struct {
 	events     uint64         // events handled in this generation (stored with the checkpoint)
 	parked     map[string]int // aggregate subject → parked events (committed)
 	pendParked map[string]int // parked in the batch not yet stored
-	stopped    *HandlerError  // single: the event it stopped at
-	lastFlush  time.Time
-	lastBeat   time.Time
-	contended  time.Time   // until then, store in small batches (a shared document conflicted)
-	batch      []batchItem // messages since the last store
+	// parkedAt and pendParkedAt are the positions of the parked events,
+	// committed and in the batch: the checkpoint records the lowest, so a
+	// query knows the view does not hold it.
+	parkedAt     map[uint64]bool
+	pendParkedAt []uint64
+	stopped      *HandlerError // single: the event it stopped at
+	lastFlush    time.Time
+	lastBeat     time.Time
+	contended    time.Time   // until then, store in small batches (a shared document conflicted)
+	batch        []batchItem // messages since the last store
 	// requestsSeen is Control.Requests when the requests were last listed
 	// (-1: never).
 	requestsSeen int
@@ -62,7 +66,7 @@ type partition struct {
 // and fences it (a write that moves the checkpoint's revision, so an older
 // owner's next write fails).
 func (p *partition) open(ctx context.Context) error {
-	p.parked, p.pendParked = map[string]int{}, map[string]int{}
+	p.parked, p.pendParked, p.parkedAt = map[string]int{}, map[string]int{}, map[uint64]bool{}
 	p.requestsSeen = -1
 	if p.def.Sink != nil {
 		pos, err := p.def.Sink.Position(ctx)
@@ -122,7 +126,7 @@ func (p *partition) flush(ctx context.Context, force bool) error {
 	if !force && p.pos == p.committed && p.tx.size() == 0 {
 		return nil
 	}
-	cp, _ := json.Marshal(Checkpoint{Position: p.pos, Owner: p.r.nodeID, Token: p.token, At: time.Now().UTC(), Events: p.events})
+	cp, _ := json.Marshal(Checkpoint{Position: p.pos, Owner: p.r.nodeID, Token: p.token, At: time.Now().UTC(), Events: p.events, Parked: p.lowestParked()})
 	rev, err := p.tx.commit(ctx, cpKey(p.part), cp, p.cpRev)
 	if errors.Is(err, errWrongLast) {
 		m, gerr := p.store.stream.GetLastMsgForSubject(ctx, p.store.subj+cpKey(p.part))
@@ -146,7 +150,28 @@ func (p *partition) flush(ctx context.Context, force bool) error {
 		p.parked[s] += n
 	}
 	clear(p.pendParked)
+	for _, pos := range p.pendParkedAt {
+		p.parkedAt[pos] = true
+	}
+	p.pendParkedAt = p.pendParkedAt[:0]
 	return nil
+}
+
+// lowestParked is the position of the first event parked in the partition
+// or in the batch (0: none).
+func (p *partition) lowestParked() uint64 {
+	var low uint64
+	for pos := range p.parkedAt {
+		if low == 0 || pos < low {
+			low = pos
+		}
+	}
+	for _, pos := range p.pendParkedAt {
+		if low == 0 || pos < low {
+			low = pos
+		}
+	}
+	return low
 }
 
 // sinkOneByOne applies a batch that failed one event per transaction, with
@@ -201,6 +226,7 @@ func (p *partition) rewind() {
 	}
 	p.sinkEvents = p.sinkEvents[:0]
 	clear(p.pendParked)
+	p.pendParkedAt = p.pendParkedAt[:0]
 }
 
 // heartbeat renews the lease with what the partition last saw. A lease
@@ -241,7 +267,7 @@ func (p *partition) idleProgress(ctx context.Context) error {
 	}
 	last := info.State.LastSeq
 	p.logEnd = last
-	seq, _ := streams.SplitPosition(p.pos)
+	seq, _ := wire.SplitPosition(p.pos)
 	if last <= seq || p.pos == 0 && last == 0 {
 		return nil
 	}
@@ -260,7 +286,7 @@ func (p *partition) idleProgress(ctx context.Context) error {
 			return nil // the consumer has it to deliver
 		}
 	}
-	p.pos = streams.EndOfSeq(last)
+	p.pos = wire.EndOfSeq(last)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // TestFilteredProjectionCheckpointReachesTheLogsEnd: a projection of trips
@@ -23,7 +24,7 @@ func TestFilteredProjectionCheckpointReachesTheLogsEnd(t *testing.T) {
 	d.AggregateTypes = []string{"trip"}
 	e.run(t, testConfig(), d)
 	eventually(t, "checkpoint at the log's end", func() bool {
-		return e.checkpoint(t, "trips_only", 1, 0).Position == streams.EndOfSeq(last.Seq)
+		return e.checkpoint(t, "trips_only", 1, 0).Position == wire.EndOfSeq(last.Seq)
 	})
 	st, err := NewViews(e.js, e.ns, 0).Status(t.Context(), "trips_only")
 	if err != nil || st.Lag != 0 || st.Health != Green {
@@ -36,7 +37,7 @@ func TestFilteredProjectionCheckpointReachesTheLogsEnd(t *testing.T) {
 	d2 := Definition{Name: "placed_only", EventTypes: []string{"requested"}, Handle: d.Handle}
 	e.run(t, testConfig(), d2)
 	eventually(t, "event-filtered checkpoint at the end", func() bool {
-		return e.checkpoint(t, "placed_only", 1, 0).Position == streams.EndOfSeq(last.Seq)
+		return e.checkpoint(t, "placed_only", 1, 0).Position == wire.EndOfSeq(last.Seq)
 	})
 }
 
@@ -56,7 +57,7 @@ func TestAFrozenOwnerTurnsRedWithinTheLeaseTTLAndAnIdleLogStaysGreen(t *testing.
 	// Freeze the owner: its lease stays, its heartbeats stop (what a
 	// SIGSTOPped process leaves behind).
 	stop()
-	kv, err := e.js.KeyValue(t.Context(), ControlBucket(e.ns))
+	kv, err := e.js.KeyValue(t.Context(), wire.ProjectionsBucket(e.ns))
 	if err != nil {
 		t.Fatal(err)
 	}

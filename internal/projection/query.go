@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Views answers queries on a namespace's views, on any node (it needs no
@@ -39,8 +40,9 @@ type Doc struct {
 	Value      json.RawMessage `json:"value"`
 	Revision   uint64          `json:"revision"`
 	Generation int             `json:"generation"`
-	// Position is the checkpoint of the document's partition when read:
-	// every event up to it is in the view.
+	// Position is where the whole view stood when the document was read:
+	// every event up to it is in the view (the lowest partition's
+	// checkpoint, just before its first parked event; 0: no claim).
 	Position uint64 `json:"position,omitempty"`
 }
 
@@ -72,7 +74,7 @@ func (v *Views) control(ctx context.Context, name string) (controlStore, Control
 	if err := ValidateName(name); err != nil {
 		return controlStore{}, Control{}, err
 	}
-	kv, err := v.js.KeyValue(ctx, ControlBucket(v.ns))
+	kv, err := v.js.KeyValue(ctx, wire.ProjectionsBucket(v.ns))
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return controlStore{}, Control{}, fmt.Errorf("%w: %s (no projection has run in namespace %s)", ErrUnknown, name, v.ns)
 	}
@@ -88,11 +90,18 @@ func (v *Views) control(ctx context.Context, name string) (controlStore, Control
 }
 
 // Get returns the document under key of the active generation of view
-// name, after waiting (bounded) for w.After when set. The wait ends at once
-// with [ErrParked] when an event of the position's aggregate up to it is
-// parked (or a single projection stopped before it), with [ErrStopped]
-// when the view is paused or no owner runs it, and with [ErrNotYet] when
-// the bound passes.
+// name, after waiting (bounded) for w.After when set: it answers once
+// every partition of the view holds every event up to w.After (with
+// partitions that share documents, any of them may hold one the document
+// depends on). The wait ends at once with [ErrParked] when an event up to
+// w.After is parked (or a single projection stopped before it), with
+// [ErrStopped] when the view is paused or a partition behind has no owner,
+// and with [ErrNotYet] when the bound passes. A view kept in the user's
+// own store answers [ErrOwnStore].
+//
+// The document's Position is true: every event up to it is in the view
+// (the lowest partition's checkpoint, just before its first parked event),
+// read before the document and checked unchanged in owner after it.
 func (v *Views) Get(ctx context.Context, name, key string, w Wait) (Doc, error) {
 	if err := ValidateKey(key); err != nil {
 		return Doc{}, err
@@ -101,91 +110,178 @@ func (v *Views) Get(ctx context.Context, name, key string, w Wait) (Doc, error) 
 	if err != nil {
 		return Doc{}, err
 	}
+	if ctl.Sink {
+		return Doc{}, ownStore(name)
+	}
 	kv, err := v.js.KeyValue(ctx, ctl.bucket(v.ns, name, ctl.Active))
 	if err != nil {
 		return Doc{}, fmt.Errorf("view %s: %w", name, err)
 	}
-	var pos uint64
 	if w.After > 0 {
-		if pos, err = v.wait(ctx, cs, ctl, kv, name, w); err != nil {
+		if err := v.checkPosition(ctx, w.After); err != nil {
 			return Doc{}, err
 		}
 	}
-	e, err := kv.Get(ctx, key)
-	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return Doc{}, fmt.Errorf("%w: view %s has no document %q", ErrNotFound, name, key)
-	}
-	if err != nil {
-		return Doc{}, err
-	}
-	return Doc{View: name, Key: key, Value: e.Value(), Revision: e.Revision(), Generation: ctl.Active, Position: pos}, nil
-}
-
-// wait polls the checkpoint of the partition holding w.After's aggregate.
-func (v *Views) wait(ctx context.Context, cs controlStore, ctl Control, kv jetstream.KeyValue, name string, w Wait) (uint64, error) {
 	if w.For <= 0 {
 		w.For = 5 * time.Second
 	}
-	events, err := v.js.Stream(ctx, v.names.Events)
-	if err != nil {
-		return 0, err
-	}
-	seq, _ := streams.SplitPosition(w.After)
-	if seq == 0 {
-		return 0, fmt.Errorf("%w: position %d names no decision (a position is a decision's log sequence times %d plus an event's index); pass a position a command's result gave", ErrInvalid, w.After, streams.EventPosition(1, 0))
-	}
-	m, err := events.GetMsg(ctx, seq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return 0, fmt.Errorf("%w: position %d: the log has no decision at seq %d; pass a position a command's result gave", ErrInvalid, w.After, seq)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("position %d: read the log at seq %d: %w", w.After, seq, err)
-	}
-	part := PartitionOf(m.Subject, max(ctl.Partitions, 1))
+	parts := max(ctl.Partitions, 1)
 	waitStart := time.Now()
 	deadline := waitStart.Add(w.For)
-	for sleep := time.Millisecond; ; sleep = min(sleep*2, 20*time.Millisecond) {
+	for sleep, tries := time.Millisecond, 0; ; sleep = min(sleep*2, 20*time.Millisecond) {
 		// Pending requests first: an owner deletes a request only after
 		// its heartbeat says what the request changed.
-		pend := v.pending(ctx, cs, name)
-		cp, err := readCheckpoint(ctx, kv, part)
+		pend := w.After > 0 && v.pending(ctx, cs, name)
+		before, err := readStanding(ctx, kv, parts)
 		if err != nil {
-			return 0, err
+			return Doc{}, err
 		}
-		if cp.Position >= w.After {
-			if err := v.parkedBefore(ctx, kv, part, m.Subject, w.After); err != nil && !pend {
-				return 0, err
-			} else if err == nil {
-				return cp.Position, nil
+		if pos := before.holds(); pos >= w.After {
+			e, err := kv.Get(ctx, key)
+			if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+				return Doc{}, fmt.Errorf("%w: view %s has no document %q", ErrNotFound, name, key)
 			}
+			if err != nil {
+				return Doc{}, err
+			}
+			after, err := readStanding(ctx, kv, parts)
+			if err != nil {
+				return Doc{}, err
+			}
+			tries++
+			if before.sameWriters(after) || w.After == 0 && tries >= 3 {
+				if !before.sameWriters(after) {
+					pos = 0 // owners changing under every read: claim nothing
+				}
+				return Doc{View: name, Key: key, Value: e.Value(), Revision: e.Revision(), Generation: ctl.Active, Position: pos}, nil
+			}
+			// A new owner (or a reset) between the reads: read again.
+			if time.Now().After(deadline) {
+				return Doc{}, fmt.Errorf("%w: view %s changed owners under every read for %s", ErrNotYet, name, w.For)
+			}
+			continue
 		}
-		l, rev, err := cs.lease(ctx, name, ctl.Active, part)
-		if err != nil {
-			return 0, err
-		}
-		switch {
-		case ctl.Paused:
-			return 0, fmt.Errorf("%w: view %s is paused at position %d (esjet projections resume %s)", ErrStopped, name, cp.Position, name)
-		case rev == 0 && time.Since(waitStart) < v.leaseTTL:
-			// No owner yet (a node starting, a clean handover): one takes
-			// the partition within a heartbeat; wait a lease TTL for it.
-		case rev == 0 || time.Since(l.Heartbeat) > v.leaseTTL:
-			return 0, fmt.Errorf("%w: no node runs view %s partition %d (last heartbeat %s); it stands at position %d", ErrStopped, name, part, l.Heartbeat.Format(time.RFC3339), cp.Position)
-		case l.State == StateStopped && l.StoppedAt <= w.After && !pend:
-			return 0, fmt.Errorf("%w: view %s is stopped at a failing event before position %d: %s (esjet projections parked %s)", ErrParked, name, w.After, l.Error, name)
-		}
-		if err := v.parkedBefore(ctx, kv, part, m.Subject, w.After); err != nil && !pend {
-			return 0, err
+		if err := v.behind(ctx, cs, ctl, kv, name, before, w.After, pend, time.Since(waitStart)); err != nil {
+			return Doc{}, err
 		}
 		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("%w: view %s stands at position %d, not yet %d after %s", ErrNotYet, name, cp.Position, w.After, w.For)
+			return Doc{}, fmt.Errorf("%w: view %s stands at position %d, not yet %d after %s", ErrNotYet, name, before.holds(), w.After, w.For)
 		}
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return Doc{}, ctx.Err()
 		case <-time.After(sleep):
 		}
 	}
+}
+
+// checkPosition refuses a position that names no decision of the log.
+func (v *Views) checkPosition(ctx context.Context, after uint64) error {
+	seq, _ := wire.SplitPosition(after)
+	if seq == 0 {
+		return fmt.Errorf("%w: position %d names no decision (a position is a decision's log sequence times %d plus an event's index); pass a position a command's result gave", ErrInvalid, after, wire.EventPosition(1, 0))
+	}
+	events, err := v.js.Stream(ctx, v.names.Events)
+	if err != nil {
+		return err
+	}
+	_, err = events.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("%w: position %d: the log has no decision at seq %d; pass a position a command's result gave", ErrInvalid, after, seq)
+	}
+	if err != nil {
+		return fmt.Errorf("position %d: read the log at seq %d: %w", after, seq, err)
+	}
+	return nil
+}
+
+// behind says why a view that stands before position after will not get
+// there (nil: it may, wait): a parked event up to it, a stopped single
+// projection, a pause, a partition behind with no owner.
+func (v *Views) behind(ctx context.Context, cs controlStore, ctl Control, kv jetstream.KeyValue, name string, st standing, after uint64, pend bool, waited time.Duration) error {
+	for part, cp := range st {
+		if cp.holds() >= after {
+			continue
+		}
+		if cp.Parked > 0 && cp.Parked <= after && !pend {
+			return parkedError(ctx, kv, part, cp.Parked, after)
+		}
+		if cp.Position >= after {
+			continue // only a parked event keeps it short of after
+		}
+		l, rev, err := cs.lease(ctx, name, ctl.Active, part)
+		if err != nil {
+			return err
+		}
+		switch {
+		case ctl.Paused:
+			return fmt.Errorf("%w: view %s is paused at position %d (esjet projections resume %s)", ErrStopped, name, st.holds(), name)
+		case rev == 0 && waited < v.leaseTTL:
+			// No owner yet (a node starting, a clean handover): one takes
+			// the partition within a heartbeat; wait a lease TTL for it.
+		case rev == 0 || time.Since(l.Heartbeat) > v.leaseTTL:
+			return fmt.Errorf("%w: no node runs view %s partition %d (last heartbeat %s); it stands at position %d", ErrStopped, name, part, l.Heartbeat.Format(time.RFC3339), cp.Position)
+		case l.State == StateStopped && l.StoppedAt <= after && !pend:
+			return fmt.Errorf("%w: view %s is stopped at a failing event before position %d: %s (esjet projections parked %s)", ErrParked, name, after, l.Error, name)
+		}
+	}
+	return nil
+}
+
+// parkedError names the parked event at pos that keeps the view short of
+// position after.
+func parkedError(ctx context.Context, kv jetstream.KeyValue, part int, pos, after uint64) error {
+	var r Parked
+	if e, err := kv.Get(ctx, parkKey(part, pos)); err == nil {
+		_ = json.Unmarshal(e.Value(), &r)
+	}
+	return fmt.Errorf("%w: the view holds parked event %d of %s/%s (%s), at or before position %d; esjet projections retry or skip it", ErrParked,
+		pos, firstNonEmpty(r.Event.AggregateType, "?"), firstNonEmpty(r.Event.AggregateID, "?"), firstNonEmpty(r.Error, "behind an earlier parked event"), after)
+}
+
+// standing is where each partition of a generation stands, by its stored
+// checkpoint (the zero Checkpoint: never written).
+type standing []Checkpoint
+
+func readStanding(ctx context.Context, kv jetstream.KeyValue, parts int) (standing, error) {
+	st := make(standing, parts)
+	for part := range parts {
+		cp, err := readCheckpoint(ctx, kv, part)
+		if err != nil {
+			return nil, err
+		}
+		st[part] = cp
+	}
+	return st, nil
+}
+
+// holds is the position up to which the view holds every event: the
+// lowest of its partitions'.
+func (s standing) holds() uint64 {
+	var low uint64
+	for i, cp := range s {
+		if h := cp.holds(); i == 0 || h < low {
+			low = h
+		}
+	}
+	return low
+}
+
+// sameWriters says whether every partition's checkpoint was written by the
+// same owner in s and later, without going back: what was read between
+// them was written on top of s (a reset or a purged slot gives the next
+// checkpoint another owner's token).
+func (s standing) sameWriters(later standing) bool {
+	for i := range s {
+		if later[i].Token != s[i].Token || later[i].Position < s[i].Position {
+			return false
+		}
+	}
+	return true
+}
+
+func ownStore(name string) error {
+	return fmt.Errorf("%w: %s is a Sink: its documents and their position are in your store (Sink.Position says up to which position it holds every event); esjet cannot answer for it", ErrOwnStore, name)
 }
 
 // pending says whether an operator's request on the projection waits to be
@@ -193,22 +289,6 @@ func (v *Views) wait(ctx context.Context, cs controlStore, ctl Control, kv jetst
 func (v *Views) pending(ctx context.Context, cs controlStore, name string) bool {
 	reqs, err := cs.requests(ctx, name)
 	return err == nil && len(reqs) > 0
-}
-
-// parkedBefore fails when an event of subject's aggregate up to position
-// after is parked: the view will not hold it.
-func (v *Views) parkedBefore(ctx context.Context, kv jetstream.KeyValue, part int, subject string, after uint64) error {
-	recs, err := listParked(ctx, kv, part)
-	if err != nil {
-		return err
-	}
-	for _, r := range recs {
-		if r.Subject == subject && r.Event.Position <= after {
-			return fmt.Errorf("%w: the view holds parked event %d of %s/%s (%s); esjet projections retry or skip it", ErrParked,
-				r.Event.Position, r.Event.AggregateType, r.Event.AggregateID, firstNonEmpty(r.Error, "behind an earlier parked event"))
-		}
-	}
-	return nil
 }
 
 func firstNonEmpty(a, b string) string {
@@ -241,6 +321,9 @@ func (v *Views) List(ctx context.Context, name string, q ListQuery) (Page, error
 	_, ctl, err := v.control(ctx, name)
 	if err != nil {
 		return Page{}, err
+	}
+	if ctl.Sink {
+		return Page{}, ownStore(name)
 	}
 	kv, err := v.js.KeyValue(ctx, ctl.bucket(v.ns, name, ctl.Active))
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // TestRebuildBuildsANewGenerationBesideTheServingOneAndSwitches: while
@@ -57,6 +57,6 @@ func TestRebuildBuildsANewGenerationBesideTheServingOneAndSwitches(t *testing.T)
 		t.Fatalf("switched back: %+v, %v", doc, err)
 	}
 	eventually(t, "generation 2 current too", func() bool {
-		return e.checkpoint(t, "rebuilt", 2, 0).Position == streams.EndOfSeq(last.Seq)
+		return e.checkpoint(t, "rebuilt", 2, 0).Position == wire.EndOfSeq(last.Seq)
 	})
 }

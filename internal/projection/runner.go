@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Config tunes a [Runner]. The zero value of every field means its default.
@@ -95,7 +96,7 @@ func NewRunner(ctx context.Context, js jetstream.JetStream, log *streams.Log, de
 		seen[d.Name] = true
 	}
 	names := log.Names()
-	kv, err := ensureBucket(ctx, js, ControlBucket(names.Namespace), cfg.Replicas, false, logger)
+	kv, err := ensureBucket(ctx, js, wire.ProjectionsBucket(names.Namespace), cfg.Replicas, false, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -165,7 +166,7 @@ func (r *Runner) viewStream(ctx context.Context, bucket string) (jetstream.Strea
 	if _, err := r.ensureBucket(ctx, bucket, true); err != nil {
 		return nil, err
 	}
-	return r.js.Stream(ctx, "KV_"+bucket)
+	return r.js.Stream(ctx, wire.KVStream(bucket))
 }
 
 // Run takes and runs partitions until ctx ends, and returns after every
@@ -261,12 +262,12 @@ func (r *Runner) ensure(ctx context.Context, d Definition) (Control, error) {
 			return ctl, err
 		}
 	}
-	if rev == 0 || ctl.Partitions != d.partitions() {
+	if rev == 0 || ctl.Partitions != d.partitions() || ctl.Sink != (d.Sink != nil) {
 		return r.ctl.update(ctx, d.Name, func(c *Control) error {
 			if c.SlotsFrom == 0 && c.Latest <= 1 {
 				c.SlotsFrom = 1 // nothing rebuilt yet: every generation in a slot
 			}
-			c.Partitions = d.partitions()
+			c.Partitions, c.Sink = d.partitions(), d.Sink != nil
 			return nil
 		})
 	}
@@ -307,7 +308,7 @@ func (r *Runner) maybeSwitch(ctx context.Context, d Definition, ctl Control) {
 		if err != nil || rev == 0 || time.Since(l.Heartbeat) > r.cfg.LeaseTTL {
 			return
 		}
-		if seq, _ := streams.SplitPosition(l.Position); seq < end {
+		if seq, _ := wire.SplitPosition(l.Position); seq < end {
 			return
 		}
 	}
@@ -340,7 +341,7 @@ func (r *Runner) Progress() []Progress {
 	out := make([]Progress, 0, len(r.running))
 	for _, p := range r.running {
 		pos, end := p.shownPos.Load(), p.shownEnd.Load()
-		seq, _ := streams.SplitPosition(pos)
+		seq, _ := wire.SplitPosition(pos)
 		pr := Progress{Projection: p.def.Name, Generation: p.gen, Partition: p.part, Position: pos, LogEnd: end}
 		if end > seq {
 			pr.Lag = end - seq

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // TestSingleProjectionAppliesEveryEventOnceAndResumesFromItsCheckpoint: a
@@ -26,7 +27,7 @@ func TestSingleProjectionAppliesEveryEventOnceAndResumesFromItsCheckpoint(t *tes
 	}
 	e.run(t, testConfig(), counter("counts"))
 	eventually(t, "checkpoint at the end", func() bool {
-		return e.checkpoint(t, "counts", 1, 0).Position == streams.EndOfSeq(last.Seq)
+		return e.checkpoint(t, "counts", 1, 0).Position == wire.EndOfSeq(last.Seq)
 	})
 	for i := range 5 {
 		if n := e.count(t, "counts", fmt.Sprint("o", i)); n != 26 {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // weighted adds *weight per event: a handler whose new version (weight 2)
@@ -80,7 +82,7 @@ func TestRebuildsTakeTurnsInThreeBuckets(t *testing.T) {
 	if got := e.count(t, "turns", "o0"); got != 20 {
 		t.Errorf("generation 4 counts %d for o0, want 20 (10 events of weight 2, built from the start in an emptied bucket)", got)
 	}
-	want := SlotBuckets(e.ns, "turns")
+	want := wire.ViewBuckets(e.ns, "turns")
 	if got := e.viewBuckets(t, "turns"); !slices.Equal(got, want) {
 		t.Errorf("buckets of the view: %v, want %v", got, want)
 	}
@@ -118,7 +120,7 @@ func TestAViewRebuiltBeforeSlotsKeepsServingAndMovesIntoThem(t *testing.T) {
 	for i := range 20 {
 		e.append(t, "order", fmt.Sprint("o", i%2), "placed")
 	}
-	kv, err := ensureBucket(t.Context(), e.js, ControlBucket(e.ns), 1, false, nil)
+	kv, err := ensureBucket(t.Context(), e.js, wire.ProjectionsBucket(e.ns), 1, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

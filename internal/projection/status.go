@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Health of a projection.
@@ -62,7 +62,7 @@ type PartStatus struct {
 
 // Names lists the projections that have run in the namespace.
 func (v *Views) Names(ctx context.Context) ([]string, error) {
-	kv, err := v.js.KeyValue(ctx, ControlBucket(v.ns))
+	kv, err := v.js.KeyValue(ctx, wire.ProjectionsBucket(v.ns))
 	if err != nil {
 		return nil, nil // no projection has run
 	}
@@ -169,7 +169,7 @@ func (v *Views) Status(ctx context.Context, name string) (Status, error) {
 			st.Build = buildProgress(gen, buildLow, buildRate, st.LogEnd)
 		}
 	}
-	seq, _ := streams.SplitPosition(st.Position)
+	seq, _ := wire.SplitPosition(st.Position)
 	if st.LogEnd > seq {
 		st.Lag = st.LogEnd - seq
 		if m, err := events.GetMsg(ctx, seq+1); err == nil {
@@ -189,7 +189,7 @@ func (v *Views) Status(ctx context.Context, name string) (Status, error) {
 
 func buildProgress(gen int, low uint64, rate float64, end uint64) *Build {
 	b := &Build{Generation: gen, Position: low, Progress: 1}
-	seq, _ := streams.SplitPosition(low)
+	seq, _ := wire.SplitPosition(low)
 	if end > 0 && seq < end {
 		b.Progress = float64(seq) / float64(end)
 		if rate > 0 {

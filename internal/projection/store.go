@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -33,7 +34,7 @@ type doc struct {
 const cacheMax = 200_000
 
 func newKVStore(nc *nats.Conn, stream jetstream.Stream, bucket string) *kvStore {
-	return &kvStore{nc: nc, stream: stream, subj: "$KV." + bucket + ".", cache: map[string]doc{}}
+	return &kvStore{nc: nc, stream: stream, subj: wire.KVPrefix(bucket), cache: map[string]doc{}}
 }
 
 // read returns the committed document under key.
@@ -48,8 +49,7 @@ func (s *kvStore) read(ctx context.Context, key string) (doc, error) {
 	case err != nil:
 		return doc{}, fmt.Errorf("read %s: %w", key, err)
 	default:
-		op := m.Header.Get("KV-Operation")
-		d = doc{value: m.Data, rev: m.Sequence, del: op == "DEL" || op == "PURGE"}
+		d = doc{value: m.Data, rev: m.Sequence, del: wire.IsKVDeleteOp(m.Header.Get(wire.HeaderKVOperation))}
 	}
 	if len(s.cache) >= cacheMax {
 		clear(s.cache)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -17,7 +18,7 @@ import (
 // and command ids, and returns the stored record.
 //
 // Errors:
-//   - a [*TokenError] or [ErrInvalidDecision] for bad input, a [*SizeError]
+//   - a [*wire.TokenError] or [ErrInvalidDecision] for bad input, a [*SizeError]
 //     for an oversized decision: nothing was written;
 //   - a [*ConflictError] (wraps [ErrVersionConflict]) when the aggregate has
 //     moved; it carries the actual position;
@@ -228,7 +229,7 @@ func (l *Log) lastPosition(ctx context.Context, subject string) (Position, error
 	if err != nil {
 		return Position{}, err
 	}
-	if v, err := strconv.ParseUint(m.Header.Get(HeaderLastVersion), 10, 64); err == nil && v > 0 && m.Header.Get(jetstream.MsgIDHeader) != "" {
+	if v, err := strconv.ParseUint(m.Header.Get(wire.HeaderLastVersion), 10, 64); err == nil && v > 0 && m.Header.Get(jetstream.MsgIDHeader) != "" {
 		return Position{Seq: m.Sequence, Version: v}, nil
 	}
 	rec, err := decodeRaw(m)

@@ -8,21 +8,24 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 )
 
 // JetStream's atomic batch headers (nats-server 2.12+; nats.go has no batch
-// API). Every message of a batch carries the id and its 1-based position;
-// the last one also carries the commit marker and is the only one answered.
+// API) are wire's: every message of a batch carries the id and its 1-based
+// position; the last one also carries the commit marker and is the only one
+// answered.
 const (
-	headerBatchID     = "Nats-Batch-Id"
-	headerBatchSeq    = "Nats-Batch-Sequence"
-	headerBatchCommit = "Nats-Batch-Commit"
+	headerBatchID     = wire.HeaderBatchID
+	headerBatchSeq    = wire.HeaderBatchSeq
+	headerBatchCommit = wire.HeaderBatchCommit
 )
 
-// Error codes of a refused batch (NATS.md "Semantics found").
+// Error codes of a refused batch: every error comes on the commit reply,
+// the first failure only (nats-server 2.12+).
 const (
 	codeWrongLastSeq   = 10071 // one stale expectation; names the subject's last sequence
 	codeBatchDuplicate = 10201 // a Msg-Id already stored or twice in the batch; names nothing

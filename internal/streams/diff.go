@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -122,7 +123,7 @@ func diffStream(have, want jetstream.StreamConfig) []Diff {
 	deny("deny_purge", have.DenyPurge, want.DenyPurge, "every message")
 	switch {
 	case have.AllowRollup == want.AllowRollup:
-	case have.AllowRollup && strings.HasPrefix(want.Name, "KV_"):
+	case have.AllowRollup && strings.HasPrefix(want.Name, wire.KVStreamPrefix):
 		// Every bucket of an older esjet allows them (nats.go's default):
 		// the node warns, esjet provision turns them off.
 		add("allow_rollup", true, false, DiffBenign, "")
@@ -178,7 +179,7 @@ func diffStream(have, want jetstream.StreamConfig) []Diff {
 		switch {
 		case len(want.Sources) == 0:
 			add("sources", hs, "none", DiffLossy, "the server writes other streams' messages into esjet's subjects, unguarded by any expectation").Immutable = true
-		case slices.ContainsFunc(have.Sources, func(s *jetstream.StreamSource) bool { return !hubShaped(s, want.Sources) }):
+		case slices.ContainsFunc(have.Sources, func(s *jetstream.StreamSource) bool { return !hubShaped(s, have.Name, want.Sources) }):
 			add("sources", hs, ws, DiffLossy, "a source esjet does not make writes other messages into esjet's subjects")
 		default:
 			add("sources", hs, ws, DiffNeeded, "the sites the hub aggregates")
@@ -252,17 +253,22 @@ func republishEqual(a, b *jetstream.RePublish) bool {
 	return b != nil && a.Source == b.Source && a.Destination == b.Destination && a.HeadersOnly == b.HeadersOnly
 }
 
-// hubShaped reports whether source s is one a hub makes (HubStreamConfigs):
-// the same stream and filter as the wanted sources, from some site's
-// domain, with no transform that changes a subject.
-func hubShaped(s *jetstream.StreamSource, want []*jetstream.StreamSource) bool {
-	if s.External == nil || !strings.HasPrefix(s.External.APIPrefix, "$JS.") {
+// hubShaped reports whether source s of stream is one a hub makes
+// (HubStreamConfigs): the same stream and filter as the wanted sources, from
+// some site's domain or staging account, with no transform that changes a
+// subject; or a site's stream of the same name, read directly, as a hub
+// built before staging did (DirectSiteSource: the hub moves it to staging).
+func hubShaped(s *jetstream.StreamSource, stream string, want []*jetstream.StreamSource) bool {
+	if s.External == nil || !strings.HasPrefix(s.External.APIPrefix, "$JS.") && !strings.HasPrefix(s.External.APIPrefix, "esjet-edge.") {
 		return false
 	}
 	for _, t := range s.SubjectTransforms {
 		if t.Source != t.Destination {
 			return false
 		}
+	}
+	if s.Name == stream && strings.HasPrefix(s.External.APIPrefix, "$JS.") {
+		return true
 	}
 	return slices.ContainsFunc(want, func(w *jetstream.StreamSource) bool {
 		return w.Name == s.Name && w.FilterSubject == s.FilterSubject

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -23,12 +24,15 @@ import (
 // load cost about 1 ms and 700 KB; sharing the subscription removes that.
 type batchGetter struct {
 	nc      *nats.Conn
+	api     string // $JS.API. (or the domain's, the prefix's)
+	stream  string
 	subject string // $JS.API.DIRECT.GET.<stream>
 	inbox   string // <inbox prefix>.
 	once    sync.Once
 	sub     *nats.Subscription
 	subErr  error
 	next    atomic.Uint64
+	read    atomic.Uint64 // messages received, for tests that count a read's cost
 	try     time.Duration // getTry; tests shorten it
 	mu      sync.Mutex
 	waiting map[string]*waiter
@@ -52,6 +56,8 @@ func newBatchGetter(js jetstream.JetStream, stream string) *batchGetter {
 	nc := js.Conn()
 	return &batchGetter{
 		nc:      nc,
+		api:     prefix,
+		stream:  stream,
 		subject: prefix + "DIRECT.GET." + stream,
 		inbox:   nc.NewInbox() + "." + nuid.Next() + ".",
 		try:     getTry,
@@ -233,7 +239,8 @@ func (g *batchGetter) get(ctx context.Context, req batchRequest, fn func(*jetstr
 				return got, pending, err
 			}
 			got++
-			pending, _ = strconv.ParseUint(m.Header.Get("Nats-Num-Pending"), 10, 64)
+			g.read.Add(1)
+			pending, _ = strconv.ParseUint(m.Header.Get(wire.HeaderNumPending), 10, 64)
 			if err := fn(raw); err != nil {
 				return got, pending, err
 			}

@@ -1,5 +1,8 @@
 // Package streams is esjet's event log on JetStream: it provisions the streams
-// and buckets of a namespace, appends decisions and reads them back.
+// and buckets of a namespace, appends decisions and reads them back. It is
+// the log's I/O: the names and bytes it writes (the decision's types and
+// headers, subjects, stream and bucket names, the token rule) are package
+// wire's, and its own defaults are config.Default()'s.
 //
 // Provisioning has two sides. [Ensure] is a node's: it creates what is
 // missing, each object with its whole configuration in one CREATE, and

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // fillAll sets every field of v (a pointer to a struct) to a non-zero value,
@@ -53,7 +55,7 @@ func fillAll(t *testing.T, v reflect.Value) {
 func TestEncoderMatchesEncodingJSON(t *testing.T) {
 	var d Decision
 	fillAll(t, reflect.ValueOf(&d).Elem())
-	want, err := json.Marshal(envelope{V: EnvelopeVersion, Decision: d})
+	want, err := json.Marshal(envelope{V: wire.EnvelopeVersion, Decision: d})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +73,7 @@ func TestEncoderMatchesEncodingJSON(t *testing.T) {
 	}
 	// And the minimal decision (omitempty fields absent) too.
 	min := Decision{ID: "id", AggregateType: "t", AggregateID: "i", Events: []Event{{Type: "e", Version: 1}}}
-	want, _ = json.Marshal(envelope{V: EnvelopeVersion, Decision: min})
+	want, _ = json.Marshal(envelope{V: wire.EnvelopeVersion, Decision: min})
 	got, _ = appendEnvelope(nil, min)
 	_ = json.Unmarshal(got, &gotV)
 	_ = json.Unmarshal(want, &wantV)

@@ -7,128 +7,24 @@ import (
 	"strings"
 	"time"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// EnvelopeVersion is the version of the stored payload shape. A reader meets
-// a newer version only after a downgrade and refuses it rather than guess.
-const EnvelopeVersion = 1
-
-// Headers of a decision message, so `nats stream view` shows what a message
-// is without decoding the payload. The aggregate is the subject's last two
-// tokens (<ns>.evt.<type>.<id>) and the decision id is Nats-Msg-Id, so
-// nothing derivable is written twice: see [encode] for which are always
-// there and which only when they say something.
-const (
-	HeaderEnvelope      = "Esjet-Envelope"      // envelope version: marks a message esjet wrote
-	HeaderEventTypes    = "Esjet-Event-Types"   // comma-separated, in order
-	HeaderFirstVersion  = "Esjet-First-Version" // aggregate version of the first event, when not the last's
-	HeaderLastVersion   = "Esjet-Last-Version"  // aggregate version of the last event
-	HeaderCommandCount  = "Esjet-Command-Count" // commands recorded in the decision, when any
-	HeaderCorrelationID = "Esjet-Correlation-Id"
-	HeaderCausationID   = "Esjet-Causation-Id"
-	HeaderTraceParent   = "traceparent" // W3C trace context (on decisions before issue 18; OUTBOX messages)
-
-	// Written on decision messages before issue 18 (the subject says the
-	// same); still the names of the OUTBOX headers that carry them.
-	HeaderAggregateType = "Esjet-Aggregate-Type"
-	HeaderAggregateID   = "Esjet-Aggregate-Id"
-)
-
-// Position is where an aggregate stands in the log: the stream sequence of
-// its last message (0 = no message yet) and its aggregate version (the
-// version of its last event). Append expects Seq; Version numbers new events.
-type Position struct {
-	Seq     uint64 `json:"seq"`
-	Version uint64 `json:"version"`
-}
-
-// Decision is what handling one command produced, appended as one message.
-type Decision struct {
-	// ID is the decision id and the message's Nats-Msg-Id. Required: a UUID
-	// derived from the request's idempotency key, or a UUIDv7.
-	ID            string    `json:"id"`
-	AggregateType string    `json:"aggregate_type"`
-	AggregateID   string    `json:"aggregate_id"`
-	Events        []Event   `json:"events"`
-	Commands      []Command `json:"commands,omitempty"`
-	CorrelationID string    `json:"correlation_id,omitempty"`
-	CausationID   string    `json:"causation_id,omitempty"`
-	TraceParent   string    `json:"traceparent,omitempty"`
-	// IdempotencyKey is the client's key for the request that produced the
-	// decision (the decision id is derived from it); RequestDigest is a hash
-	// of that request, so a key reused with another request is recognised.
-	IdempotencyKey string `json:"idempotency_key,omitempty"`
-	RequestDigest  string `json:"request_digest,omitempty"`
-}
-
-// Event is one thing that happened to an aggregate.
-type Event struct {
-	// ID is derived from the decision id and the event's index when empty,
-	// so a retried append produces the same ids.
-	ID   string `json:"id"`
-	Type string `json:"type"`
-	// Schema is the version of Data's shape; 0 means 1. Upcasters see it.
-	Schema int `json:"schema"`
-	// Version is the aggregate version, assigned by Append: expected+1, +2…
-	Version uint64 `json:"version"`
-	// Time is set by Append when zero.
-	Time time.Time       `json:"time"`
-	Data json.RawMessage `json:"data,omitempty"`
-}
-
-// Command is an instruction the decision issues, carried out by a worker
-// after the relay moves it to OUTBOX.
-type Command struct {
-	// ID is assigned by Append: <type>:<id>:<version>:<index>, version being
-	// the decision's last event version. Deterministic: a retry yields the
-	// same id, and OUTBOX deduplicates on it.
-	ID      string          `json:"id"`
-	Kind    string          `json:"kind"`
-	Payload json.RawMessage `json:"payload,omitempty"`
-	// Report asks for the outcome to be sent back to the issuing aggregate.
-	Report bool `json:"report,omitempty"`
-	// DeliverAfter, when set, delays the command until that time.
-	DeliverAfter time.Time `json:"deliver_after,omitzero"`
-}
-
-// Record is a decision as stored in the log.
-type Record struct {
-	Decision
-	Seq     uint64    // stream sequence: the decision's global position
-	Subject string    // the aggregate subject
-	Stored  time.Time // server timestamp
-}
-
-// FirstVersion is the aggregate version of the record's first event.
-func (r Record) FirstVersion() uint64 { return r.Events[0].Version }
-
-// LastVersion is the aggregate version of the record's last event.
-func (r Record) LastVersion() uint64 { return r.Events[len(r.Events)-1].Version }
-
-// Position is the aggregate's position right after this record.
-func (r Record) Position() Position { return Position{Seq: r.Seq, Version: r.LastVersion()} }
 
 type envelope struct {
 	V int `json:"v"`
 	Decision
 }
 
-// CommandID is the deterministic id of the index-th command of a decision
-// whose last event has aggregate version version.
-func CommandID(typ, id string, version uint64, index int) string {
-	return typ + ":" + id + ":" + strconv.FormatUint(version, 10) + ":" + strconv.Itoa(index)
-}
-
 // prepare validates d and fills what Append assigns: event ids, versions and
 // times, command ids. It never mutates the caller's slices.
 func prepare(d Decision, after Position, now time.Time) (Decision, error) {
-	if err := ValidateToken("aggregate type", d.AggregateType); err != nil {
+	if err := wire.ValidateToken("aggregate type", d.AggregateType); err != nil {
 		return d, err
 	}
-	if err := ValidateToken("aggregate id", d.AggregateID); err != nil {
+	if err := wire.ValidateToken("aggregate id", d.AggregateID); err != nil {
 		return d, err
 	}
 	decisionUUID, err := uuid.Parse(d.ID)
@@ -141,16 +37,16 @@ func prepare(d Decision, after Position, now time.Time) (Decision, error) {
 	if len(d.Events) == 0 {
 		return d, invalid("a decision must record at least one event")
 	}
-	if len(d.Events) > MaxEventsPerDecision {
+	if len(d.Events) > wire.MaxEventsPerDecision {
 		return d, invalid("a decision records %d events, more than %d (each event's global position is seq×%d+index): split it into several decisions",
-			len(d.Events), MaxEventsPerDecision, PositionsPerDecision)
+			len(d.Events), wire.MaxEventsPerDecision, wire.PositionsPerDecision)
 	}
 	if after.Seq == 0 && after.Version != 0 {
 		return d, invalid("expected position has version %d but no sequence", after.Version)
 	}
 	events := make([]Event, len(d.Events))
 	for i, e := range d.Events {
-		if err := ValidateToken("event type", e.Type); err != nil {
+		if err := wire.ValidateToken("event type", e.Type); err != nil {
 			return d, err
 		}
 		if e.Schema < 0 {
@@ -175,13 +71,13 @@ func prepare(d Decision, after Position, now time.Time) (Decision, error) {
 	last := events[len(events)-1].Version
 	cmds := make([]Command, len(d.Commands))
 	for i, c := range d.Commands {
-		if err := ValidateToken("command kind", c.Kind); err != nil {
+		if err := wire.ValidateToken("command kind", c.Kind); err != nil {
 			return d, err
 		}
 		if len(c.Payload) > 0 && !json.Valid(c.Payload) {
 			return d, invalid("command %d (%s): payload is not valid JSON", i, c.Kind)
 		}
-		c.ID = CommandID(d.AggregateType, d.AggregateID, last, i)
+		c.ID = wire.CommandID(d.AggregateType, d.AggregateID, last, i)
 		if !c.DeliverAfter.IsZero() {
 			c.DeliverAfter = c.DeliverAfter.UTC()
 		}
@@ -215,31 +111,31 @@ func encode(subject string, d Decision) (*nats.Msg, error) {
 	m := &nats.Msg{Subject: subject, Header: h, Data: data}
 	set := func(k, v string) { h[k] = []string{v} }
 	set(jetstream.MsgIDHeader, d.ID)
-	set(HeaderEnvelope, envelopeVersionText)
+	set(wire.HeaderEnvelope, envelopeVersionText)
 	if len(d.Events) == 1 {
-		set(HeaderEventTypes, d.Events[0].Type)
+		set(wire.HeaderEventTypes, d.Events[0].Type)
 	} else {
 		types := make([]string, len(d.Events))
 		for i, e := range d.Events {
 			types[i] = e.Type
 		}
-		set(HeaderEventTypes, strings.Join(types, ","))
-		set(HeaderFirstVersion, strconv.FormatUint(d.Events[0].Version, 10))
+		set(wire.HeaderEventTypes, strings.Join(types, ","))
+		set(wire.HeaderFirstVersion, strconv.FormatUint(d.Events[0].Version, 10))
 	}
-	set(HeaderLastVersion, strconv.FormatUint(d.Events[len(d.Events)-1].Version, 10))
+	set(wire.HeaderLastVersion, strconv.FormatUint(d.Events[len(d.Events)-1].Version, 10))
 	if len(d.Commands) > 0 {
-		set(HeaderCommandCount, strconv.Itoa(len(d.Commands)))
+		set(wire.HeaderCommandCount, strconv.Itoa(len(d.Commands)))
 	}
 	if d.CorrelationID != "" && d.CorrelationID != d.ID {
-		set(HeaderCorrelationID, headerSafe(d.CorrelationID))
+		set(wire.HeaderCorrelationID, headerSafe(d.CorrelationID))
 	}
 	if d.CausationID != "" {
-		set(HeaderCausationID, headerSafe(d.CausationID))
+		set(wire.HeaderCausationID, headerSafe(d.CausationID))
 	}
 	return m, nil
 }
 
-var envelopeVersionText = strconv.Itoa(EnvelopeVersion)
+var envelopeVersionText = strconv.Itoa(wire.EnvelopeVersion)
 
 // headerSafe drops CR and LF: a header value must stay on one line.
 func headerSafe(s string) string {
@@ -278,7 +174,7 @@ func Decode(data []byte) (Decision, error) {
 		return d, fmt.Errorf("envelope: no events")
 	}
 	for i, e := range d.Events {
-		if err := ValidateToken("event type", e.Type); err != nil {
+		if err := wire.ValidateToken("event type", e.Type); err != nil {
 			return d, err
 		}
 		if e.Version == 0 || (i > 0 && e.Version != d.Events[i-1].Version+1) {
@@ -295,22 +191,22 @@ func Decode(data []byte) (Decision, error) {
 // checkHead makes Decode's checks that come before the events': the
 // envelope version, the decision id and the aggregate's tokens.
 func checkHead(v int, d *Decision) error {
-	if v != EnvelopeVersion {
-		return fmt.Errorf("envelope version %d is not supported (this build reads %d)", v, EnvelopeVersion)
+	if v != wire.EnvelopeVersion {
+		return fmt.Errorf("envelope version %d is not supported (this build reads %d)", v, wire.EnvelopeVersion)
 	}
 	if d.ID == "" {
 		return fmt.Errorf("envelope: missing decision id")
 	}
-	if err := ValidateToken("aggregate type", d.AggregateType); err != nil {
+	if err := wire.ValidateToken("aggregate type", d.AggregateType); err != nil {
 		return err
 	}
-	return ValidateToken("aggregate id", d.AggregateID)
+	return wire.ValidateToken("aggregate id", d.AggregateID)
 }
 
 // checkCommands makes Decode's check of the commands' kinds.
 func checkCommands(d *Decision) error {
 	for _, c := range d.Commands {
-		if err := ValidateToken("command kind", c.Kind); err != nil {
+		if err := wire.ValidateToken("command kind", c.Kind); err != nil {
 			return err
 		}
 	}
@@ -330,7 +226,7 @@ func recordOf(m *jetstream.RawStreamMsg, d Decision, err error) (Record, error) 
 	if err != nil {
 		return Record{}, &DecodeError{Seq: m.Sequence, Subject: m.Subject, Err: err}
 	}
-	if !strings.HasSuffix(m.Subject, ".evt."+d.AggregateType+"."+d.AggregateID) {
+	if !wire.IsAggregateSubject(m.Subject, d.AggregateType, d.AggregateID) {
 		return Record{}, &DecodeError{Seq: m.Sequence, Subject: m.Subject,
 			Err: fmt.Errorf("envelope names aggregate %s/%s, not the subject's", d.AggregateType, d.AggregateID)}
 	}
@@ -360,7 +256,7 @@ func appendEnvelope(b []byte, d Decision) ([]byte, error) {
 	var err error
 	decisionUUID, derivable := parseUUID(d.ID)
 	b = append(b, `{"v":`...)
-	b = strconv.AppendInt(b, EnvelopeVersion, 10)
+	b = strconv.AppendInt(b, wire.EnvelopeVersion, 10)
 	b = appendField(b, "id", d.ID)
 	b = appendField(b, "aggregate_type", d.AggregateType)
 	b = appendField(b, "aggregate_id", d.AggregateID)

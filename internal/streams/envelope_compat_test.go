@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/natstest"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // A decision exactly as esjet wrote it before issue 18 leaned the message:
@@ -17,19 +18,19 @@ import (
 // envelope. Stored logs are full of these; they must read as they always did.
 var (
 	oldShapeHeaders = map[string]string{
-		jetstream.MsgIDHeader:  "0190f4c2-7d3a-7c11-8a2b-3c4d5e6f7a8b",
-		"Content-Type":         "application/json",
-		HeaderEnvelope:         "1",
-		HeaderAggregateType:    "trip",
-		HeaderAggregateID:      "t-1",
-		HeaderEventTypes:       "trip_requested,budget_checked",
-		HeaderFirstVersion:     "1",
-		HeaderLastVersion:      "2",
-		HeaderCommandCount:     "1",
-		HeaderCorrelationID:    "0190f4c2-7d3a-7c11-8a2b-3c4d5e6f7a8b",
-		"Esjet-Causation-Id":   "cause-1",
-		"traceparent":          "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-		"Esjet-Unknown-Header": "an older or newer writer's: ignored",
+		jetstream.MsgIDHeader:    "0190f4c2-7d3a-7c11-8a2b-3c4d5e6f7a8b",
+		"Content-Type":           "application/json",
+		wire.HeaderEnvelope:      "1",
+		wire.HeaderAggregateType: "trip",
+		wire.HeaderAggregateID:   "t-1",
+		wire.HeaderEventTypes:    "trip_requested,budget_checked",
+		wire.HeaderFirstVersion:  "1",
+		wire.HeaderLastVersion:   "2",
+		wire.HeaderCommandCount:  "1",
+		wire.HeaderCorrelationID: "0190f4c2-7d3a-7c11-8a2b-3c4d5e6f7a8b",
+		"Esjet-Causation-Id":     "cause-1",
+		"traceparent":            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+		"Esjet-Unknown-Header":   "an older or newer writer's: ignored",
 	}
 	oldShapeBody = `{"v":1,"id":"0190f4c2-7d3a-7c11-8a2b-3c4d5e6f7a8b","aggregate_type":"trip","aggregate_id":"t-1",` +
 		`"events":[{"id":"9a0dc4dd-973a-57dd-8331-3508c9eeb077","type":"trip_requested","schema":1,"version":1,"time":"2026-03-04T04:06:07.891234567Z","data":{"from":"AMS","to":"LIS"}},` +

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // FuzzDecode feeds arbitrary bytes to Decode. It must never panic, and what
@@ -100,19 +102,19 @@ func normalized(t *testing.T, d Decision) Decision {
 
 var tokenOracle = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
-// FuzzValidateToken checks ValidateToken against a regular expression of the
+// FuzzValidateToken checks wire.ValidateToken against a regular expression of the
 // documented rule. Seed corpus: testdata/fuzz/FuzzValidateToken.
 func FuzzValidateToken(f *testing.F) {
 	f.Fuzz(func(t *testing.T, value string) {
-		err := ValidateToken("aggregate id", value)
+		err := wire.ValidateToken("aggregate id", value)
 		want := tokenOracle.MatchString(value)
 		if want && err != nil {
-			t.Fatalf("ValidateToken(%q) = %v, but it matches %s", value, err, tokenOracle)
+			t.Fatalf("wire.ValidateToken(%q) = %v, but it matches %s", value, err, tokenOracle)
 		}
 		if !want {
-			var te *TokenError
-			if !errors.As(err, &te) || !errors.Is(err, ErrInvalidToken) || te.Value != value {
-				t.Fatalf("ValidateToken(%q) = %v, want a *TokenError: it does not match %s", value, err, tokenOracle)
+			var te *wire.TokenError
+			if !errors.As(err, &te) || !errors.Is(err, wire.ErrInvalidToken) || te.Value != value {
+				t.Fatalf("wire.ValidateToken(%q) = %v, want a *wire.TokenError: it does not match %s", value, err, tokenOracle)
 			}
 			_ = te.Error() // formatting any value must not panic
 		}

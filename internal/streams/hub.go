@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // HubConfig is what the hub of a fleet of edge sites aggregates (README
@@ -24,14 +26,25 @@ type HubConfig struct {
 	// lets the hub's leaf permissions take each site's deliveries from that
 	// site only. Nil: JetStream's default, $JS.S.<random>.
 	DeliverPrefix func(site string) string
+	// Staging, when set, is where the hub stages each site's streams
+	// (broker.StagingAccount): a staging account of the site's own sources
+	// the site, and the hub's EVENTS and OUTBOX source the staging
+	// streams, so that what a sourcing stream answers on a subject the site
+	// names lands in that account ([StagingStreamConfigs]). Nil: the hub's
+	// streams source the sites directly (a server without accounts, in
+	// tests).
+	Staging func(site string) Staging
 }
 
-// Outcomes is the hub's stream of outcomes of hub kinds on their way back
-// to the site that issued the command: subject <ns>.outcome.<site>.
-func (n Names) Outcomes() string { return strings.ToUpper(n.Namespace) + "_OUTCOMES" }
-
-// OutcomeSubject is where the hub records an outcome for site.
-func (n Names) OutcomeSubject(site string) string { return n.Namespace + ".outcome." + site }
+// Staging is one site's staging account seen from the hub's streams
+// account.
+type Staging struct {
+	// APIPrefix reaches the staging account's JetStream API; DeliverPrefix
+	// is where the hub's sources of the staging streams deliver.
+	APIPrefix, DeliverPrefix string
+	// Events and Outbox are the staging streams' names.
+	Events, Outbox string
+}
 
 // SiteAPIPrefix is the JetStream API of a site (or the hub) reached across
 // the leaf link by its domain.
@@ -49,7 +62,8 @@ func SiteAPIPrefix(domain string) string { return "$JS." + domain + ".API" }
 //     retention there, kept for streams.outbox_max_age: the longest outage
 //     the hub can catch up on) and keeps <ns>.outbox.> for the hub's own
 //     re-drives from the DLQ. No schedules: they cannot be combined with
-//     sources.
+//     sources. With staging, no duplicate window: a site's copy of a
+//     command id must not stand in for another site's.
 //   - DLQ as on any node, and OUTCOMES (<ns>.outcome.<site>), from which
 //     each site pulls its hub kinds' outcomes.
 func HubStreamConfigs(names Names, c ProvisionConfig, h HubConfig) []jetstream.StreamConfig {
@@ -60,31 +74,35 @@ func HubStreamConfigs(names Names, c ProvisionConfig, h HubConfig) []jetstream.S
 	outbox.Description = "esjet hub outbox: the hub kinds of every site's " + names.Outbox
 	outbox.Subjects = []string{names.OutboxFilter()}
 	outbox.AllowMsgSchedules, outbox.AllowRollup = false, false
+	window := outbox.Duplicates // OUTCOMES keeps the configured window
+	if h.Staging != nil {
+		// One copy per command id would let a site's copy stand in for
+		// another site's command of the same id (ids are deterministic):
+		// no window. Sourcing from the staging streams, which are local,
+		// repeats nothing.
+		outbox.Duplicates = 0
+	}
 	for _, site := range h.Sites {
-		external := func() *jetstream.ExternalStream {
-			x := &jetstream.ExternalStream{APIPrefix: SiteAPIPrefix(site)}
-			if h.DeliverPrefix != nil {
-				x.DeliverPrefix = h.DeliverPrefix(site)
+		if h.Staging != nil {
+			st := h.Staging(site)
+			external := func() *jetstream.ExternalStream {
+				return &jetstream.ExternalStream{APIPrefix: st.APIPrefix, DeliverPrefix: st.DeliverPrefix}
 			}
-			return x
-		}
-		events.Sources = append(events.Sources, &jetstream.StreamSource{
-			Name: names.Events, OptStartSeq: 1, FilterSubject: names.EventsFilter(), External: external(),
-		})
-		if len(h.HubKinds) == 0 {
+			events.Sources = append(events.Sources, &jetstream.StreamSource{Name: st.Events, OptStartSeq: 1, External: external()})
+			if len(h.HubKinds) > 0 {
+				outbox.Sources = append(outbox.Sources, &jetstream.StreamSource{Name: st.Outbox, OptStartSeq: 1, External: external()})
+			}
 			continue
 		}
-		src := &jetstream.StreamSource{Name: names.Outbox, OptStartSeq: 1, External: external()}
-		for _, kind := range h.HubKinds {
-			subj := names.Namespace + ".outbox." + kind
-			src.SubjectTransforms = append(src.SubjectTransforms, jetstream.SubjectTransformConfig{Source: subj, Destination: subj})
+		events.Sources = append(events.Sources, siteSource(names, false, site, h))
+		if len(h.HubKinds) > 0 {
+			outbox.Sources = append(outbox.Sources, siteSource(names, true, site, h))
 		}
-		outbox.Sources = append(outbox.Sources, src)
 	}
 	outcomes := jetstream.StreamConfig{
 		Name:              names.Outcomes(),
 		Description:       "esjet hub outcomes of hub kinds, on " + names.Namespace + ".outcome.<site>, pulled by each site",
-		Subjects:          []string{names.Namespace + ".outcome.>"},
+		Subjects:          []string{names.OutcomesFilter()},
 		Retention:         jetstream.LimitsPolicy,
 		Storage:           jetstream.FileStorage,
 		Replicas:          outbox.Replicas,
@@ -97,9 +115,83 @@ func HubStreamConfigs(names Names, c ProvisionConfig, h HubConfig) []jetstream.S
 		DenyDelete:        true,
 		DenyPurge:         true,
 		AllowDirect:       true,
-		Duplicates:        outbox.Duplicates,
+		Duplicates:        window,
 	}
 	return []jetstream.StreamConfig{events, outbox, dlq, outcomes}
+}
+
+// siteSource is a source of a site's stream by the site's domain, from
+// sequence 1: its EVENTS' events, or the hub kinds of its OUTBOX.
+func siteSource(names Names, outbox bool, site string, h HubConfig) *jetstream.StreamSource {
+	x := &jetstream.ExternalStream{APIPrefix: SiteAPIPrefix(site)}
+	if h.DeliverPrefix != nil {
+		x.DeliverPrefix = h.DeliverPrefix(site)
+	}
+	if outbox {
+		return &jetstream.StreamSource{Name: names.Outbox, OptStartSeq: 1, External: x, SubjectTransforms: hubKindTransforms(names, h.HubKinds)}
+	}
+	return &jetstream.StreamSource{Name: names.Events, OptStartSeq: 1, External: x, FilterSubject: names.EventsFilter()}
+}
+
+// hubKindTransforms select the hub kinds of a site's OUTBOX.
+func hubKindTransforms(names Names, kinds []string) []jetstream.SubjectTransformConfig {
+	var out []jetstream.SubjectTransformConfig
+	for _, kind := range kinds {
+		subj := wire.CommandSubject(names.Namespace, kind)
+		out = append(out, jetstream.SubjectTransformConfig{Source: subj, Destination: subj})
+	}
+	return out
+}
+
+// StagingStreamConfigs are site's staging streams at the hub (h.Staging):
+// Events sources the site's EVENTS, Outbox the hub kinds of its OUTBOX (none
+// without hub kinds), each from sequence 1. They have no subjects and deny
+// purge and delete: nothing but sourcing writes them. They keep what the
+// hub has not yet sourced from them for streams.outbox_max_age (the hub's
+// sourcing from them is local and keeps up within moments), like a site's
+// OUTBOX keeps what the hub has not sourced.
+//
+// from, when set, starts them at those site sequences (a hub moving to
+// staging: [LastSourcedSeq]), numbering their messages from there too.
+func StagingStreamConfigs(names Names, c ProvisionConfig, h HubConfig, site string, from StagingStart) []jetstream.StreamConfig {
+	base := StreamConfigs(names, c)
+	events, outbox := base[0], base[1]
+	st := h.Staging(site)
+	stage := func(cfg jetstream.StreamConfig, name, what string, src *jetstream.StreamSource, start uint64) jetstream.StreamConfig {
+		if start > 1 {
+			src.OptStartSeq, cfg.FirstSeq = start, start
+		}
+		cfg.Name, cfg.Description = name, "esjet hub staging of site "+site+"'s "+what+", sourced by its domain; the hub's "+what+" sources this"
+		cfg.Subjects, cfg.Sources = nil, []*jetstream.StreamSource{src}
+		cfg.Retention, cfg.Discard, cfg.MaxAge = jetstream.LimitsPolicy, jetstream.DiscardOld, outbox.MaxAge
+		cfg.MaxMsgs, cfg.MaxBytes, cfg.MaxMsgsPerSubject = -1, -1, -1
+		cfg.DenyDelete, cfg.DenyPurge = true, true
+		cfg.AllowMsgSchedules, cfg.AllowRollup, cfg.AllowMsgTTL = false, false, false
+		cfg.AllowAtomicPublish = false
+		if cfg.Duplicates == 0 {
+			cfg.Duplicates = events.Duplicates
+		}
+		return cfg
+	}
+	out := []jetstream.StreamConfig{stage(events, st.Events, names.Events, siteSource(names, false, site, h), from.Events)}
+	if len(h.HubKinds) > 0 {
+		out = append(out, stage(outbox, st.Outbox, names.Outbox, siteSource(names, true, site, h), from.Outbox))
+	}
+	return out
+}
+
+// StagingStart is the first site sequence of each staging stream, 0 for
+// the first.
+type StagingStart struct{ Events, Outbox uint64 }
+
+// StagingObjects are site's staging streams ([StagingStreamConfigs]), made
+// in its staging account through h.Staging(site).APIPrefix.
+func StagingObjects(ns string, c ProvisionConfig, h HubConfig, site string, from StagingStart) []Object {
+	var out []Object
+	for _, s := range StagingStreamConfigs(NamesFor(ns), c, h, site, from) {
+		out = append(out, Object{Name: s.Name, Config: s})
+	}
+	return out
 }
 
 // HubObjects are the hub's streams ([HubStreamConfigs]) and the
@@ -146,9 +238,9 @@ func sourceDomain(s *jetstream.StreamSource) string {
 	if s.External == nil {
 		return s.Domain
 	}
-	d, _ := strings.CutPrefix(s.External.APIPrefix, "$JS.")
-	d, _ = strings.CutSuffix(d, ".API")
-	return d
+	// $JS.<site>.API, or a staging account's esjet-edge.<ns>.stage.<site>.API
+	d, _ := strings.CutSuffix(s.External.APIPrefix, ".API")
+	return d[strings.LastIndexByte(d, '.')+1:]
 }
 
 // SiteOfSource is the site (domain) a hub stream's source info reads from.
@@ -189,7 +281,7 @@ func RestartSources(ctx context.Context, js jetstream.JetStream, stream, site st
 	if len(keep) == 0 && len(cfg.Subjects) == 0 {
 		// A stream needs a subject or a source: hold one nobody writes to
 		// for the moment between the two updates.
-		without.Subjects = []string{"esjet-restart." + strings.ToLower(stream)}
+		without.Subjects = []string{placeholderSubject(stream)}
 	}
 	if _, err := js.UpdateStream(ctx, without); err != nil {
 		return fmt.Errorf("restart %s's sources from %s: remove: %w", stream, site, err)

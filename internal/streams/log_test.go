@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/natstest"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // harness is one namespace on a running server (R1 or R3), provisioned.
@@ -168,8 +169,8 @@ func testRoundTrip(t *testing.T, h *harness) {
 	}
 	for k, want := range map[string]string{
 		jetstream.MsgIDHeader: d2.ID,
-		HeaderEventTypes:      "budget_locked,flight_requested,hotel_requested", HeaderFirstVersion: "2",
-		HeaderLastVersion: "4", HeaderCommandCount: "2", HeaderCorrelationID: "corr-1", HeaderEnvelope: "1",
+		wire.HeaderEventTypes: "budget_locked,flight_requested,hotel_requested", wire.HeaderFirstVersion: "2",
+		wire.HeaderLastVersion: "4", wire.HeaderCommandCount: "2", wire.HeaderCorrelationID: "corr-1", wire.HeaderEnvelope: "1",
 	} {
 		if got := raw.Header.Get(k); got != want {
 			t.Errorf("header %s = %q, want %q", k, got, want)
@@ -432,9 +433,9 @@ func testInvalidInput(t *testing.T, h *harness) {
 			}(),
 		} {
 			_, err := h.log.Append(ctx, d, Position{})
-			var te *TokenError
-			if !errors.As(err, &te) || !errors.Is(err, ErrInvalidToken) {
-				t.Errorf("token %q: err = %v, want a *TokenError", tok, err)
+			var te *wire.TokenError
+			if !errors.As(err, &te) || !errors.Is(err, wire.ErrInvalidToken) {
+				t.Errorf("token %q: err = %v, want a *wire.TokenError", tok, err)
 				continue
 			}
 			if !strings.Contains(err.Error(), "A-Z a-z 0-9 _ -") {
@@ -463,7 +464,7 @@ func testInvalidInput(t *testing.T, h *harness) {
 	if _, err := h.log.Append(ctx, decision("ok", "ok", "e"), Position{Version: 3}); !errors.Is(err, ErrInvalidDecision) {
 		t.Errorf("version without sequence: err = %v", err)
 	}
-	if _, err := h.log.Load(ctx, "a.b", "x", Position{}); !errors.Is(err, ErrInvalidToken) {
+	if _, err := h.log.Load(ctx, "a.b", "x", Position{}); !errors.Is(err, wire.ErrInvalidToken) {
 		t.Errorf("load with an invalid type: err = %v", err)
 	}
 	if n := msgCount(t, h); n != 0 {

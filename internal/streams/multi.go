@@ -17,7 +17,7 @@ const MaxMulti = 100
 // AppendAll stores ds atomically, decision i on its aggregate's subject
 // expecting the aggregate at afters[i]: all of them, or none. It is one
 // JetStream atomic batch, so it costs one batch (~2.3 ms on a single
-// file-backed server, NATS.md) whatever the number of aggregates.
+// file-backed server: it is staged in a store of its own) whatever the number of aggregates.
 //
 // Errors:
 //   - what [Log.Append] returns for bad input, naming the decision, and

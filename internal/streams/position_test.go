@@ -6,14 +6,15 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/esjet/esjet/internal/natstest"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 func TestPositionArithmetic(t *testing.T) {
-	if p := EventPosition(42, 3); p != 420003 {
-		t.Fatalf("EventPosition(42, 3) = %d, want 420003", p)
+	if p := wire.EventPosition(42, 3); p != 420003 {
+		t.Fatalf("wire.EventPosition(42, 3) = %d, want 420003", p)
 	}
-	if s, i := SplitPosition(420003); s != 42 || i != 3 {
-		t.Fatalf("SplitPosition(420003) = %d, %d", s, i)
+	if s, i := wire.SplitPosition(420003); s != 42 || i != 3 {
+		t.Fatalf("wire.SplitPosition(420003) = %d, %d", s, i)
 	}
 	for _, c := range []struct {
 		after uint64
@@ -23,10 +24,10 @@ func TestPositionArithmetic(t *testing.T) {
 	}{
 		{0, 1, 0, "from scratch"},
 		{420003, 42, 4, "inside a decision"},
-		{EndOfSeq(42), 43, 0, "after a whole message"},
+		{wire.EndOfSeq(42), 43, 0, "after a whole message"},
 	} {
-		if seq, skip := ResumeSeq(c.after); seq != c.seq || skip != c.skip {
-			t.Errorf("%s: ResumeSeq(%d) = %d, %d; want %d, %d", c.name, c.after, seq, skip, c.seq, c.skip)
+		if seq, skip := wire.ResumeSeq(c.after); seq != c.seq || skip != c.skip {
+			t.Errorf("%s: wire.ResumeSeq(%d) = %d, %d; want %d, %d", c.name, c.after, seq, skip, c.seq, c.skip)
 		}
 	}
 }
@@ -62,12 +63,12 @@ func TestReadAfterEveryPositionReturnsExactlyTheEventsAfterIt(t *testing.T) {
 		if i > 0 && e.Position <= all[i-1].Position {
 			t.Errorf("position %d (%s) does not increase after %d", e.Position, e.Type, all[i-1].Position)
 		}
-		if e.Position != EventPosition(e.Seq, e.Index) {
-			t.Errorf("event %d: position %d is not seq %d × %d + index %d", i, e.Position, e.Seq, PositionsPerDecision, e.Index)
+		if e.Position != wire.EventPosition(e.Seq, e.Index) {
+			t.Errorf("event %d: position %d is not seq %d × %d + index %d", i, e.Position, e.Seq, wire.PositionsPerDecision, e.Index)
 		}
 	}
-	if next != EndOfSeq(all[len(all)-1].Seq) {
-		t.Errorf("next = %d after the whole log, want %d", next, EndOfSeq(all[len(all)-1].Seq))
+	if next != wire.EndOfSeq(all[len(all)-1].Seq) {
+		t.Errorf("next = %d after the whole log, want %d", next, wire.EndOfSeq(all[len(all)-1].Seq))
 	}
 	if all[0].Position != 10000 || all[2].Position != 10002 {
 		t.Errorf("first decision's positions: %d, %d, want 10000, 10002", all[0].Position, all[2].Position)
@@ -87,7 +88,7 @@ func TestReadAfterEveryPositionReturnsExactlyTheEventsAfterIt(t *testing.T) {
 		}
 	}
 	// The stray message's seq is 3: after it come the last two events.
-	if got, _, _ := h.log.ReadAfter(t.Context(), EndOfSeq(3), 100); len(got) != 2 || got[0].Type != "shipped" {
+	if got, _, _ := h.log.ReadAfter(t.Context(), wire.EndOfSeq(3), 100); len(got) != 2 || got[0].Type != "shipped" {
 		t.Fatalf("after the stray message: %+v", got)
 	}
 	// Pages of one event each reach the same events.
@@ -113,13 +114,13 @@ func TestReadAfterEveryPositionReturnsExactlyTheEventsAfterIt(t *testing.T) {
 
 func TestAppendRefusesMoreEventsThanPositionsPerDecision(t *testing.T) {
 	d := decision("order", "big")
-	for range MaxEventsPerDecision + 1 {
+	for range wire.MaxEventsPerDecision + 1 {
 		d.Events = append(d.Events, Event{Type: "x"})
 	}
 	if _, err := prepare(d, Position{}, d.Events[0].Time); err == nil {
 		t.Fatal("a decision of 10001 events was accepted")
 	}
-	d.Events = d.Events[:MaxEventsPerDecision]
+	d.Events = d.Events[:wire.MaxEventsPerDecision]
 	if _, err := prepare(d, Position{}, d.Events[0].Time); err != nil {
 		t.Fatalf("a decision of 10000 events: %v", err)
 	}

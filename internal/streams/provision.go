@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -27,21 +29,24 @@ type ProvisionConfig struct {
 	Compression bool
 }
 
+// setDefaults fills what is zero with config.Default()'s values: the
+// defaults are stated once, there.
 func (c *ProvisionConfig) setDefaults() {
+	d := config.Default().Streams
 	if c.Replicas == 0 {
-		c.Replicas = 1
+		c.Replicas = d.Replicas
 	}
 	if c.DuplicateWindow == 0 {
-		c.DuplicateWindow = 2 * time.Minute
+		c.DuplicateWindow = d.DuplicateWindow.Std()
 	}
 	if c.OutboxDuplicateWindow == 0 {
-		c.OutboxDuplicateWindow = 10 * time.Minute
+		c.OutboxDuplicateWindow = d.OutboxDuplicateWindow.Std()
 	}
 	if c.OutboxMaxAge == 0 {
-		c.OutboxMaxAge = 7 * 24 * time.Hour
+		c.OutboxMaxAge = d.OutboxMaxAge.Std()
 	}
 	if c.MaxMessageSize == 0 {
-		c.MaxMessageSize = 1 << 20
+		c.MaxMessageSize = int(d.MaxMessageSize)
 	}
 }
 
@@ -57,13 +62,13 @@ type Change struct {
 }
 
 // StreamConfigs returns the desired configuration of the namespace's three
-// streams: EVENTS, OUTBOX, DLQ (DESIGN.md).
+// streams: EVENTS, OUTBOX, DLQ (names: [wire.Names]).
 func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 	c.setDefaults()
 	maxMsg := int32(c.MaxMessageSize)
 	return []jetstream.StreamConfig{{
 		Name:        names.Events,
-		Description: "esjet event log: one message per decision on " + names.Namespace + ".evt.<type>.<id>",
+		Description: "esjet event log: one message per decision on " + names.TypePrefix("<type>") + "<id>",
 		Subjects:    []string{names.EventsFilter()},
 		Retention:   jetstream.LimitsPolicy,
 		Storage:     jetstream.FileStorage,
@@ -88,7 +93,7 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		Compression:        compression(c),
 	}, {
 		Name:        names.Outbox,
-		Description: "esjet outbox: one message per command on " + names.Namespace + ".outbox.<kind>; delayed ones as schedules on " + names.Namespace + ".schedule.>",
+		Description: "esjet outbox: one message per command on " + names.Namespace + ".outbox.<kind>; delayed ones as schedules on " + names.ScheduleFilter(),
 		Subjects:    []string{names.OutboxFilter(), names.ScheduleFilter()},
 		// Delayed commands are JetStream message schedules (@at), fired by
 		// the server into <ns>.outbox.<kind>. Schedules require roll-ups to
@@ -113,7 +118,7 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		Compression:        compression(c),
 	}, {
 		Name:              names.DLQ,
-		Description:       "esjet dead letters: exhausted or terminally failed commands on " + names.Namespace + ".dlq.<kind>",
+		Description:       "esjet dead letters: exhausted or terminally failed commands on " + wire.DeadLetterSubject(names.Namespace, "<kind>"),
 		Subjects:          []string{names.DLQFilter()},
 		Retention:         jetstream.LimitsPolicy,
 		Storage:           jetstream.FileStorage,
@@ -142,7 +147,9 @@ func compression(c ProvisionConfig) jetstream.StoreCompression {
 	return jetstream.NoCompression
 }
 
-// BucketConfigs returns the desired KV buckets: snapshots and receipts.
+// BucketConfigs returns the desired KV buckets: snapshots, receipts and
+// the workers' flow control (pauses, rate limits, per-key leases, which
+// expire by per-key TTLs: LimitMarkerTTL turns them on).
 func BucketConfigs(names Names, c ProvisionConfig) []jetstream.KeyValueConfig {
 	c.setDefaults()
 	return []jetstream.KeyValueConfig{{
@@ -157,11 +164,18 @@ func BucketConfigs(names Names, c ProvisionConfig) []jetstream.KeyValueConfig {
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,
+	}, {
+		Bucket:         names.Workers,
+		Description:    "esjet workers' flow control: pauses, rate limits, per-key leases",
+		History:        1,
+		Storage:        jetstream.FileStorage,
+		Replicas:       c.Replicas,
+		LimitMarkerTTL: time.Second,
 	}}
 }
 
 // BucketStreamConfig is the stream (KV_<bucket>) that nats.go's
-// CreateKeyValue makes for kv, without mirrors, sources or TTLs: the same
+// CreateKeyValue makes for kv, without mirrors or sources: the same
 // settings, so jetstream.KeyValue opens it and a bucket made either way
 // compares equal. esjet creates buckets through it so that a bucket which
 // needs more (atomic batches) has it from its first CREATE: a node may
@@ -181,9 +195,9 @@ func BucketStreamConfig(kv jetstream.KeyValueConfig) jetstream.StreamConfig {
 		comp = jetstream.S2Compression
 	}
 	return jetstream.StreamConfig{
-		Name:              "KV_" + kv.Bucket,
+		Name:              wire.KVStream(kv.Bucket),
 		Description:       kv.Description,
-		Subjects:          []string{"$KV." + kv.Bucket + ".>"},
+		Subjects:          []string{wire.KVFilter(kv.Bucket)},
 		MaxMsgsPerSubject: history,
 		MaxBytes:          maxBytes,
 		MaxAge:            kv.TTL,
@@ -199,6 +213,10 @@ func BucketStreamConfig(kv jetstream.KeyValueConfig) jetstream.StreamConfig {
 		AllowDirect:       true,
 		Compression:       comp,
 		Discard:           jetstream.DiscardNew,
+		// Per-key TTLs (nats.go asks the server's API level first; esjet
+		// needs 2.11+ anyway).
+		AllowMsgTTL:            kv.LimitMarkerTTL > 0,
+		SubjectDeleteMarkerTTL: kv.LimitMarkerTTL,
 	}
 }
 
@@ -221,7 +239,10 @@ func Objects(ns string, c ProvisionConfig) []Object {
 }
 
 // bucketObjects are the namespace's buckets; receipts allow atomic
-// batches (group commit writes them, NATS.md: 10174 otherwise).
+// batches (group commit writes them; JetStream refuses a batch to a KV
+// stream without allow_atomic with 10174). Only the workers' bucket allows
+// roll-ups: a released per-key lease is purged with a TTL, so no marker
+// stays per key ever used.
 func bucketObjects(names Names, c ProvisionConfig) []Object {
 	var out []Object
 	for _, b := range BucketConfigs(names, c) {
@@ -230,7 +251,7 @@ func bucketObjects(names Names, c ProvisionConfig) []Object {
 		// esjet never purges a key of these (a KV purge is a roll-up): with
 		// roll-ups allowed, one publish with Nats-Rollup: all would delete
 		// every receipt (the proof that an effect happened) or snapshot.
-		sc.AllowRollup = false
+		sc.AllowRollup = b.Bucket == names.Workers
 		out = append(out, Object{Name: b.Bucket, Config: sc})
 	}
 	return out

@@ -72,13 +72,17 @@ func TestProvisionCreatesStreamsAndBuckets(t *testing.T) {
 		t.Fatalf("provision: %v", err)
 	}
 	got := changesByName(t, changes)
-	for _, name := range []string{names.Events, names.Outbox, names.DLQ, names.Snapshots, names.Receipts} {
+	for _, name := range []string{names.Events, names.Outbox, names.DLQ, names.Snapshots, names.Receipts, names.Workers} {
 		if c, ok := got[name]; !ok || c.Action != "created" || len(c.Fields) != 0 {
 			t.Errorf("change for %s = %+v, want created", name, c)
 		}
 	}
-	if len(changes) != 5 {
-		t.Errorf("%d changes reported, want 5: %+v", len(changes), changes)
+	if len(changes) != 6 {
+		t.Errorf("%d changes reported, want 6: %+v", len(changes), changes)
+	}
+	// The workers' bucket expires per-key leases by TTL; nothing else does.
+	if wk := streamInfo(t, js, "KV_"+names.Workers).Config; !wk.AllowMsgTTL || wk.SubjectDeleteMarkerTTL != time.Second {
+		t.Errorf("KV_%s allow_msg_ttl %v subject_delete_marker_ttl %v; want true, 1s", names.Workers, wk.AllowMsgTTL, wk.SubjectDeleteMarkerTTL)
 	}
 
 	ev := streamInfo(t, js, names.Events).Config
@@ -146,8 +150,8 @@ func TestProvisionTwiceChangesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("second provision: %v", err)
 	}
-	if len(changes) != 5 {
-		t.Fatalf("%d changes reported, want 5: %+v", len(changes), changes)
+	if len(changes) != 6 {
+		t.Fatalf("%d changes reported, want 6: %+v", len(changes), changes)
 	}
 	for _, c := range changes {
 		if c.Action != "unchanged" || len(c.Fields) != 0 {

@@ -63,8 +63,14 @@ type ScanRange struct {
 	Since time.Time
 	// To is the last stream sequence to read; 0 means up to the end of the
 	// stream as it is while the scan runs (messages stored meanwhile are
-	// read too).
+	// read too). A scan with a To reads every message up to it even when
+	// a replica that is behind answers: where the direct gets end early,
+	// the stream leader is asked (leaderget.go).
 	To uint64
+	// ToLeaderLast, with To 0, sets To to the stream's last sequence as its
+	// leader reports it when the scan starts: for reads that decide what
+	// to publish, which a lagging replica must not answer short.
+	ToLeaderLast bool
 }
 
 // Scan calls fn for each stored message of the range, in stream order, and
@@ -83,6 +89,16 @@ func (s *Scanner) Scan(ctx context.Context, r ScanRange, fn func(*jetstream.RawS
 	}
 	if req.NextFor == ">" {
 		req.NextFor = "" // the server steps over every subject by itself
+	}
+	if r.To == 0 && r.ToLeaderLast {
+		last, err := s.getter.leaderLast(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("scan %s: %w", s.stream, err)
+		}
+		if last == 0 || (req.StartTime == nil && last < req.Seq) {
+			return 0, nil
+		}
+		r.To = last
 	}
 	total := 0
 	for {
@@ -113,14 +129,31 @@ func (s *Scanner) Scan(ctx context.Context, r ScanRange, fn func(*jetstream.RawS
 		switch {
 		case stopped:
 			return total, nil
-		case errors.Is(err, errNoMessages):
-			return total, nil
-		case err != nil:
+		case err != nil && !errors.Is(err, errNoMessages):
 			return total, fmt.Errorf("scan %s: %w", s.stream, err)
-		case got == 0 || pending == 0:
+		case err == nil && got > 0 && pending > 0:
 			// pending, not got < batch, says whether more match: the
 			// server also ends a batch early at its max-bytes limit.
+			continue
+		case r.To == 0:
 			return total, nil
+		}
+		// The direct gets end here; the leader says whether anything up to
+		// To is left (a replica behind answered).
+		m, err := s.getter.leaderNext(ctx, req.Seq, req.StartTime, req.NextFor)
+		if errors.Is(err, errNoMessages) || (err == nil && m.Sequence > r.To) {
+			return total, nil
+		}
+		if err != nil {
+			return total, fmt.Errorf("scan %s: %w", s.stream, err)
+		}
+		req.StartTime, req.Seq = nil, m.Sequence+1
+		total++
+		if err := fn(m); err != nil {
+			if errors.Is(err, ErrStopScan) {
+				return total, nil
+			}
+			return total, err
 		}
 	}
 }

@@ -35,8 +35,30 @@ const consumeIdle = time.Second
 // ephemeral ordered consumer, and returns how many it passed to fn. fn may
 // return [ErrStopScan] to end early. The consumer is deleted before it
 // returns. batch is how many messages the client asks for at a time (≤ 0:
-// 1000).
+// 1000). Where the consumer ends before r.To (placed on a replica that is
+// behind), the rest is read as a [Scanner] reads it, the leader answering
+// what the replicas do not have.
 func ReadRange(ctx context.Context, js jetstream.JetStream, stream string, r ScanRange, batch int, fn func(*jetstream.RawStreamMsg) error) (int, error) {
+	var last uint64
+	stopped := false
+	n, err := readRange(ctx, js, stream, r, batch, func(m *jetstream.RawStreamMsg) error {
+		last = m.Sequence
+		err := fn(m)
+		stopped = errors.Is(err, ErrStopScan)
+		return err
+	})
+	if err != nil || stopped || r.To < r.From || last >= r.To {
+		return n, err
+	}
+	sc := NewScanner(js, stream, batch)
+	defer sc.Close()
+	rest := r
+	rest.From = max(r.From, last+1)
+	more, err := sc.Scan(ctx, rest, fn)
+	return n + more, err
+}
+
+func readRange(ctx context.Context, js jetstream.JetStream, stream string, r ScanRange, batch int, fn func(*jetstream.RawStreamMsg) error) (int, error) {
 	if r.From == 0 || r.To == 0 {
 		return 0, fmt.Errorf("read %s: a range needs its first and last sequence (from %d, to %d)", stream, r.From, r.To)
 	}

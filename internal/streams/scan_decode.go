@@ -6,6 +6,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -95,8 +96,8 @@ func (d *envDecoder) leanEvent(evs *leanEvents) error {
 	i := evs.n
 	evs.n++
 	if evs.firstErr == nil {
-		if err := ValidateToken("event type", typ); err != nil {
-			if te, ok := err.(*TokenError); ok {
+		if err := wire.ValidateToken("event type", typ); err != nil {
+			if te, ok := err.(*wire.TokenError); ok {
 				te.Value = strings.Clone(te.Value) // typ is a view of the message
 			}
 			evs.firstErr = err

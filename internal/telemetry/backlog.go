@@ -105,7 +105,7 @@ func (b *Backlog) readOutbox(ctx context.Context, js jetstream.JetStream, names 
 	if err != nil {
 		return fmt.Errorf("OUTBOX subjects: %w", err)
 	}
-	prefix := names.Namespace + ".outbox."
+	prefix := names.OutboxPrefix()
 	for subj, n := range info.State.Subjects {
 		if kind, ok := strings.CutPrefix(subj, prefix); ok && !consumed[kind] {
 			b.kind(kind).Pending = int64(n)

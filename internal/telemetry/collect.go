@@ -41,6 +41,11 @@ type WorkerStats struct {
 	Kind                                                                        string
 	Pool                                                                        int
 	Done, Retried, Dead, Skipped, Poison, FeedbackErrors, Stale, UnreadReceipts int64
+	// Paused: this node's workers of the kind pull nothing (the kind is
+	// paused); RateWaiting: deliveries waiting for their rate limit's token
+	// now; RateWaits: those that ever waited.
+	Paused                 bool
+	RateWaiting, RateWaits int64
 }
 
 // ProjectionLag is how far one projection is behind the log.
@@ -94,6 +99,9 @@ var (
 	dOutcomes       = desc("esjet_worker_deliveries_total", "Deliveries a kind's workers finished, by outcome: done, retried, dead, skipped (done before), poison (undecodable), stale (left to a newer holder).", "kind", "outcome")
 	dFeedbackErrors = desc("esjet_worker_feedback_errors_total", "Outcomes a kind's workers could not report to the aggregate yet (tried again).", "kind")
 	dUnreadReceipts = desc("esjet_worker_receipt_read_failures_total", "Receipt reads that failed before a command could run (read again; the command waits).", "kind")
+	dFlowPaused     = desc("esjet_worker_paused", "1 while this node's workers of a kind pull nothing because an operator paused it (esjet workers pause).", "kind")
+	dFlowWaiting    = desc("esjet_worker_flow_waiting", "Deliveries waiting now before their call, by reason: rate (their rate limit's token).", "kind", "reason")
+	dFlowWaits      = desc("esjet_worker_flow_waits_total", "Deliveries that had to wait before their call, by reason: rate.", "kind", "reason")
 	dConnected      = desc("esjet_nats_connected", "1 while the node's NATS connection is connected, else 0.")
 	dReconnects     = desc("esjet_nats_reconnects_total", "Times the node's NATS connection reconnected.")
 	dProjPending    = desc("esjet_projection_lag_decisions", "Decisions (log messages) after a projection's lowest checkpoint: not applied yet.", "projection")
@@ -104,7 +112,7 @@ var (
 
 var allDescs = []*prometheus.Desc{dCacheHits, dColdLoads, dCached, dSnapReads, dSnapWrites, dConflicts, dReplays, dRefused,
 	dRecordsRead, dRelayDecisions, dRelayCommands, dRelayFailures, dRelayUndecod, dRelayPending, dRelayLag, dPending,
-	dInFlight, dWaiting, dDead, dBacklogUp, dPool, dOutcomes, dFeedbackErrors, dUnreadReceipts, dConnected, dReconnects, dProjPending, dProjLag, dProjParked, dProjHealth}
+	dInFlight, dWaiting, dDead, dBacklogUp, dPool, dOutcomes, dFeedbackErrors, dUnreadReceipts, dFlowPaused, dFlowWaiting, dFlowWaits, dConnected, dReconnects, dProjPending, dProjLag, dProjParked, dProjHealth}
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allDescs {
@@ -154,6 +162,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 			counter(ch, dFeedbackErrors, w.FeedbackErrors, w.Kind)
 			counter(ch, dUnreadReceipts, w.UnreadReceipts, w.Kind)
+			paused := 0.0
+			if w.Paused {
+				paused = 1
+			}
+			gauge(ch, dFlowPaused, paused, w.Kind)
+			gauge(ch, dFlowWaiting, float64(w.RateWaiting), w.Kind, "rate")
+			counter(ch, dFlowWaits, w.RateWaits, w.Kind, "rate")
 		}
 	}
 	if s.Conn != nil {

@@ -8,12 +8,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/esjet/esjet/internal/streams"
 )
 
-// Command is one OUTBOX command message as a worker reads it.
-type Command struct {
+// OutboxCommand is one OUTBOX command message as a worker reads it (a
+// [Command] is the same command as its decision records it).
+type OutboxCommand struct {
 	ID            string
 	Kind          string
 	Payload       json.RawMessage
@@ -35,7 +34,7 @@ type Command struct {
 // than now+1s becomes a JetStream message schedule (@at) on
 // [ScheduleSubject], targeting the kind's subject: durable, fired once by
 // the server. This is the relay's hot path.
-func EncodeCommand(ns string, rec streams.Record, c streams.Command, now time.Time) *nats.Msg {
+func EncodeCommand(ns string, rec Record, c Command, now time.Time) *nats.Msg {
 	target := CommandSubject(ns, c.Kind)
 	// Keys are assigned directly, not through Header.Set: they are already
 	// in canonical form, and canonicalising 12 keys per command showed in
@@ -96,9 +95,9 @@ func IsSchedule(m *nats.Msg) bool {
 // that do not parse (a version that is not a number, a time that is not
 // RFC 3339) read as zero: they are informational, and a worker must still
 // be able to run and dead-letter the command.
-func DecodeCommand(m *nats.Msg) (Command, error) {
+func DecodeCommand(m *nats.Msg) (OutboxCommand, error) {
 	h := m.Header
-	c := Command{
+	c := OutboxCommand{
 		ID: h.Get(HeaderCommandID), Kind: h.Get(HeaderCommandKind), Payload: m.Data,
 		AggregateType: h.Get(HeaderAggregateType), AggregateID: h.Get(HeaderAggregateID),
 		DecisionID: h.Get(HeaderDecisionID), Report: h.Get(HeaderReport) == "true",
@@ -137,7 +136,7 @@ func parseTime(s string) time.Time {
 // command id), the attempt, the fence, and what identifies the command and
 // its issuer, so a receiver can fold repeats and refuse a stale worker
 // ([HeaderFence]).
-func RequestHeader(c Command, attempt int, fence uint64) map[string]string {
+func RequestHeader(c OutboxCommand, attempt int, fence uint64) map[string]string {
 	h := map[string]string{
 		HeaderIdempotencyKey: c.ID,
 		HeaderAttempt:        strconv.Itoa(attempt),

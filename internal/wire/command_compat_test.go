@@ -7,8 +7,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/esjet/esjet/internal/streams"
 )
 
 // An OUTBOX command message exactly as a relay wrote it before issue 18:
@@ -29,13 +27,13 @@ func TestDecodeCommandReadsTheShapeWrittenBeforeIssue18(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := testRecord()
-	want := Command{ID: "trip:t1:4:1", Kind: "notify", Payload: json.RawMessage(`{"to":"ada"}`), AggregateType: "trip", AggregateID: "t1",
+	want := OutboxCommand{ID: "trip:t1:4:1", Kind: "notify", Payload: json.RawMessage(`{"to":"ada"}`), AggregateType: "trip", AggregateID: "t1",
 		Version: 4, DecisionID: rec.ID, DecisionSeq: 42, Issued: rec.Stored, CorrelationID: "corr-1", CausationID: rec.ID, TraceParent: rec.TraceParent}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("old shape:\n got %+v\nwant %+v", got, want)
 	}
 	// And what a relay writes now decodes to the same command.
-	now := EncodeCommand("ns", rec, streams.Command{ID: "trip:t1:4:1", Kind: "notify", Payload: json.RawMessage(`{"to":"ada"}`)}, rec.Stored)
+	now := EncodeCommand("ns", rec, Command{ID: "trip:t1:4:1", Kind: "notify", Payload: json.RawMessage(`{"to":"ada"}`)}, rec.Stored)
 	if again, err := DecodeCommand(now); err != nil || !reflect.DeepEqual(again, want) {
 		t.Fatalf("new shape: %+v, %v", again, err)
 	}
@@ -50,7 +48,7 @@ func TestDecodeCommandReadsTheShapeWrittenBeforeIssue18(t *testing.T) {
 func TestOlderWorkersReadTheLeanCommand(t *testing.T) {
 	t.Parallel()
 	rec := testRecord()
-	m := EncodeCommand("ns", rec, streams.Command{ID: "trip:t1:4:0", Kind: "book_flight", Report: true}, rec.Stored)
+	m := EncodeCommand("ns", rec, Command{ID: "trip:t1:4:0", Kind: "book_flight", Report: true}, rec.Stored)
 	for k, v := range map[string]string{
 		jetstream.MsgIDHeader: "trip:t1:4:0", HeaderCommandID: "trip:t1:4:0", HeaderCommandKind: "book_flight",
 		HeaderAggregateType: "trip", HeaderAggregateID: "t1", HeaderVersion: "4", HeaderDecisionID: rec.ID,

@@ -10,15 +10,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/esjet/esjet/internal/streams"
 )
 
-func testRecord() streams.Record {
-	return streams.Record{
-		Decision: streams.Decision{
+func testRecord() Record {
+	return Record{
+		Decision: Decision{
 			ID: "0190f0a4-0000-7000-8000-000000000001", AggregateType: "trip", AggregateID: "t1",
-			Events:        []streams.Event{{Type: "a", Version: 3}, {Type: "b", Version: 4}},
+			Events:        []Event{{Type: "a", Version: 3}, {Type: "b", Version: 4}},
 			CorrelationID: "corr-1", TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
 		},
 		Seq: 42, Subject: "ns.evt.trip.t1", Stored: time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC),
@@ -29,7 +27,7 @@ func TestEncodeDecodeCommandRoundTrips(t *testing.T) {
 	t.Parallel()
 	rec := testRecord()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	for _, c := range []streams.Command{
+	for _, c := range []Command{
 		{ID: "trip:t1:4:0", Kind: "book_flight", Payload: json.RawMessage(`{"to":"LIS"}`), Report: true},
 		{ID: "trip:t1:4:1", Kind: "notify", Payload: nil},
 		{ID: "trip:t1:4:2", Kind: "remind", Payload: json.RawMessage(`1`), DeliverAfter: now.Add(500 * time.Millisecond)},
@@ -42,7 +40,7 @@ func TestEncodeDecodeCommandRoundTrips(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := Command{
+		want := OutboxCommand{
 			ID: c.ID, Kind: c.Kind, Payload: c.Payload, AggregateType: "trip", AggregateID: "t1", Version: 4,
 			DecisionID: rec.ID, DecisionSeq: 42, Report: c.Report, DeliverAfter: c.DeliverAfter, Issued: rec.Stored,
 			CorrelationID: "corr-1", CausationID: rec.ID, TraceParent: rec.TraceParent,
@@ -56,7 +54,7 @@ func TestEncodeDecodeCommandRoundTrips(t *testing.T) {
 func TestEncodeCommandDueLaterIsAScheduleThatNeverFiresEarly(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	c := streams.Command{ID: "trip:t1:4:0", Kind: "remind", DeliverAfter: now.Add(90*time.Second + time.Millisecond)}
+	c := Command{ID: "trip:t1:4:0", Kind: "remind", DeliverAfter: now.Add(90*time.Second + time.Millisecond)}
 	m := EncodeCommand("ns", testRecord(), c, now)
 	if !IsSchedule(m) || m.Subject != "ns.schedule.remind.trip.t1.4.0" {
 		t.Fatalf("subject %q, schedule %v", m.Subject, IsSchedule(m))
@@ -87,7 +85,7 @@ func TestDecodeCommandRefusesAMessageThatIsNotACommand(t *testing.T) {
 
 func TestRequestHeaderCarriesTheKeyAttemptFenceAndIssuer(t *testing.T) {
 	t.Parallel()
-	m := EncodeCommand("ns", testRecord(), streams.Command{ID: "trip:t1:4:0", Kind: "k"}, time.Now())
+	m := EncodeCommand("ns", testRecord(), Command{ID: "trip:t1:4:0", Kind: "k"}, time.Now())
 	c, err := DecodeCommand(m)
 	if err != nil {
 		t.Fatal(err)
@@ -129,9 +127,9 @@ func FuzzDecodeCommand(f *testing.F) {
 		if c.Version == 0 {
 			return // a decision always has a last event: nothing to re-encode
 		}
-		rec := streams.Record{Decision: streams.Decision{ID: c.DecisionID, AggregateType: c.AggregateType, AggregateID: c.AggregateID,
-			Events: []streams.Event{{Version: c.Version}}}, Seq: c.DecisionSeq}
-		again, err := DecodeCommand(EncodeCommand("ns", rec, streams.Command{ID: c.ID, Kind: c.Kind, Payload: c.Payload,
+		rec := Record{Decision: Decision{ID: c.DecisionID, AggregateType: c.AggregateType, AggregateID: c.AggregateID,
+			Events: []Event{{Version: c.Version}}}, Seq: c.DecisionSeq}
+		again, err := DecodeCommand(EncodeCommand("ns", rec, Command{ID: c.ID, Kind: c.Kind, Payload: c.Payload,
 			Report: c.Report, DeliverAfter: c.DeliverAfter}, c.DeliverAfter))
 		if err != nil {
 			t.Fatal(err)

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/esjet/esjet/internal/streams"
 )
 
 // CommandRef is a command id's parts: <type>:<id>:<version>:<index>. The id
@@ -17,10 +15,10 @@ type CommandRef struct {
 	Index         int    // the command's index in the decision
 }
 
-// String formats the id, as [streams.CommandID] assigns it when a decision
+// String formats the id, as [CommandID] assigns it when a decision
 // is stored.
 func (r CommandRef) String() string {
-	return streams.CommandID(r.AggregateType, r.AggregateID, r.Version, r.Index)
+	return CommandID(r.AggregateType, r.AggregateID, r.Version, r.Index)
 }
 
 // ParseCommandID splits a command id. An id that is not
@@ -33,10 +31,10 @@ func ParseCommandID(id string) (CommandRef, error) {
 		return CommandRef{}, fmt.Errorf("%w %q: want <type>:<id>:<version>:<index>, e.g. trip:t1:4:0", ErrBadCommandID, id)
 	}
 	ref := CommandRef{AggregateType: parts[0], AggregateID: parts[1]}
-	if err := streams.ValidateToken("aggregate type", ref.AggregateType); err != nil {
+	if err := ValidateToken("aggregate type", ref.AggregateType); err != nil {
 		return CommandRef{}, fmt.Errorf("%w %q: %w", ErrBadCommandID, id, err)
 	}
-	if err := streams.ValidateToken("aggregate id", ref.AggregateID); err != nil {
+	if err := ValidateToken("aggregate id", ref.AggregateID); err != nil {
 		return CommandRef{}, fmt.Errorf("%w %q: %w", ErrBadCommandID, id, err)
 	}
 	v, err := strconv.ParseUint(parts[2], 10, 64)

@@ -7,8 +7,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/esjet/esjet/internal/streams"
 )
 
 func TestDeadLetterMsgTakesTheKindFromTheSubjectAndCapsTheError(t *testing.T) {
@@ -31,7 +29,7 @@ func TestDeadLetterMsgTakesTheKindFromTheSubjectAndCapsTheError(t *testing.T) {
 func TestDeadLetterRoundTripsAndRedrivesWithoutItsDLQHeaders(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	delivered := EncodeCommand("ns", testRecord(), streams.Command{ID: "trip:t1:4:0", Kind: "pay", Report: true}, now)
+	delivered := EncodeCommand("ns", testRecord(), Command{ID: "trip:t1:4:0", Kind: "pay", Report: true}, now)
 	at := now.Add(time.Minute)
 	m := DeadLetterMsg("ns", delivered, 7, "card\ndeclined", 3, "node-1", at)
 	dl := DecodeDeadLetter(&jetstream.RawStreamMsg{Subject: m.Subject, Sequence: 11, Header: m.Header, Data: m.Data, Time: now})

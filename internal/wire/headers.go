@@ -1,28 +1,27 @@
 package wire
 
-import "github.com/esjet/esjet/internal/streams"
-
 // Headers of an OUTBOX command message. The body is the command's JSON
 // payload as recorded; everything else a worker or an operator needs is
-// here, readable with `nats stream view`.
+// here, readable with `nats stream view`. It also carries the decision's
+// HeaderAggregateType, HeaderAggregateID, HeaderCorrelationID,
+// HeaderCausationID (the decision id) and HeaderTraceParent.
 const (
-	HeaderCommandID     = "Esjet-Command-Id"
-	HeaderCommandKind   = "Esjet-Command-Kind"
-	HeaderAggregateType = streams.HeaderAggregateType
-	HeaderAggregateID   = streams.HeaderAggregateID
-	HeaderVersion       = "Esjet-Aggregate-Version" // version of the issuing decision's last event
-	HeaderDecisionID    = "Esjet-Decision-Id"
-	HeaderDecisionSeq   = "Esjet-Decision-Seq" // EVENTS sequence of the issuing decision
-	HeaderReport        = "Esjet-Report"       // "true": report the outcome to the aggregate
-	HeaderDeliverAfter  = "Esjet-Deliver-After"
-	HeaderIssued        = "Esjet-Issued" // time the decision was stored
-	HeaderCorrelationID = streams.HeaderCorrelationID
-	HeaderCausationID   = streams.HeaderCausationID // the decision id
-	HeaderTraceParent   = streams.HeaderTraceParent
+	HeaderCommandID    = "Esjet-Command-Id"
+	HeaderCommandKind  = "Esjet-Command-Kind"
+	HeaderVersion      = "Esjet-Aggregate-Version" // version of the issuing decision's last event
+	HeaderDecisionID   = "Esjet-Decision-Id"
+	HeaderDecisionSeq  = "Esjet-Decision-Seq" // EVENTS sequence of the issuing decision
+	HeaderReport       = "Esjet-Report"       // "true": report the outcome to the aggregate
+	HeaderDeliverAfter = "Esjet-Deliver-After"
+	HeaderIssued       = "Esjet-Issued" // time the decision was stored
 
 	// JetStream message schedule headers (nats-server 2.12+).
 	HeaderSchedule       = "Nats-Schedule"
 	HeaderScheduleTarget = "Nats-Schedule-Target"
+
+	// HeaderStreamSource is what nats-server writes on a sourced message:
+	// "<source stream>[:<API prefix hash>] <source sequence> …".
+	HeaderStreamSource = "Nats-Stream-Source"
 )
 
 // Headers every target (NATS request, HTTP POST) receives beside the
@@ -48,3 +47,12 @@ const (
 	HeaderDeadAt    = "Esjet-Dead-At"    // when the worker gave up, RFC 3339 with nanoseconds
 	HeaderOutboxSeq = "Esjet-Outbox-Seq" // OUTBOX sequence of the delivered copy
 )
+
+// HeaderDLQAction is the action (retried, discarded) of an audit record on
+// <ns>.dlq.audit.<kind>.
+const HeaderDLQAction = "Esjet-Dlq-Action"
+
+// HeaderExpectedPrefix starts every JetStream expectation header
+// (Nats-Expected-Last-Subject-Sequence …): sourcing strips them, and a
+// message read back from a stream still carries them.
+const HeaderExpectedPrefix = "Nats-Expected-"

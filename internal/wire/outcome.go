@@ -5,15 +5,31 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
-
-	"github.com/esjet/esjet/internal/streams"
 )
 
 // DoneKind and FailedKind name the result commands of a command kind: a
 // worker reports a command's outcome to the issuing aggregate as one of
 // these, with [DoneKey] or [FailedKey] as the idempotency key.
-func DoneKind(kind string) string   { return kind + "_done" }
-func FailedKind(kind string) string { return kind + "_failed" }
+func DoneKind(kind string) string   { return kind + doneSuffix }
+func FailedKind(kind string) string { return kind + failedSuffix }
+
+const (
+	doneSuffix   = "_" + OutcomeDone
+	failedSuffix = "_" + OutcomeFailed
+)
+
+// ParseOutcomeKind reads a kind made by [DoneKind] or [FailedKind]: the
+// issued command's kind and [OutcomeDone] or [OutcomeFailed]; ok is false
+// for any other kind.
+func ParseOutcomeKind(kind string) (of, outcome string, ok bool) {
+	if of, found := strings.CutSuffix(kind, doneSuffix); found && of != "" {
+		return of, OutcomeDone, true
+	}
+	if of, found := strings.CutSuffix(kind, failedSuffix); found && of != "" {
+		return of, OutcomeFailed, true
+	}
+	return "", "", false
+}
 
 // DoneKey and FailedKey are the idempotency keys of a command's reported
 // outcome: <command id>/done or <command id>/failed. Every report of one
@@ -77,7 +93,7 @@ func OutcomeDecisionID(space uuid.UUID, typ, id, commandID, outcome string) stri
 // its causation id the command id, and its id the [OutcomeDecisionID] in
 // space. A client can set the key and the causation id of its own
 // commands, not the id: only all three together are the worker's report.
-func OutcomeOf(space uuid.UUID, rec streams.Record) (commandID, outcome string, ok bool) {
+func OutcomeOf(space uuid.UUID, rec Record) (commandID, outcome string, ok bool) {
 	commandID, outcome, ok = ParseOutcomeKey(rec.IdempotencyKey)
 	if !ok || rec.CausationID != commandID ||
 		rec.ID != OutcomeDecisionID(space, rec.AggregateType, rec.AggregateID, commandID, outcome) {

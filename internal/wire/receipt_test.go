@@ -37,3 +37,20 @@ func TestReceiptAndOutcomeRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestParseOutcomeKindReadsWhatDoneKindAndFailedKindMake(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"pay", "book_flight", "a_done_b"} {
+		if of, out, ok := ParseOutcomeKind(DoneKind(kind)); !ok || of != kind || out != OutcomeDone {
+			t.Errorf("ParseOutcomeKind(%q) = %q, %q, %v", DoneKind(kind), of, out, ok)
+		}
+		if of, out, ok := ParseOutcomeKind(FailedKind(kind)); !ok || of != kind || out != OutcomeFailed {
+			t.Errorf("ParseOutcomeKind(%q) = %q, %q, %v", FailedKind(kind), of, out, ok)
+		}
+	}
+	for _, kind := range []string{"", "pay", "_done", "_failed", "pay_later"} {
+		if _, _, ok := ParseOutcomeKind(kind); ok {
+			t.Errorf("ParseOutcomeKind(%q) took a client kind for an outcome", kind)
+		}
+	}
+}

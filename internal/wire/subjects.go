@@ -2,8 +2,6 @@ package wire
 
 import (
 	"strings"
-
-	"github.com/esjet/esjet/internal/streams"
 )
 
 // Subjects of the OUTBOX and DLQ streams. The streams themselves (and their
@@ -11,7 +9,7 @@ import (
 // provisioned by internal/streams; these are the subjects inside them.
 //
 // Tokens (namespace, kind, command id parts) must already be valid
-// ([streams.ValidateToken]); [CommandSubjectFor] and [DeadLetterSubjectFor]
+// ([ValidateToken]); [CommandSubjectFor] and [DeadLetterSubjectFor]
 // validate a kind that comes from input.
 
 // CommandSubject is where commands of kind are published and consumed:
@@ -21,7 +19,7 @@ func CommandSubject(ns, kind string) string { return ns + ".outbox." + kind }
 // CommandSubjectFor is [CommandSubject] for a kind from input: it returns
 // the token's error and builds nothing from bad input.
 func CommandSubjectFor(ns, kind string) (string, error) {
-	if err := streams.ValidateToken("command kind", kind); err != nil {
+	if err := ValidateToken("command kind", kind); err != nil {
 		return "", err
 	}
 	return CommandSubject(ns, kind), nil
@@ -61,7 +59,7 @@ func DeadLetterSubject(ns, kind string) string { return ns + ".dlq." + kind }
 
 // DeadLetterSubjectFor is [DeadLetterSubject] for a kind from input.
 func DeadLetterSubjectFor(ns, kind string) (string, error) {
-	if err := streams.ValidateToken("command kind", kind); err != nil {
+	if err := ValidateToken("command kind", kind); err != nil {
 		return "", err
 	}
 	return DeadLetterSubject(ns, kind), nil

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -32,7 +33,7 @@ func NewAppender(subjects []string, data []byte, header nats.Header) *Appender {
 	r := &Appender{subjects: subjects, last: make([]uint64, len(subjects)),
 		locks: make([]sync.Mutex, len(subjects)), data: data, header: nats.Header{}}
 	for k, v := range header {
-		if !strings.HasPrefix(k, "Nats-Expected") {
+		if !strings.HasPrefix(k, wire.HeaderExpectedPrefix) {
 			r.header[k] = v
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -154,15 +155,15 @@ func (g *GroupAppender) round() bool {
 func (g *GroupAppender) commit(ctx context.Context, ws []*groupWrite) (uint64, error) {
 	id := nuid.Next()
 	for i, w := range ws {
-		w.msg.Header.Set("Nats-Batch-Id", id)
-		w.msg.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
+		w.msg.Header.Set(wire.HeaderBatchID, id)
+		w.msg.Header.Set(wire.HeaderBatchSeq, strconv.Itoa(i+1))
 		if i < len(ws)-1 {
 			if err := g.nc.PublishMsg(w.msg); err != nil {
 				return 0, err
 			}
 			continue
 		}
-		w.msg.Header.Set("Nats-Batch-Commit", "1")
+		w.msg.Header.Set(wire.HeaderBatchCommit, "1")
 		resp, err := g.nc.RequestMsgWithContext(ctx, w.msg)
 		if err != nil {
 			return 0, err

@@ -203,7 +203,7 @@ function renderOverview(ov, prev) {
     el("dt", {}, "Pending / ack pending"), el("dd", {}, relay.pending + " / " + relay.ack_pending),
     el("dt", {}, "Ack floor"), el("dd", {}, "EVENTS seq " + relay.ack_floor + " of " + relay.events_last_seq),
     el("dt", {}, "Oldest unrelayed"), el("dd", {}, relay.oldest_seq ? "seq " + relay.oldest_seq + ", " + fmtAge(relay.oldest_age_ns) + " old" : "—"));
-  const kinds = kindsTable(ov.kinds);
+  const kinds = kindsTable(ov.kinds, ov);
   const healthCls = {green: "b-ok", yellow: "b-warn", red: "b-bad"};
   const proj = ov.projections.length
     ? el("table", {id: "projections"}, el("thead", {}, el("tr", {}, el("th", {scope: "col"}, "Read model"), el("th", {scope: "col"}, "Health"),
@@ -220,17 +220,43 @@ function card(k, v, note) {
   return el("div", {class: "card"}, el("div", {class: "k"}, k), el("div", {class: "v"}, String(v)), el("div", {class: "muted"}, note));
 }
 
-function kindsTable(kinds) {
+function kindsTable(kinds, ov) {
   if (!kinds.length) return el("p", {class: "muted"}, "No command has been issued yet.");
+  const flow = {};
+  for (const w of (ov && ov.workers) || []) flow[w.kind] = w;
   return el("table", {id: "kinds"},
-    el("thead", {}, el("tr", {}, ["Kind", "Health", "In OUTBOX", "Pending", "In flight", "Scheduled", "Done", "Failed", "Dead", "Workers pulling"].map(
-      (h, i) => el("th", {scope: "col", class: i > 1 ? "num" : null}, h)))),
+    el("thead", {}, el("tr", {}, ["Kind", "Health", "In OUTBOX", "Pending", "In flight", "Scheduled", "Done", "Failed", "Dead", "Workers pulling", "Flow"].map(
+      (h, i) => el("th", {scope: "col", class: i > 1 && i < 10 ? "num" : null}, h)))),
     el("tbody", {}, kinds.map(k => el("tr", {"data-kind": k.kind},
       el("th", {scope: "row"}, el("a", {href: "#/dlq?kind=" + encodeURIComponent(k.kind), title: "OUTBOX and dead letters of " + k.kind}, el("code", {}, k.kind))),
       el("td", {}, k.stalled ? badge("stalled: no worker pulling", "b-bad") : k.dead ? badge("dead letters", "b-bad") : k.pulling ? badge("served", "b-ok") : badge("idle", "b-neutral")),
       num(k.messages), num(k.pending), num(k.in_flight), num(k.scheduled), num(k.done), num(k.failed),
       el("td", {class: "num"}, k.dead ? el("a", {href: "#/dlq?kind=" + encodeURIComponent(k.kind)}, String(k.dead)) : "0"),
-      num(k.waiting)))));
+      num(k.waiting), flowCell(k.kind, flow[k.kind], ov && ov.allow_actions)))));
+}
+
+// flowCell shows a kind's pause (who, why, the oldest waiting command) and
+// rate limit, with pause and resume when actions are on.
+function flowCell(kind, f, actions) {
+  f = f || {kind};
+  const td = el("td", {class: "flow"});
+  if (f.paused) {
+    td.append(badge("paused", "b-warn"), " by " + f.by + (f.reason ? ": " + f.reason : ""),
+      f.oldest_age_seconds ? el("span", {class: "muted"}, " · oldest waiting " + fmtAge(f.oldest_age_seconds * 1e9)) : "");
+  } else if (f.rate) {
+    td.append(el("span", {class: "muted"}, f.rate + "/s (burst " + f.burst + ")"));
+  }
+  if (!actions) return td;
+  const pause = !f.paused;
+  td.append(" ", el("button", {type: "button", class: pause ? "danger" : "primary", "data-action": pause ? "pause" : "resume", onclick: () => confirmAction({
+    title: pause ? "Pause " + kind + "?" : "Resume " + kind + "?",
+    text: pause
+      ? "Every node's workers of " + kind + " stop pulling: calls in flight finish, the waiting commands stay in OUTBOX untouched (no attempt counted) until a resume. The record names you."
+      : "Every node's workers of " + kind + " pull again, from where they stopped.",
+    ok: pause ? "Pause" : "Resume", reason: pause,
+    run: reason => postJSON("/workers/" + encodeURIComponent(kind) + "/" + (pause ? "pause" : "resume"), {reason}),
+  }).then(rep => { if (rep) say(kind + (pause ? " paused" : " resumed") + " by " + rep.by); }, err => say(err.message))}, pause ? "Pause…" : "Resume"));
+  return td;
 }
 
 // ---------- aggregates ----------
@@ -356,7 +382,7 @@ function dlqView() {
     ...(kind ? [el("p", {}, el("a", {href: "#/dlq"}, "← every kind"))] : []), lettersBox);
   poll(async () => {
     const [ov, dl] = await Promise.all([getJSON("/overview"), getJSON("/dlq" + (kind ? "?kind=" + encodeURIComponent(kind) : ""))]);
-    kindsBox.replaceChildren(kindsTable(ov.kinds));
+    kindsBox.replaceChildren(kindsTable(ov.kinds, ov));
     lettersBox.replaceChildren(dl.letters.length ? lettersTable(dl.letters) : el("p", {id: "no-letters"}, "No dead letters."),
       dl.allow_actions ? "" : el("p", {class: "muted"}, "Retry and discard are off on this node (console.allow_actions: false); esjet dlq does them from a shell."));
   }, 3000);

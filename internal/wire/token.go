@@ -1,4 +1,4 @@
-package streams
+package wire
 
 import (
 	"errors"
@@ -12,7 +12,7 @@ import (
 const MaxTokenLen = 128
 
 // ErrInvalidToken is wrapped by every [*TokenError].
-var ErrInvalidToken = errors.New("streams: invalid token")
+var ErrInvalidToken = errors.New("wire: invalid token")
 
 // TokenError reports a value that cannot be used as one subject token.
 // Nothing is written when it is returned.

@@ -1,0 +1,95 @@
+package consumer
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The worker's side of the flow control ([Control]): it stops pulling while
+// its kind is paused, and a delivery waits for its rate limit's token right
+// before its call, holding its lease and counting no attempt.
+
+// waitUnpaused blocks while the kind is paused; false when ctx ended first.
+// A paused kind's workers pull nothing: what is in flight finishes, what
+// waits in the stream stays there untouched (no delivery, no attempt), and
+// the next pull after the resume takes up where the last one stopped.
+func (w *Worker) waitUnpaused(ctx context.Context) bool {
+	ctl := w.cfg.Control
+	if ctl == nil {
+		return ctx.Err() == nil
+	}
+	for {
+		rec, changed := ctl.Pause(w.cfg.Kind)
+		if !rec.Paused {
+			w.paused.Store(false)
+			return ctx.Err() == nil
+		}
+		if !w.paused.Swap(true) {
+			w.logger.Info("paused: pulling nothing until the kind is resumed", "by", rec.By, "at", rec.At, "reason", rec.Reason)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-changed:
+		}
+	}
+}
+
+// waitRate takes the delivery's token from the kind's rate limit and waits
+// until it may call, renewing the lease meanwhile. A limit that cannot be
+// read or written (the server does not answer) is tried again with
+// backoff: a command never calls past the limit, and never counts an
+// attempt for waiting. false when the delivery was dealt with here: given
+// back because the worker is stopping, or left to its next delivery because
+// the lease ran out.
+func (w *Worker) waitRate(ctx context.Context, stop <-chan struct{}, log *slog.Logger, m jetstream.Msg, l *lease) bool {
+	if w.cfg.Rate <= 0 || w.cfg.Control == nil {
+		return true
+	}
+	w.rateWaiting.Add(1)
+	defer w.rateWaiting.Add(-1)
+	var at time.Time
+	for try := 1; ; try++ {
+		var err error
+		at, err = w.cfg.Control.reserve(ctx, w.cfg.Kind, w.cfg.Rate, w.cfg.Burst)
+		if err == nil {
+			break
+		}
+		log.Warn("rate limit not readable; trying again before the command runs", "error", err, "try", try)
+		if !w.holdUntil(ctx, stop, log, m, l, time.Now().Add(min(w.backoff(try), max(w.cfg.AckWait/3, time.Millisecond)))) {
+			return false
+		}
+	}
+	if wait := time.Until(at); wait > 0 {
+		w.rateWaits.Add(1)
+		log.Debug("waiting for the rate limit", "wait", wait)
+	}
+	return w.holdUntil(ctx, stop, log, m, l, at)
+}
+
+// holdUntil waits until t holding the delivery: its lease renewed every
+// third of AckWait. false when the delivery was dealt with (see waitRate).
+func (w *Worker) holdUntil(ctx context.Context, stop <-chan struct{}, log *slog.Logger, m jetstream.Msg, l *lease, t time.Time) bool {
+	for {
+		wait := time.Until(t)
+		if wait <= 0 {
+			return true
+		}
+		timer := time.NewTimer(min(wait, max(w.cfg.AckWait/3, 10*time.Millisecond)))
+		select {
+		case <-stop:
+			timer.Stop()
+			_ = m.Nak()
+			return false
+		case <-timer.C:
+		}
+		if time.Until(t) > 0 && !l.renew(ctx, w.js.Conn(), m) {
+			w.stale.Add(1)
+			log.Warn("the lease ran out while the command waited for its turn; it waits for its next delivery")
+			return false
+		}
+	}
+}
