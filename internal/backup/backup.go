@@ -11,8 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/esjet/esjet/internal/projection"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Options tune a backup or a restore.
@@ -86,15 +86,15 @@ func Backup(ctx context.Context, js jetstream.JetStream, ns string, w io.Writer,
 
 // objectsOf lists ns's objects in the order a backup reads them.
 func objectsOf(ctx context.Context, js jetstream.JetStream, ns string) ([]Object, error) {
-	names := streams.NamesFor(ns)
-	kv := "KV_" + ns + "_"
+	names := wire.NamesFor(ns)
 	rank := func(name string) int {
+		bucket, isKV := strings.CutPrefix(name, wire.KVStreamPrefix)
 		switch {
-		case name == "KV_"+projection.ControlBucket(ns):
+		case isKV && bucket == wire.ProjectionsBucket(ns):
 			return 0
-		case strings.HasPrefix(name, kv+"view_"):
+		case isKV && strings.HasPrefix(bucket, wire.ViewBucketPrefix(ns)):
 			return 1
-		case name == "KV_"+names.Snapshots, name == "KV_"+names.Receipts:
+		case isKV && wire.IsNodeBucket(ns, bucket): // snapshots, receipts, workers
 			return 2
 		case name == names.DLQ:
 			return 3
@@ -116,7 +116,7 @@ func objectsOf(ctx context.Context, js jetstream.JetStream, ns string) ([]Object
 			return nil, fmt.Errorf("backup: %s sources other streams (an edge hub's): back up each site instead; the hub sources them again", c.Name)
 		}
 		objs = append(objs, Object{Name: c.Name, Config: c, FirstSeq: info.State.FirstSeq, LastSeq: info.State.LastSeq,
-			Messages: info.State.Msgs, KeepSeq: !strings.HasPrefix(c.Name, "KV_")})
+			Messages: info.State.Msgs, KeepSeq: !strings.HasPrefix(c.Name, wire.KVStreamPrefix)})
 	}
 	if err := lister.Err(); err != nil {
 		return nil, fmt.Errorf("backup: list streams: %w", err)

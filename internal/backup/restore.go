@@ -8,6 +8,7 @@ import (
 	"maps"
 	"strings"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -42,7 +43,7 @@ func Restore(ctx context.Context, js jetstream.JetStream, open func() (io.ReadCl
 	}
 	to := cmpOr(o.Namespace, h.Namespace)
 	rn := renamer{from: h.Namespace, to: to}
-	outbox := strings.ToUpper(h.Namespace) + "_OUTBOX"
+	outbox := wire.NamesFor(h.Namespace).Outbox
 	var exist []string
 	for _, obj := range h.Objects {
 		name := rn.name(obj.Name)
@@ -157,8 +158,8 @@ func (rn renamer) name(s string) string {
 	if up := strings.ToUpper(rn.from) + "_"; strings.HasPrefix(s, up) {
 		return strings.ToUpper(rn.to) + "_" + s[len(up):]
 	}
-	if kv := "KV_" + rn.from + "_"; strings.HasPrefix(s, kv) {
-		return "KV_" + rn.to + "_" + s[len(kv):]
+	if bucket, ok := strings.CutPrefix(s, wire.KVStreamPrefix); ok && strings.HasPrefix(bucket, rn.from+"_") {
+		return wire.KVStream(rn.to + "_" + bucket[len(rn.from)+1:])
 	}
 	return s
 }
@@ -170,8 +171,8 @@ func (rn renamer) subject(s string) string {
 	if p := rn.from + "."; strings.HasPrefix(s, p) {
 		return rn.to + "." + s[len(p):]
 	}
-	if p := "$KV." + rn.from + "_"; strings.HasPrefix(s, p) {
-		return "$KV." + rn.to + "_" + s[len(p):]
+	if p := wire.KVSubjectRoot + rn.from + "_"; strings.HasPrefix(s, p) {
+		return wire.KVSubjectRoot + rn.to + "_" + s[len(p):]
 	}
 	return s
 }
@@ -180,10 +181,11 @@ func (rn renamer) subject(s string) string {
 // replies) or are instructions for one publish: none is restored.
 func serverHeader(k string) bool {
 	switch k {
-	case "Nats-Stream", "Nats-Sequence", "Nats-Time-Stamp", "Nats-Subject", "Nats-Last-Sequence", "Nats-Num-Pending", "Nats-UpTo-Sequence":
+	case jetstream.StreamHeader, jetstream.SequenceHeader, jetstream.TimeStampHeaer, jetstream.SubjectHeader,
+		jetstream.LastSequenceHeader, wire.HeaderNumPending, wire.HeaderBatchID, wire.HeaderBatchSeq, wire.HeaderBatchCommit:
 		return true
 	}
-	return strings.HasPrefix(k, "Nats-Expected-") || strings.HasPrefix(k, "Nats-Batch-")
+	return strings.HasPrefix(k, wire.HeaderExpectedPrefix)
 }
 
 // restoring is one object being restored.

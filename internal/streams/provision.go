@@ -34,7 +34,9 @@ type ProvisionConfig struct {
 func (c *ProvisionConfig) setDefaults() {
 	d := config.Default().Streams
 	if c.Replicas == 0 {
-		c.Replicas = d.Replicas
+		// The config's default is "auto" (0), which the node decides when
+		// it connects (node.ResolveReplicas); unresolved, one copy.
+		c.Replicas = max(d.Replicas, 1)
 	}
 	if c.DuplicateWindow == 0 {
 		c.DuplicateWindow = d.DuplicateWindow.Std()
