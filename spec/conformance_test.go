@@ -239,7 +239,7 @@ func goRequest(ctx context.Context, nc *nats.Conn, s step) (body []byte, code st
 	default:
 		return nil, "", 0, nil, fmt.Errorf("unknown op %q", op)
 	}
-	m := nats.NewMsg(api.SubjectPrefix("demo") + "." + subject)
+	m := nats.NewMsg(wire.APIPrefix("demo") + "." + subject)
 	m.Data = data
 	if k := str("idempotency_key"); k != "" {
 		m.Header.Set(api.HeaderIdempotencyKey, k)
