@@ -174,7 +174,9 @@ type TLS struct {
 
 // Streams tunes the JetStream streams the node provisions.
 type Streams struct {
-	// Replicas is 1, 3 or 5; embedded mode requires 1. Default 1.
+	// Replicas is 1, 3 or 5; embedded mode requires 1. Default 0: the node
+	// decides when it connects — 3 on a cluster of three or more servers,
+	// else 1 (ReplicasAuto).
 	Replicas int `yaml:"replicas"`
 	// DuplicateWindow is the Nats-Msg-Id dedup window of EVENTS and DLQ: > 0
 	// and ≤ OutboxMaxAge. Default 2m.
@@ -197,6 +199,11 @@ type Streams struct {
 	// restarts.
 	Compression string `yaml:"compression"`
 }
+
+// ReplicasAuto is streams.replicas' default: the node picks the replicas
+// when it connects — 3 when the server it reaches is one of a cluster of
+// three or more, 1 otherwise (an embedded server, a single server, two).
+const ReplicasAuto = 0
 
 // Stream compression values.
 const (
@@ -361,7 +368,7 @@ func Default() Config {
 			},
 		},
 		Streams: Streams{
-			Replicas:              1,
+			Replicas:              ReplicasAuto,
 			DuplicateWindow:       Duration(2 * time.Minute),
 			OutboxDuplicateWindow: Duration(10 * time.Minute),
 			OutboxMaxAge:          Duration(168 * time.Hour),

@@ -149,6 +149,9 @@ func (c *Config) validateEdge(v *validator) {
 	e := &c.Edge
 	v.oneOf("edge.role", e.Role, EdgeNone, EdgeSite, EdgeHub)
 	if e.Role == EdgeNone {
+		if v.tool {
+			return // a fleet's shared file: each node sets its role
+		}
 		// An edge block without a role would be ignored: say so.
 		for _, f := range []struct {
 			path string
@@ -158,7 +161,7 @@ func (c *Config) validateEdge(v *validator) {
 			{"edge.hub_kinds", len(e.HubKinds) > 0}, {"edge.owners", len(e.Owners) > 0},
 		} {
 			if f.set {
-				v.add(f.path, nil, `is set but has no effect without edge.role: set edge.role to "site" or "hub", or remove it`)
+				v.add(f.path, nil, `is set but has no effect without edge.role: set edge.role to "site" or "hub" (ESJET_EDGE_ROLE, for a fleet's shared file), or remove it`)
 			}
 		}
 		return

@@ -139,7 +139,7 @@ func envFields() map[string]envField {
 				walk(f.Type, p, idx)
 				continue
 			}
-			name := EnvPrefix + strings.ToUpper(strings.ReplaceAll(p, ".", "_"))
+			name := EnvName(p)
 			fields[name] = envField{path: p, index: idx}
 		}
 	}

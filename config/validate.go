@@ -39,8 +39,16 @@ var namespacePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,31}$`)
 // *[FieldError]. It returns nil if c is usable.
 var kindPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
-func (c *Config) Validate() error {
-	v := &validator{}
+func (c *Config) Validate() error { return c.validate(&validator{}) }
+
+// ValidateTool is [Config.Validate] for a tool that reaches a node (esjet
+// sites, events, streams…) rather than runs one: it also takes a fleet's
+// shared file, whose edge block serves every process and whose edge.role
+// each node adds itself (ESJET_EDGE_ROLE), where a node without a role
+// would refuse the edge settings as having no effect.
+func (c *Config) ValidateTool() error { return c.validate(&validator{tool: true}) }
+
+func (c *Config) validate(v *validator) error {
 	if !namespacePattern.MatchString(c.Namespace) {
 		v.add("namespace", c.Namespace, "use 1-32 characters of a-z, 0-9, '_' and '-', starting with a letter or digit (it becomes a subject token and a stream name prefix)")
 	} else if n := c.Namespace; strings.HasSuffix(n, "_clients") || strings.HasSuffix(n, "_ops") || strings.HasSuffix(n, "_leaf") || strings.Contains(n, "_recv_") || strings.Contains(n, "_site_") {
@@ -215,8 +223,8 @@ func (n *NATS) validate(v *validator, replicas int) {
 }
 
 func (s *Streams) validate(v *validator) {
-	if s.Replicas != 1 && s.Replicas != 3 && s.Replicas != 5 {
-		v.add("streams.replicas", s.Replicas, "use 1, 3 or 5")
+	if s.Replicas != ReplicasAuto && s.Replicas != 1 && s.Replicas != 3 && s.Replicas != 5 {
+		v.add("streams.replicas", s.Replicas, "use 1, 3 or 5 (or 0: 3 on a cluster of three or more servers, else 1)")
 	}
 	if s.DuplicateWindow <= 0 {
 		v.add("streams.duplicate_window", s.DuplicateWindow, "must be greater than 0, e.g. 2m")
@@ -239,7 +247,10 @@ func (s *Streams) validate(v *validator) {
 	}
 }
 
-type validator struct{ errs []error }
+type validator struct {
+	errs []error
+	tool bool // ValidateTool: an edge block without a role is a fleet file
+}
 
 func (v *validator) add(path string, value any, reason string) {
 	v.errs = append(v.errs, &FieldError{Path: path, Value: value, Reason: reason})

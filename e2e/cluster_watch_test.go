@@ -3,16 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
-	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/natstest"
 )
 
 // clWatch follows a cluster through a fault: when each of the namespace's
@@ -169,33 +167,15 @@ func clLeaderLines(servers []*clServer) string {
 	return b.String()
 }
 
-// clAddr returns a free loopback address whose port lies below the
-// kernel's ephemeral range. A server killed and restarted on its address
-// must find the port still free: a port from the ephemeral range (what
-// freeAddr returns) can meanwhile be taken by any outgoing connection or
-// ":0" listener on a busy machine, and the restart then fails with
-// "address already in use".
+// clAddr returns a free loopback address reserved for the test, below the
+// kernel's ephemeral range (natstest.Addr). A server killed and restarted
+// on its address must find the port still free: a port from the ephemeral
+// range can meanwhile be taken by any outgoing connection or ":0" listener
+// on a busy machine, and the restart then fails with "address already in
+// use".
 func clAddr(t *testing.T) string {
 	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
-				low = n
-			}
-		}
-	}
-	for range 100 {
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(10000+rand.IntN(low-10000)))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		_ = l.Close()
-		return addr
-	}
-	t.Fatalf("no free loopback port below %d", low)
-	return ""
+	return natstest.Addr(t)
 }
 
 // clRelayTrouble summarises a node's relay warnings: how many, the first

@@ -131,6 +131,7 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.waitJS(fmt.Sprintf(`(() => { const r = document.querySelectorAll("#letters [data-letter]"); return r.length === 1 && r[0].dataset.letter !== %q; })()`, first),
 		"the re-driven command's new dead letter")
 	b.accessible("dlq")
+	b.noNull("the Outbox & DLQ page with a letter")
 	b.screenshot("dlq.png")
 	b.keyTo(`#letters a[href^="#/dlq/"]`)
 	b.waitText("#attempts", "retried by console at 127.0.0.1")
@@ -145,6 +146,19 @@ func TestConsoleInABrowser(t *testing.T) {
 	b.waitText("#settled", "discarded by console at 127.0.0.1")
 	b.do(chromedp.Navigate(base + "/console/#/dlq"))
 	b.waitVisible("#no-letters")
+	b.noNull("the Outbox & DLQ page without letters")
+	b.do(chromedp.Navigate(base + "/console/#/dlq?kind=book_flight"))
+	b.waitText("#view-title", "Outbox & DLQ: book_flight")
+	b.waitVisible("#no-letters")
+	b.noNull("the Outbox & DLQ page of one kind")
+
+	// A page opened by a link, in a new tab, names the namespace too.
+	tab, closeTab := chromedp.NewContext(bctx)
+	tb := &browser{t: t, ctx: tab, shots: shots}
+	tb.do(chromedp.Navigate(base + "/console/#/dlq"))
+	tb.waitVisible("#no-letters")
+	tb.waitText("#namespace", "namespace demo")
+	closeTab()
 
 	// The audit records, as the API (and esjet dlq show) reads them.
 	for seq, action := range map[string]string{first: "retried", second: "discarded"} {
@@ -210,37 +224,39 @@ func TestConsoleActionsOffByDefault(t *testing.T) {
 	}
 }
 
-var installChromium sync.Once
-
 // findChromium returns the path of Debian's chromium (or another
-// Chromium/Chrome on PATH). When there is none it runs .ci/install-chromium
-// once (apt-get as root), and fails saying what to install if that does not
-// bring one: the browser test never skips.
+// Chromium/Chrome on PATH), or fails the test at once in one line saying
+// what to install: the browser test never skips, and never installs
+// anything itself (an apt-get that cannot reach a mirror took minutes to
+// fail; .ci/run installs it before the tests with .ci/install-chromium).
 func findChromium(t *testing.T) string {
 	t.Helper()
-	look := func() string {
-		for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-			if p, err := exec.LookPath(name); err == nil {
-				return p
-			}
+	p, err := chromiumPath()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+var chromiumNames = []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"}
+
+func chromiumPath() (string, error) {
+	for _, name := range chromiumNames {
+		if p, err := exec.LookPath(name); err == nil {
+			return p, nil
 		}
-		return ""
 	}
-	if p := look(); p != "" {
-		return p
+	return "", fmt.Errorf("the console's browser test needs Chromium and finds none on PATH (%s): install Debian's chromium as root (.ci/install-chromium does it), then run the test again",
+		strings.Join(chromiumNames, ", "))
+}
+
+// Without Chromium the browser test says so in one line, at once.
+func TestBrowserTestSaysInOneLineWhenChromiumIsMissing(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	_, err := chromiumPath()
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), "install-chromium") {
+		t.Fatalf("chromiumPath with no Chromium on PATH = %v; want one line naming .ci/install-chromium", err)
 	}
-	var out []byte
-	var err error
-	installChromium.Do(func() {
-		script, _ := filepath.Abs("../.ci/install-chromium")
-		out, err = exec.Command(script).CombinedOutput()
-	})
-	if p := look(); p != "" {
-		return p
-	}
-	t.Fatalf("the console's browser test needs Chromium and found none on PATH; .ci/install-chromium could not install it (%v):\n%s\n"+
-		"Install Debian's chromium package as root (apt-get install -y chromium), or put a Chromium or Chrome named chromium on PATH, and run the test again", err, out)
-	return ""
 }
 
 // browser runs chromedp actions for a test, failing it on error.
@@ -262,6 +278,15 @@ func (b *browser) pageText() string {
 	defer cancel()
 	s, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`location.hash + " | " + document.body.innerText.slice(0, 1500)`))
 	return s
+}
+
+// noNull fails the test if the page shows the text "null" (what
+// Node.append makes of a null child).
+func (b *browser) noNull(view string) {
+	b.t.Helper()
+	if text := b.evalString(`document.querySelector("main").innerText`); strings.Contains(text, "null") {
+		b.t.Errorf("%s shows a literal null:\n%s", view, text)
+	}
 }
 
 // waitJS waits until expression is true in the page.

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -209,14 +208,9 @@ func runCLIFailEnv(t *testing.T, dir string, env []string, args ...string) (stri
 	}
 }
 
-// freeAddr returns a loopback address nothing listens on.
+// freeAddr returns a loopback address nothing listens on, reserved for the
+// test (natstest.Addr: two picks never collide, in this binary or another).
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
-	return addr
+	return natstest.Addr(t)
 }

@@ -1,8 +1,8 @@
 package e2e
 
-// The README's shell blocks, run in order against a fresh node, so the README
-// cannot drift from what esjet does. The conventions, for whoever edits the
-// README:
+// The README's shell blocks, then those of every guide in docs/ (in name
+// order), run against a fresh node, so the README and the guides cannot
+// drift from what esjet does. The conventions, for whoever edits them:
 //
 //   - Every ```sh block runs, top to bottom, each command once, against one
 //     node started as the Quickstart says (`esjet run` with the defaults, data
@@ -54,6 +54,7 @@ const natscliVersion = "v0.5.0"
 
 // readmeBlock is one fenced ```sh block (or a marked output block).
 type readmeBlock struct {
+	file     string // README.md or docs/<name>.md
 	line     int    // of the opening fence
 	lang     string // "sh", or "" for a marked output block
 	marker   string // the readme-test marker before it, "" if none
@@ -63,6 +64,7 @@ type readmeBlock struct {
 
 // readmeCommand is one shell command of a block and the output shown for it.
 type readmeCommand struct {
+	file   string
 	line   int
 	text   string // as bash runs it (continuations joined)
 	expect string // the "# →" text, "" when none is shown
@@ -223,11 +225,8 @@ func natsCLI(t *testing.T) string {
 	if _, err := os.Stat(filepath.Join(dir, "nats")); err == nil {
 		return dir
 	}
-	install := exec.Command("go", "install", "github.com/nats-io/natscli/nats@"+natscliVersion)
-	install.Env = append(os.Environ(), "GOBIN="+dir, "GOFLAGS=-mod=mod")
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("the README uses the nats CLI and none is on PATH; go install natscli %s: %v\n%s", natscliVersion, err, out)
-	}
+	natstest.GoInstall(t, "the README uses the nats CLI and none is on PATH; install natscli "+natscliVersion,
+		"github.com/nats-io/natscli", "github.com/nats-io/natscli/nats", natscliVersion, dir)
 	return dir
 }
 
@@ -323,14 +322,7 @@ exit 127
 // TestReadmeCommands runs the README's shell blocks in order against a fresh
 // node and checks the outputs they show (conventions at the top of this file).
 func TestReadmeCommands(t *testing.T) {
-	raw, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	blocks, err := parseReadme(string(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
+	blocks := readmeAndDocs(t)
 	needNATS := false
 	for _, b := range blocks {
 		for _, c := range b.commands {
@@ -345,15 +337,15 @@ func TestReadmeCommands(t *testing.T) {
 		switch {
 		case strings.HasPrefix(b.marker, "skip"):
 			if !regexp.MustCompile(`^skip \(.+\)$`).MatchString(b.marker) {
-				t.Errorf("README.md:%d: a skip marker says why: <!-- readme-test: skip (reason) -->, not %q", b.line, b.marker)
+				t.Errorf("%s:%d: a skip marker says why: <!-- readme-test: skip (reason) -->, not %q", b.file, b.line, b.marker)
 			}
-			t.Logf("README.md:%d: not run: %s", b.line, b.marker)
+			t.Logf("%s:%d: not run: %s", b.file, b.line, b.marker)
 			continue
 		case b.marker == "node output":
 			checkNodeOutput(t, b, printed)
 			continue
 		case b.marker != "":
-			t.Errorf("README.md:%d: unknown marker %q (use skip (reason) or node output)", b.line, b.marker)
+			t.Errorf("%s:%d: unknown marker %q (use skip (reason) or node output)", b.file, b.line, b.marker)
 			continue
 		}
 		for _, c := range b.commands {
@@ -367,6 +359,36 @@ func TestReadmeCommands(t *testing.T) {
 	t.Logf("ran %d README commands", ran)
 }
 
+// readmeAndDocs parses README.md, then every docs/*.md in name order: the
+// guides' blocks run after the README's, against the same node.
+func readmeAndDocs(t *testing.T) []readmeBlock {
+	t.Helper()
+	docs, err := filepath.Glob("../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []readmeBlock
+	for _, path := range append([]string{"../README.md"}, docs...) {
+		file := strings.TrimPrefix(path, "../")
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks, err := parseReadme(string(raw))
+		if err != nil {
+			t.Fatal(file + strings.TrimPrefix(err.Error(), "README.md"))
+		}
+		for i := range blocks {
+			blocks[i].file = file
+			for j := range blocks[i].commands {
+				blocks[i].commands[j].file = file
+			}
+		}
+		all = append(all, blocks...)
+	}
+	return all
+}
+
 func checkNodeOutput(t *testing.T, b readmeBlock, printed []string) {
 	t.Helper()
 	for _, shown := range strings.Split(strings.TrimSpace(b.text), "\n") {
@@ -378,7 +400,7 @@ func checkNodeOutput(t *testing.T, b readmeBlock, printed []string) {
 			}
 		}
 		if !found {
-			t.Errorf("README.md:%d: the node does not print\n  %s\nit printed:\n  %s", b.line, shown, strings.Join(printed, "\n  "))
+			t.Errorf("%s:%d: the node does not print\n  %s\nit printed:\n  %s", b.file, b.line, shown, strings.Join(printed, "\n  "))
 		}
 	}
 }
@@ -397,12 +419,12 @@ func runReadmeCommand(t *testing.T, e *readmeEnv, c readmeCommand) {
 		if err != nil {
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || !readsOnly(c.text) || time.Now().After(deadline) {
-				t.Fatalf("README.md:%d: %s\nfailed: %v\nstdout:\n%s\nstderr:\n%s", c.line, c.text, err, stdout, stderr)
+				t.Fatalf("%s:%d: %s\nfailed: %v\nstdout:\n%s\nstderr:\n%s", c.file, c.line, c.text, err, stdout, stderr)
 			}
 		} else if re == nil || re.MatchString(squeeze(stdout)) {
 			return
 		} else if !readsOnly(c.text) || time.Now().After(deadline) {
-			t.Fatalf("README.md:%d: %s\nshows  %s\nprints %s\nstderr:\n%s", c.line, c.text, c.expect, stdout, stderr)
+			t.Fatalf("%s:%d: %s\nshows  %s\nprints %s\nstderr:\n%s", c.file, c.line, c.text, c.expect, stdout, stderr)
 		}
 		time.Sleep(500 * time.Millisecond) // the saga moves on its own; poll the read again
 	}

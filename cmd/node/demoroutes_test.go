@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -83,12 +82,7 @@ func requestTripConfirmed(t *testing.T, natsAddr, ns, id string) {
 // TestDemoServicesRideOutANodeRestart pins issue 11's "demo-services exits
 // when the node restarts": it must reconnect and serve the next trip.
 func TestDemoServicesRideOutANodeRestart(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := natstest.Addr(t)
 	flags := []string{"--data-dir", filepath.Join(t.TempDir(), "data"), "--listen", addr, "--http", "none", "--namespace", "svcrestart"}
 	stop := runNodeUntil(t, flags)
 

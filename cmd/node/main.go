@@ -61,5 +61,5 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
 	root := newRootCmd(environ, stdout, stderr)
 	root.SetArgs(args)
-	return root.ExecuteContext(ctx)
+	return withRemedy(root.ExecuteContext(ctx))
 }

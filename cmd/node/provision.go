@@ -89,6 +89,7 @@ func (g *globals) provision(ctx context.Context, cfg config.Config, views []stri
 	if err != nil {
 		return err
 	}
+	cfg = node.ResolveReplicas(cfg, nc, nil)
 	objs := node.Objects(cfg)
 	models, absent, err := readModelObjects(ctx, js, cfg, views)
 	if err != nil {

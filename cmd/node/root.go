@@ -29,6 +29,8 @@ type globals struct {
 	httpListen string
 	logLevel   string
 	logFormat  string
+
+	runsNode bool // the command runs a node (else it reaches one: config.ValidateTool)
 }
 
 func newRootCmd(environ []string, stdout, stderr io.Writer) *cobra.Command {
@@ -71,7 +73,10 @@ config/esjet.yaml) < ESJET_* environment variables < flags.`,
 	root.AddCommand(newWorkersCmd(g))
 	root.AddCommand(newServerCmd(g), newPermissionsCmd(g), newHTTPTokenCmd(g))
 	root.AddCommand(newProvisionCmd(g))
+	root.AddCommand(newBackupCmd(g), newRestoreCmd(g))
+	explainArgs(root)
 	refuseUnknownSubcommands(root)
+	root.SetFlagErrorFunc(flagError)
 	return root
 }
 
@@ -109,7 +114,11 @@ func (g *globals) load(flags *pflag.FlagSet) (config.Config, error) {
 	set("http", func() { cfg.HTTP.Listen = g.httpListen })
 	set("log-level", func() { cfg.Log.Level = g.logLevel })
 	set("log-format", func() { cfg.Log.Format = g.logFormat })
-	if err := cfg.Validate(); err != nil {
+	validate := cfg.ValidateTool
+	if g.runsNode {
+		validate = cfg.Validate
+	}
+	if err := validate(); err != nil {
 		return cfg, configError(err)
 	}
 	return cfg, nil

@@ -32,6 +32,7 @@ SIGINT or SIGTERM, then drain and shut down cleanly.`,
 }
 
 func runNode(cmd *cobra.Command, g *globals) error {
+	g.runsNode = true
 	cfg, err := g.load(cmd.Flags())
 	if err != nil {
 		return err

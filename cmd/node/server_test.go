@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -143,12 +142,7 @@ func TestServerClusterOfThreeInProcess(t *testing.T) {
 	defer cancel()
 	var cports []string
 	for range 3 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cports = append(cports, l.Addr().String())
-		_ = l.Close()
+		cports = append(cports, natstest.Addr(t))
 	}
 	var routes []string
 	for _, a := range cports {

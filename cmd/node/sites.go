@@ -64,7 +64,7 @@ func (g *globals) showSites(ctx context.Context, cfg config.Config, asJSON bool)
 	defer nc.Close()
 	msg, err := nc.RequestWithContext(ctx, node.SitesSubject(cfg.Namespace), nil)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return fmt.Errorf("no hub answers %s: run this against the hub node (edge.role hub) of namespace %s", node.SitesSubject(cfg.Namespace), cfg.Namespace)
+		return fmt.Errorf("no hub of namespace %s answers %s: run this against the hub node (edge.role hub) with its config file (--config fleet.yaml) or its namespace (--namespace)", cfg.Namespace, node.SitesSubject(cfg.Namespace))
 	}
 	if err != nil {
 		return fmt.Errorf("ask the hub for its sites: %w", err)

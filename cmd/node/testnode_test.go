@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net"
 	"path/filepath"
 	"regexp"
 	"testing"
@@ -16,12 +15,7 @@ import (
 // returns the flags that reach it.
 func startTestNode(t *testing.T, ns string) []string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := natstest.Addr(t)
 	flags := []string{"--data-dir", filepath.Join(t.TempDir(), "data"), "--listen", addr, "--http", "none", "--namespace", ns}
 	ctx, cancel := context.WithCancel(context.Background())
 	var nodeOut, nodeErr natstest.Buffer

@@ -212,6 +212,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	e.node, e.nodeJS = n, n.JetStream()
+	cfg = n.Config() // streams.replicas as the node decided it
+	e.cfg = cfg
 	defer func() {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,6 +74,12 @@ func runEmbedded(ctx context.Context, cfg config.Config, so startOptions, opts *
 	if err := waitReady(ctx, srv, slogger); err != nil {
 		srv.Shutdown()
 		srv.WaitForShutdown()
+		if le := (&config.ListenError{Setting: "nats.embedded.listen", Addr: e.Listen, Err: err}); le.InUse() {
+			if strings.Contains(err.Error(), "leafnode") {
+				le.Setting, le.Addr = "edge.leaf_listen", cfg.Edge.LeafListen
+			}
+			err = le
+		}
 		return nil, fmt.Errorf("start embedded nats-server (data dir %s, listen %s): %w", e.DataDir, e.Listen, err)
 	}
 

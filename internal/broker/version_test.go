@@ -1,13 +1,11 @@
 package broker
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,10 +22,9 @@ import (
 // ever fired (message schedules are 2.12).
 const oldServerVersion = "v2.11.12"
 
-// oldServerBinary builds nats-server at version from the module proxy the
-// first time and keeps it under os.TempDir for later runs. It tries the
-// module cache alone first; if that is not enough and the module proxy does
-// not answer within seconds, it fails in one line saying so.
+// oldServerBinary builds nats-server at version the first time (from the
+// module cache, else the module proxy, failing in one line within seconds
+// when neither has it) and keeps it under os.TempDir for later runs.
 func oldServerBinary(t *testing.T, version string) string {
 	t.Helper()
 	dir := filepath.Join(os.TempDir(), "esjet-test-nats-server", version)
@@ -35,35 +32,8 @@ func oldServerBinary(t *testing.T, version string) string {
 	if _, err := os.Stat(bin); err == nil {
 		return bin
 	}
-	tmp, err := os.MkdirTemp(os.TempDir(), "esjet-build-nats-server-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
-	install := func(env ...string) error {
-		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
-		defer cancel()
-		build := exec.CommandContext(ctx, "go", "install", natsServerModule+"@"+version)
-		build.Dir = tmp // outside this module: go install pkg@version ignores it anyway
-		build.Env = append(os.Environ(), append([]string{"GOBIN=" + tmp, "CGO_ENABLED=0"}, env...)...)
-		out, err := build.CombinedOutput()
-		if err != nil {
-			return fmt.Errorf("%v: %s", err, lastLine(out))
-		}
-		return nil
-	}
-	// First from the module cache alone: its download directory is a
-	// module proxy (GOPROXY=off would not do, go install pkg@version looks
-	// up the module's deprecation), whose files were verified when they
-	// were downloaded.
-	modcache, _ := exec.Command("go", "env", "GOMODCACHE").Output()
-	cached := "file://" + filepath.ToSlash(filepath.Join(strings.TrimSpace(string(modcache)), "cache", "download"))
-	if len(bytes.TrimSpace(modcache)) == 0 || install("GOPROXY="+cached, "GOSUMDB=off") != nil {
-		needModuleProxy(t, "build nats-server "+version, version)
-		if err := install(); err != nil {
-			t.Fatalf("build nats-server %s (go install %s@%s): %v", version, natsServerModule, version, err)
-		}
-	}
+	tmp := t.TempDir()
+	natstest.GoInstall(t, "build nats-server "+version, natsServerModule, natsServerModule, version, tmp)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		t.Fatal(err)
 	}
@@ -106,48 +76,12 @@ func serverSource(t *testing.T, version string) string {
 	if dir, err := download("GOPROXY=off"); err == nil {
 		return dir
 	}
-	needModuleProxy(t, "download nats-server "+version+"'s source", version)
+	natstest.NeedModuleProxy(t, "download nats-server "+version+"'s source", natsServerModule, version)
 	dir, err := download()
 	if err != nil {
 		t.Fatalf("download nats-server %s's source (go mod download %s@%s): %v", version, natsServerModule, version, err)
 	}
 	return dir
-}
-
-// needModuleProxy fails the test in one line, within seconds, if the module
-// proxy does not answer for nats-server at version: what needs it, the
-// proxy, the error.
-func needModuleProxy(t *testing.T, what, version string) {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOPROXY").Output()
-	if err != nil {
-		t.Fatalf("%s needs the network: go env GOPROXY: %v", what, err)
-	}
-	proxy, _, _ := strings.Cut(strings.TrimSpace(string(out)), ",")
-	proxy, _, _ = strings.Cut(proxy, "|")
-	if proxy == "off" || proxy == "" {
-		t.Fatalf("%s needs the module proxy, and GOPROXY=%s", what, strings.TrimSpace(string(out)))
-	}
-	if !strings.HasPrefix(proxy, "http") {
-		return // direct: go fetches from the origin itself
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-	defer cancel()
-	u := strings.TrimSuffix(proxy, "/") + "/" + natsServerModule + "/@v/" + version + ".info"
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		t.Fatalf("%s needs the module proxy: %v", what, err)
-	}
-	tr := &http.Transport{Proxy: http.ProxyFromEnvironment, DisableKeepAlives: true}
-	defer tr.CloseIdleConnections()
-	resp, err := (&http.Client{Transport: tr}).Do(req)
-	if err != nil {
-		t.Fatalf("%s needs the module proxy, which does not answer: %v", what, err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("%s needs the module proxy: %s answered %s", what, u, resp.Status)
-	}
 }
 
 // lastLine is the last non-empty line of out.

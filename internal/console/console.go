@@ -5,11 +5,13 @@ import (
 	"context"
 	"embed"
 	"encoding/json"
+	"html"
 	"io"
 	"io/fs"
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -95,6 +97,9 @@ func (c *Console) Handler() http.Handler {
 	})
 }
 
+// namespaceSlot is the header's namespace element in index.html.
+const namespaceSlot = `<span id="namespace" class="ns"></span>`
+
 func (c *Console) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(assets, "assets") // a compile-time embed: cannot fail
@@ -102,16 +107,15 @@ func (c *Console) routes() *http.ServeMux {
 	mux.HandleFunc("GET "+Path, func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, Path+"/", http.StatusMovedPermanently)
 	})
+	// The page names the namespace in its header itself, so every view
+	// shows it, also one opened by a link (only the overview's poll set
+	// it before, and a deep-linked page showed none).
+	page, _ := fs.ReadFile(static, "index.html") // embedded: cannot fail
+	page = bytes.Replace(page, []byte(namespaceSlot), []byte(strings.Replace(namespaceSlot, "><", ">namespace "+html.EscapeString(c.cfg.Namespace)+"<", 1)), 1)
 	mux.HandleFunc("GET "+Path+"/{$}", func(w http.ResponseWriter, r *http.Request) {
-		f, err := static.Open("index.html")
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		defer f.Close()
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		w.Header().Set("Cache-Control", "no-cache")
-		_, _ = io.Copy(w, f.(io.Reader))
+		_, _ = w.Write(page)
 	})
 	base := Path + "/api"
 	mux.HandleFunc("GET "+base+"/overview", c.handleOverview)

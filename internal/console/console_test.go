@@ -272,6 +272,40 @@ func TestDLQActions(t *testing.T) {
 	if f := fates(tl)["trip:t2:2:0"]; f != console.FateDiscarded {
 		t.Errorf("book_flight's fate after the discard: %q, want discarded", f)
 	}
+	// The page shows the detail and then each history record: the discard
+	// is said once, by its record, and the detail keeps what failed.
+	for _, d := range tl.Decisions {
+		for _, c := range d.Commands {
+			if c.ID != "trip:t2:2:0" {
+				continue
+			}
+			said := 0
+			for _, a := range c.History {
+				if a.Action == ops.AuditDiscarded {
+					said++
+				}
+			}
+			if strings.Contains(c.Detail, "discarded") || said != 1 || !strings.Contains(c.Detail, "no seats") {
+				t.Errorf("discarded book_flight: detail %q and %d discard record(s); want the error in the detail and the discard once, in the history", c.Detail, said)
+			}
+		}
+	}
+}
+
+// Every page of the console names its namespace in the header, also one
+// opened by a link (the page carries it; no view has to poll for it).
+func TestConsolePageNamesItsNamespace(t *testing.T) {
+	t.Parallel()
+	base := startNode(t, false, tripHandlers())
+	resp, err := http.Get(base + "/console/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `<span id="namespace" class="ns">namespace `) {
+		t.Errorf("GET /console/ does not name the namespace in its header:\n%s", body)
+	}
 }
 
 // TestActionsOffUnlessAllowed: the default console only reads.

@@ -190,8 +190,9 @@ func (c *Console) fate(ctx context.Context, cc *Command, consumers map[string]*j
 	case info.Receipt != nil:
 		cc.Fate, cc.Detail = FateFailed, fmt.Sprintf("%s (after %d attempt(s))", info.Receipt.LastError, info.Receipt.Attempts)
 		if n := len(cc.History); n > 0 && cc.History[n-1].Action == ops.AuditDiscarded {
-			a := cc.History[n-1]
-			cc.Fate, cc.Detail = FateDiscarded, fmt.Sprintf("discarded by %s: %s", a.By, a.Reason)
+			// Who discarded it and why is its last history record, shown
+			// under the detail: the detail keeps what failed.
+			cc.Fate = FateDiscarded
 		}
 		return nil
 	case info.Schedule != nil:

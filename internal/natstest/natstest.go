@@ -3,7 +3,6 @@ package natstest
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -34,7 +33,7 @@ func RunServer(tb testing.TB, opts ...Option) *server.Server {
 // through any member may use Replicas: 3.
 func RunCluster(tb testing.TB, opts ...Option) []*server.Server {
 	tb.Helper()
-	ports := freePorts(tb, 3)
+	ports := Ports(tb, 3)
 	var routes []string
 	for _, p := range ports {
 		routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
@@ -106,24 +105,6 @@ func start(tb testing.TB, o *server.Options) *server.Server {
 func shutdown(s *server.Server) {
 	s.Shutdown()
 	s.WaitForShutdown()
-}
-
-func freePorts(tb testing.TB, n int) []int {
-	tb.Helper()
-	ports := make([]int, 0, n)
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatalf("natstest: free port: %v", err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		_ = l.Close()
-	}
-	return ports
 }
 
 // Connect opens a client connection to s and closes it when the test ends.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
@@ -31,7 +32,7 @@ func (n *Node) startHTTP() error {
 	}
 	ln, err := net.Listen("tcp", n.cfg.HTTP.Listen)
 	if err != nil {
-		return fmt.Errorf("http listen on %s (http.listen): %w", n.cfg.HTTP.Listen, err)
+		return fmt.Errorf("http: %w", &config.ListenError{Setting: "http.listen", Addr: n.cfg.HTTP.Listen, Err: err})
 	}
 	n.httpAddr = ln.Addr().String()
 	if tlsCfg != nil {

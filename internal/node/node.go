@@ -130,6 +130,8 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	if err != nil {
 		return nil, err
 	}
+	cfg = ResolveReplicas(cfg, n.broker.Conn(), n.logger)
+	n.cfg = cfg
 	n.changes, err = provision(ctx, n.broker.JetStream(), cfg, logger)
 	if err != nil {
 		return nil, fmt.Errorf("provision namespace %s: %w", cfg.Namespace, err)
@@ -286,6 +288,10 @@ func (n *Node) JetStream() jetstream.JetStream { return n.broker.JetStream() }
 
 // Broker is the node's NATS connection (and embedded server).
 func (n *Node) Broker() *broker.Broker { return n.broker }
+
+// Config is the configuration the node runs with: the one it was started
+// with, streams.replicas decided ([ResolveReplicas]).
+func (n *Node) Config() config.Config { return n.cfg }
 
 // Provisioned reports what Start did to each stream and bucket.
 func (n *Node) Provisioned() []streams.Change { return n.changes }

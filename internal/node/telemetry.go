@@ -95,7 +95,7 @@ func (n *Node) metricsOnAPI() bool { return n.cfg.HTTP.MetricsListen == "" }
 func (n *Node) startMetricsListener(addr string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("metrics listen on %s (http.metrics_listen): %w", addr, err)
+		return fmt.Errorf("metrics: %w", &config.ListenError{Setting: "http.metrics_listen", Addr: addr, Err: err})
 	}
 	n.metricsAddr = ln.Addr().String()
 	mux := http.NewServeMux()

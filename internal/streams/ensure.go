@@ -50,7 +50,7 @@ func Ensure(ctx context.Context, js jetstream.JetStream, objs []Object, logger *
 
 func ensureStream(ctx context.Context, js jetstream.JetStream, o Object) (Change, error) {
 	want := o.Config
-	st, err := js.Stream(ctx, want.Name)
+	st, err := lookupStream(ctx, js, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		err = createStream(ctx, js, want)
 		if err == nil {
@@ -61,7 +61,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, o Object) (Change
 		}
 		// Another node created it first, perhaps with another config:
 		// check what is there.
-		st, err = js.Stream(ctx, want.Name)
+		st, err = lookupStream(ctx, js, want.Name)
 	}
 	if err != nil {
 		return Change{}, fmt.Errorf("look up stream %s: %w", want.Name, err)

@@ -34,7 +34,9 @@ type ProvisionConfig struct {
 func (c *ProvisionConfig) setDefaults() {
 	d := config.Default().Streams
 	if c.Replicas == 0 {
-		c.Replicas = d.Replicas
+		// The config's default is "auto" (0), which the node decides when
+		// it connects (node.ResolveReplicas); unresolved, one copy.
+		c.Replicas = max(d.Replicas, 1)
 	}
 	if c.DuplicateWindow == 0 {
 		c.DuplicateWindow = d.DuplicateWindow.Std()
@@ -306,15 +308,21 @@ func Apply(ctx context.Context, js jetstream.JetStream, objs []Object, mode Appl
 
 func provisionStream(ctx context.Context, js jetstream.JetStream, o Object, mode ApplyMode) (Change, error) {
 	want := o.Config
-	st, err := js.Stream(ctx, want.Name)
+	st, err := lookupStream(ctx, js, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		if mode == PlanOnly {
 			return Change{Name: o.Name, Action: "create"}, nil
 		}
-		if err := createStream(ctx, js, want); err != nil {
+		err = createStream(ctx, js, want)
+		if err == nil {
+			return Change{Name: o.Name, Action: "created"}, nil
+		}
+		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			return Change{}, err
 		}
-		return Change{Name: o.Name, Action: "created"}, nil
+		// Another node created it first, perhaps with another config:
+		// bring what is there to the configuration.
+		st, err = lookupStream(ctx, js, want.Name)
 	}
 	if err != nil {
 		return Change{}, fmt.Errorf("look up stream %s: %w", want.Name, err)
@@ -375,24 +383,17 @@ func updated(have, want jetstream.StreamConfig) jetstream.StreamConfig {
 }
 
 // createStream creates want. A cluster that has just started may refuse
-// to place replicas for a moment (10005, no suitable peers): it tries
-// again for a few seconds.
+// to place replicas for a moment (10005, no suitable peers) or not answer
+// in time: it tries again ([patiently]). A create that timed out may have
+// been done: its retry then finds the stream there (already in use), which
+// the callers take as "someone created it" and check what is there.
 func createStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig) error {
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	err := patiently(ctx, func(ctx context.Context) error {
 		_, err := js.CreateStream(ctx, want)
-		var apiErr *jetstream.APIError
-		if errors.As(err, &apiErr) && apiErr.ErrorCode == 10005 && time.Now().Before(deadline) {
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("create stream %s: %w", want.Name, ctx.Err())
-			case <-time.After(250 * time.Millisecond):
-			}
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("create stream %s: %w", want.Name, err)
-		}
-		return nil
+		return err
+	})
+	if err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		return fmt.Errorf("create stream %s: %w", want.Name, err)
 	}
+	return err
 }

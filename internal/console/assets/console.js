@@ -377,8 +377,9 @@ function dlqView() {
   heading(kind ? "Outbox & DLQ: " + kind : "Outbox & DLQ");
   const kindsBox = el("div");
   const lettersBox = el("div");
+  // (Node.append writes a null as the text "null": leave it out instead.)
   main.append(el("h2", {}, "Commands per kind"), kindsBox, el("h2", {}, "Dead letters" + (kind ? " of " + kind : "")),
-    kind ? el("p", {}, el("a", {href: "#/dlq"}, "← every kind")) : null, lettersBox);
+    ...(kind ? [el("p", {}, el("a", {href: "#/dlq"}, "← every kind"))] : []), lettersBox);
   poll(async () => {
     const [ov, dl] = await Promise.all([getJSON("/overview"), getJSON("/dlq" + (kind ? "?kind=" + encodeURIComponent(kind) : ""))]);
     kindsBox.replaceChildren(kindsTable(ov.kinds, ov));

@@ -1,0 +1,78 @@
+package streams
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// provisionPatience is how long provisioning keeps asking JetStream about
+// one stream while the answers are transient: no answer in time, no
+// responders yet, a cluster without a meta leader or with no peers to
+// place replicas on for a moment. Nodes started together on a cluster that
+// has just started meet each of these; a restart a moment later worked.
+//
+// provisionTry is how long one request of provisioning waits for its
+// answer before it is asked again. (Variables: a test shortens both.)
+var (
+	provisionPatience = 60 * time.Second
+	provisionTry      = 5 * time.Second
+)
+
+// transient reports an answer that may be different a moment later.
+func transient(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case 10005, // no suitable peers for placement, yet
+			10008, // JetStream system temporarily unavailable (no meta leader)
+			10023: // insufficient resources (peers still joining, or one down)
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) ||
+		errors.Is(err, jetstream.ErrJetStreamNotEnabled)
+}
+
+// patiently runs op with a fresh deadline of provisionTry each time, until
+// it succeeds, fails for good, ctx ends, or provisionPatience has passed;
+// then the error says for how long JetStream did not answer and what to
+// check.
+func patiently(ctx context.Context, op func(ctx context.Context) error) error {
+	deadline := time.Now().Add(provisionPatience)
+	wait := 100 * time.Millisecond
+	for tries := 1; ; tries++ {
+		tctx, cancel := context.WithTimeout(ctx, provisionTry)
+		err := op(tctx)
+		cancel()
+		if err == nil || !transient(err) {
+			return err
+		}
+		if ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("JetStream gave no usable answer in %d tries over %s (last: %w); check that every server of the cluster is up and JetStream has a meta leader (nats server report jetstream), then start again",
+				tries, time.Since(deadline.Add(-provisionPatience)).Round(time.Second), err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// lookupStream is js.Stream, asked again while the answer is transient.
+func lookupStream(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Stream, error) {
+	var st jetstream.Stream
+	err := patiently(ctx, func(ctx context.Context) error {
+		var err error
+		st, err = js.Stream(ctx, name)
+		return err
+	})
+	return st, err
+}
