@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -58,6 +59,14 @@ type KindConfig struct {
 	// Burst is how many calls above Rate may start at once after a quiet
 	// spell. Zero means 1.
 	Burst int
+	// ConcurrencyKey limits the calls in flight per key across every node
+	// serving the kind (with Control): [ConcurrencyKeyAggregateID] for the
+	// issuing aggregate's id, or a payload field path ("booking_id",
+	// "booking.id"). Empty: no limit per key.
+	ConcurrencyKey string
+	// Concurrency is the most calls in flight for one key value. Zero
+	// means 1 (with ConcurrencyKey).
+	Concurrency int
 }
 
 func (c *KindConfig) setDefaults() {
@@ -84,6 +93,9 @@ func (c *KindConfig) setDefaults() {
 	}
 	if c.Burst == 0 {
 		c.Burst = 1
+	}
+	if c.Concurrency == 0 && c.ConcurrencyKey != "" {
+		c.Concurrency = 1
 	}
 }
 
@@ -126,11 +138,12 @@ var errStopping = errors.New("the worker is stopping")
 //
 // Paused says the worker pulls nothing because its kind is paused;
 // RateWaiting counts the deliveries waiting for their rate limit's token
-// now, RateWaits those that ever had to wait.
+// now, RateWaits those that ever had to wait; KeyWaiting and KeyWaits the
+// same for their concurrency key.
 type Stats struct {
 	Done, Retried, Dead, Skipped, Poison, FeedbackErrors, Stale, UnreadReceipts int64
 	Paused                                                                      bool
-	RateWaiting, RateWaits                                                      int64
+	RateWaiting, RateWaits, KeyWaiting, KeyWaits                                int64
 }
 
 // Worker runs one kind's commands on this node.
@@ -146,8 +159,10 @@ type Worker struct {
 	done, retried, dead, skipped, poison, feedbackErrors, stale, unreadReceipts atomic.Int64
 	// Flow control: whether the pull waits for a resume; deliveries
 	// waiting for their rate limit's token now, and how many ever did.
-	paused                 atomic.Bool
-	rateWaiting, rateWaits atomic.Int64
+	paused                                       atomic.Bool
+	rateWaiting, rateWaits, keyWaiting, keyWaits atomic.Int64
+	// keys is the kind's concurrency per key (nil: none).
+	keys *keyLimit
 
 	// pause, if set (tests), runs just before the lease is confirmed for a
 	// call: a stand-in for a process stopped there.
@@ -192,6 +207,9 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 	if cfg.Handler == nil {
 		return nil, fmt.Errorf("worker %s: no handler", cfg.Kind)
 	}
+	if err := cfg.validateKey(); err != nil {
+		return nil, err
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -208,15 +226,40 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 	if err != nil {
 		return nil, fmt.Errorf("worker %s: receipts bucket: %w", cfg.Kind, err)
 	}
-	return &Worker{js: js, names: names, cfg: cfg, fb: fb, cons: cons, receipts: kv,
-		logger: logger.With("component", "worker", "consumer", wire.WorkerConsumerName(cfg.Kind))}, nil
+	w := &Worker{js: js, names: names, cfg: cfg, fb: fb, cons: cons, receipts: kv,
+		logger: logger.With("component", "worker", "consumer", wire.WorkerConsumerName(cfg.Kind))}
+	if cfg.ConcurrencyKey != "" {
+		w.keys = newKeyLimit(cfg, js, names.Workers)
+	}
+	return w, nil
+}
+
+// validateKey checks the concurrency per key settings.
+func (c *KindConfig) validateKey() error {
+	switch {
+	case c.Concurrency < 0:
+		return fmt.Errorf("worker %s: concurrency %d: use 1 or more calls in flight per key", c.Kind, c.Concurrency)
+	case c.ConcurrencyKey == "" && c.Concurrency > 0:
+		return fmt.Errorf("worker %s: concurrency %d needs a concurrency key (aggregate_id or a payload field)", c.Kind, c.Concurrency)
+	case c.ConcurrencyKey == "":
+		return nil
+	case c.Control == nil:
+		return fmt.Errorf("worker %s: concurrency key %q needs the fleet's flow control (KV workers bucket); none was given", c.Kind, c.ConcurrencyKey)
+	}
+	for name := range strings.SplitSeq(c.ConcurrencyKey, ".") {
+		if err := streams.ValidateToken("concurrency key field", name); err != nil {
+			return fmt.Errorf("worker %s: concurrency key %q: %w", c.Kind, c.ConcurrencyKey, err)
+		}
+	}
+	return nil
 }
 
 // Stats returns the worker's counters.
 func (w *Worker) Stats() Stats {
 	return Stats{Done: w.done.Load(), Retried: w.retried.Load(), Dead: w.dead.Load(), Skipped: w.skipped.Load(),
 		Poison: w.poison.Load(), FeedbackErrors: w.feedbackErrors.Load(), Stale: w.stale.Load(), UnreadReceipts: w.unreadReceipts.Load(),
-		Paused: w.paused.Load(), RateWaiting: w.rateWaiting.Load(), RateWaits: w.rateWaits.Load()}
+		Paused: w.paused.Load(), RateWaiting: w.rateWaiting.Load(), RateWaits: w.rateWaits.Load(),
+		KeyWaiting: w.keyWaiting.Load(), KeyWaits: w.keyWaits.Load()}
 }
 
 // handle runs one delivery, held under lease l, to its outcome. stop is
@@ -267,6 +310,20 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		return
 	}
 
+	var slot *keySlot
+	if w.keys != nil {
+		value, err := w.keys.valueOf(d)
+		if err != nil {
+			// No call can be limited by a key it does not have; a fixed
+			// payload or configuration and a re-drive run it.
+			w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, err)
+			return
+		}
+		if slot = w.waitKey(ctx, stop, log, m, l, p, d, value); slot == nil {
+			return
+		}
+		defer w.releaseKey(ctx, log, slot)
+	}
 	if !w.waitRate(ctx, stop, log, m, l) {
 		return
 	}
@@ -274,6 +331,9 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		w.pause(d)
 	}
 	result, herr := w.tracedAttempt(ctx, stop, log, m, d, l)
+	if slot != nil {
+		w.releaseKey(ctx, log, slot) // the call is over: the next of its key may start
+	}
 	p.handOff()
 	failpoint.Hit(failpoint.WorkerAfterCall)
 	if errors.Is(herr, errStopping) {
