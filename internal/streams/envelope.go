@@ -92,6 +92,30 @@ type Command struct {
 	Report bool `json:"report,omitempty"`
 	// DeliverAfter, when set, delays the command until that time.
 	DeliverAfter time.Time `json:"deliver_after,omitzero"`
+	// Priority is the command's band among its kind's: [PriorityHigh],
+	// [PriorityLow], or empty (normal). Workers pull higher bands first,
+	// by a weighted share that never starves a lower one.
+	Priority string `json:"priority,omitempty"`
+}
+
+// Command priorities ([Command].Priority). Empty is normal; "normal" is
+// accepted and stored as empty, so a command without a priority and one
+// with "normal" are the same command.
+const (
+	PriorityHigh   = "high"
+	PriorityNormal = ""
+	PriorityLow    = "low"
+)
+
+// NormalPriority checks p and returns it as stored ("normal" → "").
+func NormalPriority(p string) (string, error) {
+	switch p {
+	case PriorityHigh, PriorityLow, PriorityNormal:
+		return p, nil
+	case "normal":
+		return PriorityNormal, nil
+	}
+	return "", invalid("priority %q: use high, normal (or nothing) or low", p)
 }
 
 // Record is a decision as stored in the log.
@@ -182,6 +206,11 @@ func prepare(d Decision, after Position, now time.Time) (Decision, error) {
 			return d, invalid("command %d (%s): payload is not valid JSON", i, c.Kind)
 		}
 		c.ID = CommandID(d.AggregateType, d.AggregateID, last, i)
+		p, err := NormalPriority(c.Priority)
+		if err != nil {
+			return d, invalid("command %d (%s): priority %q: use high, normal (or nothing) or low", i, c.Kind, c.Priority)
+		}
+		c.Priority = p
 		if !c.DeliverAfter.IsZero() {
 			c.DeliverAfter = c.DeliverAfter.UTC()
 		}
@@ -413,6 +442,9 @@ func appendEnvelope(b []byte, d Decision) ([]byte, error) {
 				if b, err = appendTime(b, c.DeliverAfter); err != nil {
 					return nil, err
 				}
+			}
+			if c.Priority != "" {
+				b = appendField(b, "priority", c.Priority)
 			}
 			b = append(b, '}')
 		}
