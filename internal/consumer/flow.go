@@ -25,8 +25,15 @@ func (w *Worker) waitUnpaused(ctx context.Context) bool {
 	for {
 		rec, changed := ctl.Pause(w.cfg.Kind)
 		if !rec.Paused {
-			w.paused.Store(false)
+			if w.paused.Swap(false) {
+				for _, b := range w.bands {
+					b.emptyUntil = time.Time{} // ask every band again
+				}
+			}
 			return ctx.Err() == nil
+		}
+		if !w.paused.Load() && !w.idleWaitsEnded(ctx) {
+			return false
 		}
 		if !w.paused.Swap(true) {
 			w.logger.Info("paused: pulling nothing until the kind is resumed", "by", rec.By, "at", rec.At, "reason", rec.Reason)
@@ -35,6 +42,27 @@ func (w *Worker) waitUnpaused(ctx context.Context) bool {
 		case <-ctx.Done():
 			return false
 		case <-changed:
+		}
+	}
+}
+
+// idleWaitsEnded waits until no band has an idle wait outstanding (one
+// may still start a command that arrives meanwhile); false when ctx ended
+// first.
+func (w *Worker) idleWaitsEnded(ctx context.Context) bool {
+	for {
+		waiting := false
+		for _, b := range w.bands {
+			waiting = waiting || b.waiting.Load()
+		}
+		if !waiting {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-w.waitEnded:
+		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }

@@ -3,9 +3,6 @@ package consumer
 import (
 	"context"
 	"sync"
-	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Pulling: the pool's places, the pull that fills the free ones, and the
@@ -137,6 +134,21 @@ func (w *Worker) Run(ctx context.Context) error {
 		})
 		defer func() { stopWatch(); watcher.Wait() }()
 	}
+	// start runs a pulled message in a place of its own (the place and the
+	// hold the pull took); giveBack returns a place the pull did not use.
+	start := func(p pulled) {
+		pl := &place{free: free, records: records, held: held}
+		wg.Go(func() {
+			defer pl.release()
+			w.handle(handleCtx, ctx.Done(), p.m, newLease(p.sent, w.cfg.AckWait, w.now), pl)
+		})
+	}
+	giveBack := func() {
+		free <- struct{}{}
+		if held != nil {
+			<-held
+		}
+	}
 	for {
 		if held != nil {
 			select {
@@ -184,56 +196,6 @@ func (w *Worker) Run(ctx context.Context) error {
 				break more
 			}
 		}
-		msgs, fetched := w.fetch(ctx, n)
-		for range n - len(msgs) {
-			free <- struct{}{}
-			if held != nil {
-				<-held
-			}
-		}
-		for _, m := range msgs {
-			wg.Add(1)
-			p := &place{free: free, records: records, held: held}
-			go func() {
-				defer func() { p.release(); wg.Done() }()
-				w.handle(handleCtx, ctx.Done(), m, newLease(fetched, w.cfg.AckWait, w.now), p)
-			}()
-		}
+		w.pull(ctx, n, &wg, start, giveBack)
 	}
-}
-
-// fetch takes up to n messages that are there now, or else waits (briefly,
-// to notice ctx) for one. It also returns when it sent the pull request:
-// the server delivered the messages after that, so their leases run at
-// least until then plus AckWait.
-func (w *Worker) fetch(ctx context.Context, n int) ([]jetstream.Msg, time.Time) {
-	var msgs []jetstream.Msg
-	sent := w.now()
-	if b, err := w.cons.FetchNoWait(n); err == nil {
-		for m := range b.Messages() {
-			msgs = append(msgs, m)
-		}
-	}
-	if len(msgs) > 0 || ctx.Err() != nil {
-		return msgs, sent
-	}
-	// Wait for the next message, up to 2s so ctx is noticed (FetchContext
-	// carries the deadline; it cannot be combined with FetchMaxWait), and
-	// at most a quarter of AckWait, which is how early the lease's start
-	// may be counted.
-	fctx, cancel := context.WithTimeout(ctx, min(2*time.Second, max(w.cfg.AckWait/4, 10*time.Millisecond)))
-	defer cancel()
-	sent = w.now()
-	b, err := w.cons.Fetch(1, jetstream.FetchContext(fctx))
-	if err != nil {
-		if ctx.Err() == nil {
-			w.logger.Debug("fetch", "error", err)
-			time.Sleep(100 * time.Millisecond)
-		}
-		return nil, sent
-	}
-	for m := range b.Messages() {
-		msgs = append(msgs, m)
-	}
-	return msgs, sent
 }

@@ -153,8 +153,11 @@ type Worker struct {
 	cfg      KindConfig
 	fb       Feedback
 	logger   *slog.Logger
-	cons     jetstream.Consumer
 	receipts jetstream.KeyValue
+	// bands are the kind's priority bands, highest first (bands.go);
+	// waitEnded is told when a band's idle wait ends.
+	bands     []*band
+	waitEnded chan struct{}
 
 	done, retried, dead, skipped, poison, feedbackErrors, stale, unreadReceipts atomic.Int64
 	// Flow control: whether the pull waits for a resume; deliveries
@@ -218,15 +221,19 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 		// Its reads would look in another bucket and find no receipt.
 		return nil, fmt.Errorf("worker %s: the receipts committer writes %s, not namespace %s's KV_%s", cfg.Kind, r.Stream(), ns, names.Receipts)
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, names.Outbox, ConsumerConfig(ns, cfg))
-	if err != nil {
-		return nil, fmt.Errorf("worker %s: consumer on %s: %w", cfg.Kind, names.Outbox, err)
+	var bands []*band
+	for _, p := range wire.Priorities {
+		cons, err := js.CreateOrUpdateConsumer(ctx, names.Outbox, BandConsumerConfig(ns, cfg, p))
+		if err != nil {
+			return nil, fmt.Errorf("worker %s: consumer %s on %s: %w", cfg.Kind, wire.BandConsumerName(cfg.Kind, p), names.Outbox, err)
+		}
+		bands = append(bands, &band{priority: p, cons: cons, weight: bandWeights[p]})
 	}
 	kv, err := js.KeyValue(ctx, names.Receipts)
 	if err != nil {
 		return nil, fmt.Errorf("worker %s: receipts bucket: %w", cfg.Kind, err)
 	}
-	w := &Worker{js: js, names: names, cfg: cfg, fb: fb, cons: cons, receipts: kv,
+	w := &Worker{js: js, names: names, cfg: cfg, fb: fb, bands: bands, waitEnded: make(chan struct{}, 1), receipts: kv,
 		logger: logger.With("component", "worker", "consumer", wire.WorkerConsumerName(cfg.Kind))}
 	if cfg.ConcurrencyKey != "" {
 		w.keys = newKeyLimit(cfg, js, names.Workers)

@@ -19,6 +19,15 @@ const (
 	HeaderCorrelationID = streams.HeaderCorrelationID
 	HeaderCausationID   = streams.HeaderCausationID // the decision id
 	HeaderTraceParent   = streams.HeaderTraceParent
+	// HeaderPriority is the command's band, high or low (absent: normal);
+	// its subject says the same ([BandSubject]).
+	HeaderPriority = "Esjet-Priority"
+	// HeaderFenceBase is added to the band consumer's delivery sequence to
+	// make a delivery's fence: a re-drive sets it to the fence its command
+	// died with (or more), so the fence still rises when the command comes
+	// back through another band's consumer, whose sequence is its own.
+	// Absent: 0.
+	HeaderFenceBase = "Esjet-Fence-Base"
 
 	// JetStream message schedule headers (nats-server 2.12+).
 	HeaderSchedule       = "Nats-Schedule"
@@ -47,4 +56,5 @@ const (
 	HeaderWorker    = "Esjet-Worker"     // the worker (node) that gave up
 	HeaderDeadAt    = "Esjet-Dead-At"    // when the worker gave up, RFC 3339 with nanoseconds
 	HeaderOutboxSeq = "Esjet-Outbox-Seq" // OUTBOX sequence of the delivered copy
+	HeaderDeadFence = "Esjet-Dead-Fence" // the fence of the delivery that gave up (a re-drive's fence base)
 )
