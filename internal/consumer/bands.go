@@ -19,8 +19,9 @@ import (
 // while every band has commands waiting, of every 7 a node pulls 4 are
 // high, 2 normal and 1 low, so a higher band runs first and none starves.
 // A band found empty gives its turns to the others (higher first) and is
-// asked again after bandRecheck. With nothing in any band, the node waits
-// on the normal and the high band at once (see pull).
+// asked again after bandRecheck; the normal and the high band, found
+// empty, keep a place waiting for their next command while the pool has
+// room (see pull).
 
 // bandWeights are the bands' shares, in the order of wire.Priorities.
 var bandWeights = map[string]int{wire.PriorityHigh: 4, wire.PriorityNormal: 2, wire.PriorityLow: 1}
@@ -38,6 +39,17 @@ type band struct {
 	credit     int       // smooth weighted round robin (Run's goroutine only)
 	emptyUntil time.Time // found empty: left out until then (Run's goroutine only)
 	waiting    atomic.Bool
+	seen       atomic.Int64 // when it last brought a command (Unix ns)
+}
+
+// bandInUse is how long after its last command a band other than normal
+// keeps a place waiting for the next (see pull): a kind that never has
+// high commands gives no place to waiting for them.
+const bandInUse = 10 * time.Minute
+
+// inUse reports whether b is worth keeping a place for.
+func (b *band) inUse(now time.Time) bool {
+	return b.priority == wire.PriorityNormal || now.Sub(time.Unix(0, b.seen.Load())) < bandInUse
 }
 
 // BandConsumerConfig is the durable consumer of kind's workers for band
@@ -67,16 +79,21 @@ func (w *Worker) split(n int, now time.Time) []int {
 	var eligible []int
 	total := 0
 	for i, b := range w.bands {
-		if !now.Before(b.emptyUntil) {
+		if !now.Before(b.emptyUntil) && !b.waiting.Load() {
 			eligible = append(eligible, i)
 			total += b.weight
 		}
 	}
 	if len(eligible) == 0 {
 		for i, b := range w.bands {
-			eligible = append(eligible, i)
-			total += b.weight
+			if !b.waiting.Load() {
+				eligible = append(eligible, i)
+				total += b.weight
+			}
 		}
+	}
+	if len(eligible) == 0 {
+		return q // every band has a wait that takes its next command
 	}
 	for range n {
 		for _, i := range eligible {
@@ -118,8 +135,8 @@ func (w *Worker) fetchNoWait(n int) []pulled {
 		if left == 0 {
 			break
 		}
-		if asked[i] && now.Before(b.emptyUntil) {
-			continue // just found empty
+		if asked[i] && now.Before(b.emptyUntil) || b.waiting.Load() {
+			continue // just found empty, or its wait takes its next command
 		}
 		got := w.fetchBand(b, left)
 		if len(got) < left {
@@ -140,6 +157,9 @@ func (w *Worker) fetchBand(b *band, n int) []pulled {
 	var out []pulled
 	for m := range batch.Messages() {
 		out = append(out, pulled{m, sent})
+	}
+	if len(out) > 0 {
+		b.seen.Store(time.Now().UnixNano())
 	}
 	return out
 }
@@ -177,21 +197,41 @@ func (w *Worker) waitOne(ctx context.Context, b *band) (pulled, bool) {
 		return pulled{}, false
 	}
 	for m := range batch.Messages() {
+		b.seen.Store(time.Now().UnixNano())
 		return pulled{m, sent}, true
 	}
 	return pulled{}, false
 }
 
-// pull fills n free places with what the bands hold now. With nothing in
-// any band it waits for the next command of the bands an idle node waits
-// on (waitOrder), each wait holding one of the places, in a goroutine of
-// its own that starts its message or gives its place back; the places left
-// over are given back. When those bands are all waited on already, it
-// gives the places back and returns when one of the waits ends.
+// pull fills n free places. First, while its pool has room beside them,
+// it keeps one place waiting on each band of waitOrder found empty (normal,
+// and high if it had a command within bandInUse), so a command arriving
+// there starts at once even while a lower
+// band's backlog keeps the rest of the pool busy: what priority means when
+// the higher band is live traffic and the lower one a bulk re-drive. Then
+// it takes what the bands hold now (fetchNoWait). With nothing in any band
+// it waits on the bands of waitOrder with the places it has. Each wait, in
+// a goroutine of its own, holds one place and starts its message or gives
+// the place back; places left over are given back. When there is nothing
+// to fetch and every band of waitOrder is waited on already, it returns
+// when one of the waits ends.
 //
 // A wait holds its place because a message's lease starts when it is
 // delivered: a node pulls only what a free place will start now.
 func (w *Worker) pull(ctx context.Context, n int, wg *sync.WaitGroup, start func(pulled), giveBack func()) {
+	now := w.now()
+	for _, b := range w.waitOrder() {
+		if n == 0 || int(w.waits.Load())+1 >= w.cfg.Workers {
+			break // the pool's last place is for the bands that have work
+		}
+		if now.Before(b.emptyUntil) && b.inUse(now) && b.waiting.CompareAndSwap(false, true) {
+			w.wait(ctx, wg, b, start, giveBack)
+			n--
+		}
+	}
+	if n == 0 {
+		return
+	}
 	got := w.fetchNoWait(n)
 	for _, p := range got {
 		start(p)
@@ -211,19 +251,7 @@ func (w *Worker) pull(ctx context.Context, n int, wg *sync.WaitGroup, start func
 			continue
 		}
 		launched++
-		wg.Go(func() {
-			p, ok := w.waitOne(ctx, b)
-			b.waiting.Store(false)
-			if ok {
-				start(p)
-			} else {
-				giveBack()
-			}
-			select {
-			case w.waitEnded <- struct{}{}:
-			default:
-			}
-		})
+		w.wait(ctx, wg, b, start, giveBack)
 	}
 	for range n - launched {
 		giveBack()
@@ -234,4 +262,24 @@ func (w *Worker) pull(ctx context.Context, n int, wg *sync.WaitGroup, start func
 		case <-w.waitEnded:
 		}
 	}
+}
+
+// wait waits for band b's next command (b.waiting is set) in a goroutine
+// holding one place: it starts the command or gives the place back.
+func (w *Worker) wait(ctx context.Context, wg *sync.WaitGroup, b *band, start func(pulled), giveBack func()) {
+	w.waits.Add(1)
+	wg.Go(func() {
+		p, ok := w.waitOne(ctx, b)
+		b.waiting.Store(false)
+		w.waits.Add(-1)
+		if ok {
+			start(p)
+		} else {
+			giveBack()
+		}
+		select {
+		case w.waitEnded <- struct{}{}:
+		default:
+		}
+	})
 }

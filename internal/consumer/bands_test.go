@@ -205,3 +205,58 @@ func TestAFenceBaseLiftsABandsFence(t *testing.T) {
 		t.Fatalf("re-driven low command delivered with fence %d priority %q; want above 5000, low", d.Fence, d.Priority)
 	}
 }
+
+// While a low backlog keeps the pool busy, a node keeps a place waiting on
+// the normal band (a pull at the server), so live commands start as they
+// arrive instead of queueing behind the re-drive; and none on the high
+// band, which had no command.
+func TestABusyLowBandLeavesAPlaceWaitingForLiveCommands(t *testing.T) {
+	s := natstest.RunServer(t)
+	e := newWEnv(t, s)
+	var target order
+	kc := fast("pay", target.handler(5*time.Millisecond))
+	kc.Workers, kc.AckWait = 4, 5*time.Second
+	const lows = 1000
+	for i := range lows {
+		e.commandAt(t, "pay", fmt.Sprintf("low%d", i), wire.PriorityLow, 0)
+	}
+	e.node(t, s, kc)
+	cons := func(p string) jetstream.Consumer {
+		c, err := e.js.Consumer(t.Context(), e.outbox(), wire.BandConsumerName("pay", p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	normal, high, low := cons(wire.PriorityNormal), cons(wire.PriorityHigh), cons(wire.PriorityLow)
+	info := func(c jetstream.Consumer) *jetstream.ConsumerInfo {
+		i, err := c.Info(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return i
+	}
+	natstest.Eventually(t, 10*time.Second, func() bool {
+		return info(normal).NumWaiting == 1 && info(low).NumAckPending > 0
+	})
+	// No high command ever came: no place waits for one.
+	if hi := info(high); hi.NumWaiting != 0 {
+		t.Errorf("%d pulls wait on the high band, which never had a command; want none", hi.NumWaiting)
+	}
+	for i := range 10 {
+		id := e.commandAt(t, "pay", fmt.Sprintf("live%d", i), wire.PriorityNormal, 0)
+		natstest.Eventually(t, 10*time.Second, func() bool {
+			target.mu.Lock()
+			defer target.mu.Unlock()
+			return target.called[id] == 1
+		})
+	}
+	if li := info(low); li.NumPending == 0 {
+		t.Fatal("the low backlog drained before the live commands ran: nothing shows they did not wait for it")
+	}
+	target.mu.Lock()
+	defer target.mu.Unlock()
+	if n := len(target.done); n <= 10 {
+		t.Fatalf("%d calls: the low band did not run beside the live one", n)
+	}
+}

@@ -158,6 +158,7 @@ type Worker struct {
 	// waitEnded is told when a band's idle wait ends.
 	bands     []*band
 	waitEnded chan struct{}
+	waits     atomic.Int32 // band waits outstanding, each holding a place
 
 	done, retried, dead, skipped, poison, feedbackErrors, stale, unreadReceipts atomic.Int64
 	// Flow control: whether the pull waits for a resume; deliveries
