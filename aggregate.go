@@ -17,6 +17,15 @@ type NewEvent = aggregate.NewEvent
 // NewCommand is a command a Decision issues.
 type NewCommand = aggregate.NewCommand
 
+// Command priorities (NewCommand.Priority, Decision.WithPriority): workers
+// pull a kind's high commands first, its low ones last, without starving
+// any band (docs/flow-control.md). Empty is normal.
+const (
+	PriorityHigh   = aggregate.PriorityHigh
+	PriorityNormal = aggregate.PriorityNormal
+	PriorityLow    = aggregate.PriorityLow
+)
+
 // Outcome is the payload of the <kind>_done / <kind>_failed a worker reports
 // back to the aggregate that issued <kind> with Report set (Decision.Issue).
 type Outcome = aggregate.Outcome

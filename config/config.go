@@ -315,6 +315,13 @@ type Worker struct {
 	// quiet spell: over any interval T at most burst + rate × T calls
 	// start. Default 1 (only with rate).
 	Burst int `yaml:"burst"`
+	// ConcurrencyKey limits the calls in flight per key across every node
+	// serving the kind: "aggregate_id" (the issuing aggregate's id) or a
+	// payload field path ("booking_id", "booking.id"). Empty: no limit.
+	ConcurrencyKey string `yaml:"concurrency_key"`
+	// Concurrency is the most calls in flight for one key value. Default 1
+	// (only with concurrency_key).
+	Concurrency int `yaml:"concurrency"`
 }
 
 // Demo configures the trip-booking demo.

@@ -141,6 +141,7 @@ func (c *Config) validate(v *validator) error {
 			v.add(path+".ack_wait", w.AckWait, "must be at least 1s")
 		}
 		validateFlow(v, path, w)
+		validateKeyLimit(v, path, w)
 	}
 	c.HTTP.validate(v)
 	c.validateEdge(v)

@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"math"
+	"regexp"
+	"strings"
 	"time"
 )
 
@@ -111,5 +113,34 @@ func validateFlow(v *validator, path string, w Worker) {
 		v.add(path+".burst", w.Burst, "a burst needs a rate: set rate too, or remove burst")
 	case float64(w.Burst) > max(w.Rate*60, 1):
 		v.add(path+".burst", w.Burst, fmt.Sprintf("at most a minute's calls (%g at rate %g): a larger burst lets the target see more than the rate for minutes", max(w.Rate*60, 1), w.Rate))
+	}
+}
+
+// maxConcurrency is the most calls in flight per key: a command waiting for
+// its key tries each of the key's slots (a KV create) every time it wakes.
+const maxConcurrency = 64
+
+// fieldName is one name of a concurrency_key path.
+var fieldName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// validateKeyLimit checks a kind's concurrency per key (path names its
+// workers entry).
+func validateKeyLimit(v *validator, path string, w Worker) {
+	switch {
+	case w.Concurrency < 0:
+		v.add(path+".concurrency", w.Concurrency, "calls in flight per key: use 1 or more (0 means 1)")
+	case w.Concurrency > 0 && w.ConcurrencyKey == "":
+		v.add(path+".concurrency", w.Concurrency, "a limit per key needs concurrency_key: aggregate_id or a payload field, e.g. booking_id")
+	case w.Concurrency > maxConcurrency:
+		v.add(path+".concurrency", w.Concurrency, fmt.Sprintf("at most %d calls in flight per key (a waiting command tries every slot of its key); leave concurrency_key out for no limit", maxConcurrency))
+	}
+	if w.ConcurrencyKey == "" {
+		return
+	}
+	for name := range strings.SplitSeq(w.ConcurrencyKey, ".") {
+		if !fieldName.MatchString(name) {
+			v.add(path+".concurrency_key", w.ConcurrencyKey, "aggregate_id, or a payload field path of names made of letters, digits, _ and - joined by dots (booking_id, booking.id)")
+			return
+		}
 	}
 }

@@ -42,3 +42,33 @@ func TestOutboxMaxAgeCoversTheRetryHorizon(t *testing.T) {
 		t.Fatalf("a worker retrying past outbox_max_age: Validate() = %v", err)
 	}
 }
+
+func TestConcurrencyPerKeyIsChecked(t *testing.T) {
+	for _, c := range []struct {
+		w     Worker
+		field string
+	}{
+		{Worker{Concurrency: -1, ConcurrencyKey: "booking_id"}, "workers.k.concurrency"},
+		{Worker{Concurrency: 2}, "workers.k.concurrency"},
+		{Worker{Concurrency: 65, ConcurrencyKey: "booking_id"}, "workers.k.concurrency"},
+		{Worker{ConcurrencyKey: "booking..id"}, "workers.k.concurrency_key"},
+		{Worker{ConcurrencyKey: "booking id"}, "workers.k.concurrency_key"},
+		{Worker{ConcurrencyKey: "*"}, "workers.k.concurrency_key"},
+	} {
+		cfg := Default()
+		c.w.Target, c.w.Subject = TargetNATS, "x.k"
+		cfg.Workers = map[string]Worker{"k": c.w}
+		err := cfg.Validate()
+		if got := fieldErrors(t, err); got[c.field] == nil || len(got) != 1 {
+			t.Errorf("%+v: Validate() = %v, want one error on %s", c.w, err, c.field)
+		}
+	}
+	for _, w := range []Worker{{ConcurrencyKey: "aggregate_id"}, {ConcurrencyKey: "booking.id", Concurrency: 3}} {
+		cfg := Default()
+		w.Target, w.Subject = TargetNATS, "x.k"
+		cfg.Workers = map[string]Worker{"k": w}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%+v: %v", w, err)
+		}
+	}
+}

@@ -301,7 +301,7 @@ func confirm(in io.Reader, w io.Writer, question string) (bool, error) {
 
 func printRetried(w io.Writer, ns string, dl ops.DeadLetter, rep ops.ActionReply) {
 	fmt.Fprintf(w, "retried seq %d: command %s re-driven to %s as msg id %s (audit recorded, by %s)\n",
-		dl.Seq, dl.ID, wire.CommandSubject(ns, dl.Kind), rep.MsgID, rep.By)
+		dl.Seq, dl.ID, wire.BandSubject(ns, dl.Kind, wire.PriorityLow), rep.MsgID, rep.By)
 }
 
 func printDeadLetters(w io.Writer, ns string, list []ops.DeadLetter, f ops.Filter, now time.Time) {

@@ -59,7 +59,19 @@ type NewCommand struct {
 	Report bool
 	// DeliverAfter delays the command; zero means now.
 	DeliverAfter time.Time
+	// Priority is the command's band among its kind's: [PriorityHigh],
+	// [PriorityLow], or empty (normal). Workers pull higher bands first
+	// without starving lower ones (docs/flow-control.md).
+	Priority string
 }
+
+// Command priorities ([NewCommand].Priority); "normal" is accepted for
+// empty.
+const (
+	PriorityHigh   = streams.PriorityHigh
+	PriorityNormal = streams.PriorityNormal
+	PriorityLow    = streams.PriorityLow
+)
 
 // Emit returns a decision recording one event.
 func Emit(eventType string, data any) Decision {
@@ -81,6 +93,16 @@ func (d Decision) Issue(kind string, payload any) Decision {
 // IssueAfter appends a delayed command whose outcome is reported back.
 func (d Decision) IssueAfter(at time.Time, kind string, payload any) Decision {
 	d.Commands = append(d.Commands, NewCommand{Kind: kind, Payload: payload, Report: true, DeliverAfter: at})
+	return d
+}
+
+// WithPriority sets the priority of the command appended last (see
+// [NewCommand].Priority); without a command it changes nothing.
+func (d Decision) WithPriority(p string) Decision {
+	if n := len(d.Commands); n > 0 {
+		d.Commands = append(d.Commands[:n-1:n-1], d.Commands[n-1])
+		d.Commands[n-1].Priority = p
+	}
 	return d
 }
 

@@ -42,6 +42,8 @@ type RawCommand struct {
 	// Report is refused: a raw type has no Decide to hear the outcome.
 	Report       bool      `json:"report,omitempty"`
 	DeliverAfter time.Time `json:"deliver_after,omitzero"`
+	// Priority is high, normal (or empty) or low (streams.Command.Priority).
+	Priority string `json:"priority,omitempty"`
 }
 
 // AppendRaw appends req's events and commands as one decision, on the same
@@ -95,7 +97,7 @@ func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, erro
 		d.Events = append(d.Events, streams.Event{Type: e.Type, Schema: e.Schema, Data: e.Data})
 	}
 	for _, c := range req.Commands {
-		d.Commands = append(d.Commands, streams.Command{Kind: c.Kind, Payload: c.Payload, Report: c.Report, DeliverAfter: c.DeliverAfter})
+		d.Commands = append(d.Commands, streams.Command{Kind: c.Kind, Payload: c.Payload, Report: c.Report, DeliverAfter: c.DeliverAfter, Priority: c.Priority})
 	}
 
 	// A keyed append first looks for its decision within the horizon: the

@@ -19,8 +19,10 @@ type Delivery struct {
 	Payload   json.RawMessage
 	Attempt   int // 1 on the first delivery
 	// Fence is the delivery's fencing token: the worker consumer's delivery
-	// sequence, which rises with every delivery of the command (after a
-	// lost lease, a nak, a crash, a DLQ re-drive). Pass it to the receiver
+	// sequence (plus, for a command re-driven from the DLQ, the fence it
+	// died with, so it rises across the priority bands' consumers), which
+	// rises with every delivery of the command (after a lost lease, a nak,
+	// a crash, a DLQ re-drive). Pass it to the receiver
 	// (targets get it as the Esjet-Fence header): one that remembers the
 	// highest fence per idempotency key and refuses a lower one
 	// (receiver.DoFenced) never applies a stale worker's call.
@@ -32,6 +34,8 @@ type Delivery struct {
 	CorrelationID    string
 	TraceParent      string
 	Report           bool
+	// Priority is the command's band: high, low or empty (normal).
+	Priority string
 	// Header is the OUTBOX message's header, for anything else.
 	Header nats.Header
 }
@@ -39,13 +43,15 @@ type Delivery struct {
 // IdempotencyKey is what receivers dedupe on: the command id.
 func (d Delivery) IdempotencyKey() string { return d.CommandID }
 
-// deliveryFrom decodes an OUTBOX message into attempt number attempt with
-// fencing token fence. The error wraps wire.ErrNotACommand; the Delivery
-// holds what could be read.
-func deliveryFrom(m *nats.Msg, attempt int, fence uint64) (Delivery, error) {
+// deliveryFrom decodes an OUTBOX message into attempt number attempt,
+// delivered with its band consumer's delivery sequence seq: its fencing
+// token is seq plus the message's fence base (wire.HeaderFenceBase, set by
+// a re-drive). The error wraps wire.ErrNotACommand; the Delivery holds what
+// could be read.
+func deliveryFrom(m *nats.Msg, attempt int, seq uint64) (Delivery, error) {
 	c, err := wire.DecodeCommand(m)
 	return Delivery{
-		CommandID: c.ID, Kind: c.Kind, Payload: c.Payload, Attempt: attempt, Fence: fence,
+		CommandID: c.ID, Kind: c.Kind, Payload: c.Payload, Attempt: attempt, Fence: c.FenceBase + seq, Priority: c.Priority,
 		AggregateType: c.AggregateType, AggregateID: c.AggregateID, AggregateVersion: c.Version,
 		DecisionID: c.DecisionID, CorrelationID: c.CorrelationID, TraceParent: c.TraceParent,
 		Report: c.Report, Header: m.Header,

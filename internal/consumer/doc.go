@@ -1,10 +1,17 @@
 // Package consumer runs side effects: the workers that carry out the
 // commands waiting in OUTBOX, exactly once in effect.
 //
-// One durable pull consumer per command kind (esjet-worker-<kind> on
-// <ns>.outbox.<kind>) is shared by every node; each node runs a pool of
-// workers per kind and pulls only as many messages as it has free workers,
-// so no lease starts before its work does. While a handler runs, the worker
+// One durable pull consumer per command kind and priority band
+// (esjet-worker-<kind> on <ns>.outbox.<kind> for normal commands,
+// esjet-band-high|low-<kind> on <ns>.outbox.<kind>.high|low) is shared by
+// every node; each node runs a pool of workers per kind and pulls only as
+// many messages as it has free workers, so no lease starts before its work
+// does, sharing its pulls among the bands by weight (bands.go).
+//
+// Flow control held across the fleet in KV <ns>_workers (control.go): a
+// paused kind pulls nothing (flow.go); a call waits for a slot of its
+// concurrency key (keylimit.go), then its rate limit's token (rate.go),
+// holding its lease and counting no attempt. While a handler runs, the worker
 // keeps the lease alive with in-progress heartbeats; a handler past its
 // deadline is cancelled through its context. In a pool of two or more a
 // worker is free again when its call returns: the records that follow

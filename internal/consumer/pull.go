@@ -3,9 +3,6 @@ package consumer
 import (
 	"context"
 	"sync"
-	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Pulling: the pool's places, the pull that fills the free ones, and the
@@ -39,11 +36,42 @@ func recordsFor(n int) int {
 	return min(max(2*n, 512), 5_000)
 }
 
-// place is one delivery's hold on the pool, then on the records.
+// place is one delivery's hold on the pool, then on the records. held, if
+// set (a kind with a concurrency key), bounds the deliveries the node holds
+// outside the records: in the pool or waiting for their key.
 type place struct {
-	free, records chan struct{}
-	mu            sync.Mutex
-	state         int // 0: in the pool; 1: in the records; 2: released
+	free, records, held chan struct{}
+	mu                  sync.Mutex
+	state               int // 0: in the pool; 1: in the records; 2: released; 3: waiting outside the pool
+}
+
+// yield gives the pool's place back while the delivery waits for its key.
+func (p *place) yield() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.state == 0 {
+		p.free <- struct{}{}
+		p.state = 3
+	}
+}
+
+// retake is the channel to take a place in the pool from, after a yield;
+// taken must be called with what it gave.
+func (p *place) retake() <-chan struct{} { return p.free }
+
+// taken records that the delivery holds a place in the pool again.
+func (p *place) taken() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.state = 0
+}
+
+// unhold gives back the delivery's hold on the node's deliveries (once).
+func (p *place) unhold() {
+	if p.held != nil {
+		<-p.held
+		p.held = nil
+	}
 }
 
 // handOff gives the pool's place back and takes one among the records (it
@@ -58,6 +86,7 @@ func (p *place) handOff() {
 	p.records <- struct{}{}
 	p.free <- struct{}{}
 	p.state = 1
+	p.unhold()
 }
 
 // release gives back whichever place the delivery holds.
@@ -71,6 +100,7 @@ func (p *place) release() {
 		<-p.records
 	}
 	p.state = 2
+	p.unhold()
 }
 
 // Run pulls and handles commands until ctx ends, then stops pulling, lets
@@ -88,9 +118,50 @@ func (w *Worker) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	handleCtx := context.WithoutCancel(ctx) // in-flight work finishes after ctx ends
+	// With a concurrency key, deliveries waiting for their key give their
+	// pool place back; held bounds them (see keyWaitersMax). It is taken
+	// before a place in the pool, never while holding one: a waiter that
+	// holds it only ever waits for a place in the pool.
+	var held chan struct{}
+	if w.keys != nil {
+		held = make(chan struct{}, w.cfg.Workers+keyWaitersMax)
+		wctx, stopWatch := context.WithCancel(ctx)
+		var watcher sync.WaitGroup
+		watcher.Go(func() {
+			if err := w.keys.watch(wctx); err != nil {
+				w.logger.Warn("not watching the concurrency keys; waiters try again at each lease renewal", "error", err)
+			}
+		})
+		defer func() { stopWatch(); watcher.Wait() }()
+	}
+	// start runs a pulled message in a place of its own (the place and the
+	// hold the pull took); giveBack returns a place the pull did not use.
+	start := func(p pulled) {
+		pl := &place{free: free, records: records, held: held}
+		wg.Go(func() {
+			defer pl.release()
+			w.handle(handleCtx, ctx.Done(), p.m, newLease(p.sent, w.cfg.AckWait, w.now), pl)
+		})
+	}
+	giveBack := func() {
+		free <- struct{}{}
+		if held != nil {
+			<-held
+		}
+	}
 	for {
+		if held != nil {
+			select {
+			case <-ctx.Done():
+				return nil
+			case held <- struct{}{}:
+			}
+		}
 		select {
 		case <-ctx.Done():
+			if held != nil {
+				<-held
+			}
 			return nil
 		case <-free:
 		}
@@ -98,6 +169,9 @@ func (w *Worker) Run(ctx context.Context) error {
 		// undelivered) until it is resumed.
 		if !w.waitUnpaused(ctx) {
 			free <- struct{}{}
+			if held != nil {
+				<-held
+			}
 			return nil
 		}
 		// Pull as many as are free right now, no more: a pulled message's
@@ -105,60 +179,23 @@ func (w *Worker) Run(ctx context.Context) error {
 		n := 1
 	more:
 		for n < w.cfg.Workers {
+			if held != nil {
+				select {
+				case held <- struct{}{}:
+				default:
+					break more
+				}
+			}
 			select {
 			case <-free:
 				n++
 			default:
+				if held != nil {
+					<-held
+				}
 				break more
 			}
 		}
-		msgs, fetched := w.fetch(ctx, n)
-		for range n - len(msgs) {
-			free <- struct{}{}
-		}
-		for _, m := range msgs {
-			wg.Add(1)
-			p := &place{free: free, records: records}
-			go func() {
-				defer func() { p.release(); wg.Done() }()
-				w.handle(handleCtx, ctx.Done(), m, newLease(fetched, w.cfg.AckWait, w.now), p)
-			}()
-		}
+		w.pull(ctx, n, &wg, start, giveBack)
 	}
-}
-
-// fetch takes up to n messages that are there now, or else waits (briefly,
-// to notice ctx) for one. It also returns when it sent the pull request:
-// the server delivered the messages after that, so their leases run at
-// least until then plus AckWait.
-func (w *Worker) fetch(ctx context.Context, n int) ([]jetstream.Msg, time.Time) {
-	var msgs []jetstream.Msg
-	sent := w.now()
-	if b, err := w.cons.FetchNoWait(n); err == nil {
-		for m := range b.Messages() {
-			msgs = append(msgs, m)
-		}
-	}
-	if len(msgs) > 0 || ctx.Err() != nil {
-		return msgs, sent
-	}
-	// Wait for the next message, up to 2s so ctx is noticed (FetchContext
-	// carries the deadline; it cannot be combined with FetchMaxWait), and
-	// at most a quarter of AckWait, which is how early the lease's start
-	// may be counted.
-	fctx, cancel := context.WithTimeout(ctx, min(2*time.Second, max(w.cfg.AckWait/4, 10*time.Millisecond)))
-	defer cancel()
-	sent = w.now()
-	b, err := w.cons.Fetch(1, jetstream.FetchContext(fctx))
-	if err != nil {
-		if ctx.Err() == nil {
-			w.logger.Debug("fetch", "error", err)
-			time.Sleep(100 * time.Millisecond)
-		}
-		return nil, sent
-	}
-	for m := range b.Messages() {
-		msgs = append(msgs, m)
-	}
-	return msgs, sent
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -26,6 +27,11 @@ import (
 func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.Msg, raw *nats.Msg, seq uint64, d Delivery, cause error) {
 	reason := wire.OneLine(cause.Error())
 	dl := wire.DeadLetterMsg(w.names.Namespace, raw, seq, reason, d.Attempt, w.cfg.Node, time.Now().UTC())
+	if d.Fence > 0 {
+		// A re-drive's fence base: its next fences rise above this one
+		// whichever band's consumer delivers it.
+		dl.Header[wire.HeaderDeadFence] = []string{strconv.FormatUint(d.Fence, 10)}
+	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	_, err := w.js.PublishMsg(pctx, dl, jetstream.WithExpectStream(w.names.DLQ))
 	cancel()

@@ -60,23 +60,24 @@ func (c *Control) Statuses(ctx context.Context, js jetstream.JetStream, ns strin
 	}
 	lister := stream.ListConsumers(ctx)
 	for info := range lister.Info() {
-		kind, ok := strings.CutPrefix(info.Name, wire.WorkerConsumerPrefix)
+		kind, priority, ok := wire.KindOfBandConsumer(info.Name) // every band of the kind, together
 		if !ok {
 			continue
 		}
 		st := get(kind)
-		st.Backlog, st.InFlight = info.NumPending, info.NumAckPending
-		if st.Backlog+uint64(st.InFlight) == 0 {
+		st.Backlog += info.NumPending
+		st.InFlight += info.NumAckPending
+		if info.NumPending+uint64(info.NumAckPending) == 0 {
 			continue
 		}
 		// Every command up to the ack floor is done; the first of the
-		// kind's after it is not.
-		m, err := stream.GetMsg(ctx, info.AckFloor.Stream+1, jetstream.WithGetMsgSubject(wire.CommandSubject(ns, kind)))
+		// band's after it is not.
+		m, err := stream.GetMsg(ctx, info.AckFloor.Stream+1, jetstream.WithGetMsgSubject(wire.BandSubject(ns, kind, priority)))
 		switch {
 		case errors.Is(err, jetstream.ErrMsgNotFound):
 		case err != nil:
 			return nil, fmt.Errorf("workers' status: oldest command of %s: %w", kind, err)
-		default:
+		case st.Oldest.IsZero() || m.Time.Before(st.Oldest):
 			st.Oldest = m.Time.UTC()
 			st.OldestAge = time.Since(m.Time).Seconds()
 		}

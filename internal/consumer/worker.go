@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -64,6 +65,14 @@ type KindConfig struct {
 	// receipt, no outcome, no letter (a letter or receipt under its id
 	// would stand in for the genuine command of that id).
 	Admit func(h nats.Header, d Delivery) error
+	// ConcurrencyKey limits the calls in flight per key across every node
+	// serving the kind (with Control): [ConcurrencyKeyAggregateID] for the
+	// issuing aggregate's id, or a payload field path ("booking_id",
+	// "booking.id"). Empty: no limit per key.
+	ConcurrencyKey string
+	// Concurrency is the most calls in flight for one key value. Zero
+	// means 1 (with ConcurrencyKey).
+	Concurrency int
 }
 
 func (c *KindConfig) setDefaults() {
@@ -90,6 +99,9 @@ func (c *KindConfig) setDefaults() {
 	}
 	if c.Burst == 0 {
 		c.Burst = 1
+	}
+	if c.Concurrency == 0 && c.ConcurrencyKey != "" {
+		c.Concurrency = 1
 	}
 }
 
@@ -132,12 +144,13 @@ var errStopping = errors.New("the worker is stopping")
 //
 // Paused says the worker pulls nothing because its kind is paused;
 // RateWaiting counts the deliveries waiting for their rate limit's token
-// now, RateWaits those that ever had to wait. Refused counts the commands
+// now, RateWaits those that ever had to wait; KeyWaiting and KeyWaits the
+// same for their concurrency key. Refused counts the commands
 // KindConfig.Admit refused.
 type Stats struct {
 	Done, Retried, Dead, Skipped, Poison, FeedbackErrors, Stale, UnreadReceipts int64
 	Paused                                                                      bool
-	RateWaiting, RateWaits                                                      int64
+	RateWaiting, RateWaits, KeyWaiting, KeyWaits                                int64
 	Refused                                                                     int64
 }
 
@@ -148,14 +161,20 @@ type Worker struct {
 	cfg      KindConfig
 	fb       Feedback
 	logger   *slog.Logger
-	cons     jetstream.Consumer
 	receipts jetstream.KeyValue
+	// bands are the kind's priority bands, highest first (bands.go);
+	// waitEnded is told when a band's idle wait ends.
+	bands     []*band
+	waitEnded chan struct{}
+	waits     atomic.Int32 // band waits outstanding, each holding a place
 
 	done, retried, dead, skipped, poison, feedbackErrors, stale, unreadReceipts, refused atomic.Int64
 	// Flow control: whether the pull waits for a resume; deliveries
 	// waiting for their rate limit's token now, and how many ever did.
-	paused                 atomic.Bool
-	rateWaiting, rateWaits atomic.Int64
+	paused                                       atomic.Bool
+	rateWaiting, rateWaits, keyWaiting, keyWaits atomic.Int64
+	// keys is the kind's concurrency per key (nil: none).
+	keys *keyLimit
 
 	// pause, if set (tests), runs just before the lease is confirmed for a
 	// call: a stand-in for a process stopped there.
@@ -200,6 +219,9 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 	if cfg.Handler == nil {
 		return nil, fmt.Errorf("worker %s: no handler", cfg.Kind)
 	}
+	if err := cfg.validateKey(); err != nil {
+		return nil, err
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
@@ -208,23 +230,52 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 		// Its reads would look in another bucket and find no receipt.
 		return nil, fmt.Errorf("worker %s: the receipts committer writes %s, not namespace %s's KV_%s", cfg.Kind, r.Stream(), ns, names.Receipts)
 	}
-	cons, err := js.CreateOrUpdateConsumer(ctx, names.Outbox, ConsumerConfig(ns, cfg))
-	if err != nil {
-		return nil, fmt.Errorf("worker %s: consumer on %s: %w", cfg.Kind, names.Outbox, err)
+	var bands []*band
+	for _, p := range wire.Priorities {
+		cons, err := js.CreateOrUpdateConsumer(ctx, names.Outbox, BandConsumerConfig(ns, cfg, p))
+		if err != nil {
+			return nil, fmt.Errorf("worker %s: consumer %s on %s: %w", cfg.Kind, wire.BandConsumerName(cfg.Kind, p), names.Outbox, err)
+		}
+		bands = append(bands, &band{priority: p, cons: cons, weight: bandWeights[p]})
 	}
 	kv, err := js.KeyValue(ctx, names.Receipts)
 	if err != nil {
 		return nil, fmt.Errorf("worker %s: receipts bucket: %w", cfg.Kind, err)
 	}
-	return &Worker{js: js, names: names, cfg: cfg, fb: fb, cons: cons, receipts: kv,
-		logger: logger.With("component", "worker", "consumer", wire.WorkerConsumerName(cfg.Kind))}, nil
+	w := &Worker{js: js, names: names, cfg: cfg, fb: fb, bands: bands, waitEnded: make(chan struct{}, 1), receipts: kv,
+		logger: logger.With("component", "worker", "consumer", wire.WorkerConsumerName(cfg.Kind))}
+	if cfg.ConcurrencyKey != "" {
+		w.keys = newKeyLimit(cfg, js, names.Workers)
+	}
+	return w, nil
+}
+
+// validateKey checks the concurrency per key settings.
+func (c *KindConfig) validateKey() error {
+	switch {
+	case c.Concurrency < 0:
+		return fmt.Errorf("worker %s: concurrency %d: use 1 or more calls in flight per key", c.Kind, c.Concurrency)
+	case c.ConcurrencyKey == "" && c.Concurrency > 0:
+		return fmt.Errorf("worker %s: concurrency %d needs a concurrency key (aggregate_id or a payload field)", c.Kind, c.Concurrency)
+	case c.ConcurrencyKey == "":
+		return nil
+	case c.Control == nil:
+		return fmt.Errorf("worker %s: concurrency key %q needs the fleet's flow control (KV workers bucket); none was given", c.Kind, c.ConcurrencyKey)
+	}
+	for name := range strings.SplitSeq(c.ConcurrencyKey, ".") {
+		if err := wire.ValidateToken("concurrency key field", name); err != nil {
+			return fmt.Errorf("worker %s: concurrency key %q: %w", c.Kind, c.ConcurrencyKey, err)
+		}
+	}
+	return nil
 }
 
 // Stats returns the worker's counters.
 func (w *Worker) Stats() Stats {
 	return Stats{Done: w.done.Load(), Retried: w.retried.Load(), Dead: w.dead.Load(), Skipped: w.skipped.Load(),
 		Poison: w.poison.Load(), FeedbackErrors: w.feedbackErrors.Load(), Stale: w.stale.Load(), UnreadReceipts: w.unreadReceipts.Load(),
-		Paused: w.paused.Load(), RateWaiting: w.rateWaiting.Load(), RateWaits: w.rateWaits.Load(), Refused: w.refused.Load()}
+		Paused: w.paused.Load(), RateWaiting: w.rateWaiting.Load(), RateWaits: w.rateWaits.Load(),
+		KeyWaiting: w.keyWaiting.Load(), KeyWaits: w.keyWaits.Load(), Refused: w.refused.Load()}
 }
 
 // handle runs one delivery, held under lease l, to its outcome. stop is
@@ -283,6 +334,20 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		return
 	}
 
+	var slot *keySlot
+	if w.keys != nil {
+		value, err := w.keys.valueOf(d)
+		if err != nil {
+			// No call can be limited by a key it does not have; a fixed
+			// payload or configuration and a re-drive run it.
+			w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, err)
+			return
+		}
+		if slot = w.waitKey(ctx, stop, log, m, l, p, d, value); slot == nil {
+			return
+		}
+		defer w.releaseKey(ctx, log, slot)
+	}
 	if !w.waitRate(ctx, stop, log, m, l) {
 		return
 	}
@@ -290,6 +355,9 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		w.pause(d)
 	}
 	result, herr := w.tracedAttempt(ctx, stop, log, m, d, l)
+	if slot != nil {
+		w.releaseKey(ctx, log, slot) // the call is over: the next of its key may start
+	}
 	p.handOff()
 	failpoint.Hit(failpoint.WorkerAfterCall)
 	if errors.Is(herr, errStopping) {

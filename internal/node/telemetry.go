@@ -51,7 +51,8 @@ func (n *Node) watchTelemetry() error {
 				s := w.Stats()
 				out = append(out, telemetry.WorkerStats{Kind: w.Kind(), Pool: w.Pool(), Done: s.Done, Retried: s.Retried, Dead: s.Dead,
 					Skipped: s.Skipped, Poison: s.Poison, FeedbackErrors: s.FeedbackErrors, Stale: s.Stale,
-					UnreadReceipts: s.UnreadReceipts, Paused: s.Paused, RateWaiting: s.RateWaiting, RateWaits: s.RateWaits})
+					UnreadReceipts: s.UnreadReceipts, Paused: s.Paused, RateWaiting: s.RateWaiting, RateWaits: s.RateWaits,
+					KeyWaiting: s.KeyWaiting, KeyWaits: s.KeyWaits})
 			}
 			return out
 		},

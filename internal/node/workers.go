@@ -19,7 +19,8 @@ func (n *Node) kindConfig(kind string, w config.Worker) consumer.KindConfig {
 		Kind: kind, Workers: w.Pool, AckWait: w.AckWait.Std(), Timeout: w.Timeout.Std(), MaxAttempts: w.MaxAttempts,
 		BackoffInitial: w.BackoffInitial.Std(), BackoffMax: w.BackoffMax.Std(), Node: n.cfg.NATS.Embedded.ServerName,
 		Telemetry: n.tel, Receipts: n.receipts, Control: n.control, Rate: w.Rate, Burst: w.Burst,
-		Admit: hubAdmission(n.cfg),
+		Admit:          hubAdmission(n.cfg),
+		ConcurrencyKey: w.ConcurrencyKey, Concurrency: w.Concurrency,
 	}
 }
 

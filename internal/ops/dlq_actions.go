@@ -24,16 +24,28 @@ import (
 //     taken into account;
 //  2. delete the command's receipt if it says failed (guarded by its
 //     revision), so the re-driven command runs and records a new outcome;
-//  3. publish [wire.RedriveMsg] to <ns>.outbox.<kind> — the entry's
-//     headers and body, the same Esjet-Command-Id, so receivers still
-//     dedupe, and Nats-Msg-Id [wire.RedriveMsgID] — and wait for OUTBOX's
-//     ack;
+//  3. publish [wire.RedriveMsg] to <ns>.outbox.<kind>.low — low
+//     priority, so a bulk re-drive does not delay live commands (see
+//     [DLQ.RetryAt]); the entry's headers and body, the same
+//     Esjet-Command-Id, so receivers still dedupe, a fence base above every
+//     fence the command had, and Nats-Msg-Id [wire.RedriveMsgID] — and wait
+//     for OUTBOX's ack;
 //  4. write the audit record (action retried), which settles the entry:
 //     the DLQ denies deletes, so it stays in the stream, no longer a dead
 //     letter (`esjet dlq ls` and reconcile skip it).
 //
 // by names the operator; "" means [Operator].
 func (d *DLQ) Retry(ctx context.Context, dl DeadLetter, by string, mode RetryMode) (string, error) {
+	return d.RetryAt(ctx, dl, by, mode, wire.PriorityLow)
+}
+
+// RetryAt is [DLQ.Retry] with the re-driven command in band priority
+// (wire.PriorityHigh, PriorityNormal or PriorityLow).
+func (d *DLQ) RetryAt(ctx context.Context, dl DeadLetter, by string, mode RetryMode, priority string) (string, error) {
+	priority, err := wire.NormalPriority(priority)
+	if err != nil {
+		return "", fmt.Errorf("retry seq %d (%s): %w", dl.Seq, dl.ID, err)
+	}
 	m, err := d.reread(ctx, dl)
 	if err != nil {
 		return "", fmt.Errorf("retry: %w", err)
@@ -47,7 +59,11 @@ func (d *DLQ) Retry(ctx context.Context, dl DeadLetter, by string, mode RetryMod
 	if err := d.clearFailedReceipt(ctx, cur.ID); err != nil {
 		return "", fmt.Errorf("retry %s: %w", cur.ID, err)
 	}
-	out := wire.RedriveMsg(d.names.Namespace, m)
+	base, err := d.fenceBase(ctx, cur.Kind, m)
+	if err != nil {
+		return "", fmt.Errorf("retry %s: %w", cur.ID, err)
+	}
+	out := wire.RedriveMsg(d.names.Namespace, m, priority, base)
 	msgID := out.Header.Get(jetstream.MsgIDHeader)
 	ack, err := d.js.PublishMsg(ctx, out, jetstream.WithExpectStream(d.names.Outbox))
 	if err != nil {
@@ -210,4 +226,27 @@ func (d *DLQ) refuseIfToldFailed(ctx context.Context, dl DeadLetter) error {
 			AggregateID: ref.AggregateID, Told: o}
 	}
 	return nil
+}
+
+// fenceBase is a re-drive's fence base: at least every fence the command
+// was ever delivered with, so a receiver that remembers the highest one
+// takes the re-driven delivery for a newer attempt, whichever band's
+// consumer delivers it. That is the fence it died with, or (a letter
+// written before it was recorded) the highest delivery sequence of the
+// kind's consumers, each of which is above every fence it gave out.
+func (d *DLQ) fenceBase(ctx context.Context, kind string, m *jetstream.RawStreamMsg) (uint64, error) {
+	base := wire.DeadFence(m)
+	for _, p := range wire.Priorities {
+		name := wire.BandConsumerName(kind, p)
+		c, err := d.js.Consumer(ctx, d.names.Outbox, name)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, fmt.Errorf("read consumer %s for the re-drive's fence base: %w", name, err)
+		}
+		info := c.CachedInfo()
+		base = max(base, info.Delivered.Consumer)
+	}
+	return base, nil
 }

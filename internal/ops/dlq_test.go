@@ -324,7 +324,10 @@ func TestDLQRetryPutsTheCommandBackInOutboxWithANewMsgID(t *testing.T) {
 		t.Fatalf("OUTBOX copies of %s: %d, want the relay's and the re-drive", id, len(copies))
 	}
 	orig, re := copies[0], copies[1]
-	if re.Subject != wire.CommandSubject(e.ns, "pay") || re.Header.Get(jetstream.MsgIDHeader) != msgID || string(re.Data) != string(orig.Data) {
+	// Low priority by default, so a bulk re-drive does not delay live
+	// commands.
+	if re.Subject != wire.BandSubject(e.ns, "pay", wire.PriorityLow) || re.Header.Get(wire.HeaderPriority) != wire.PriorityLow ||
+		re.Header.Get(jetstream.MsgIDHeader) != msgID || string(re.Data) != string(orig.Data) {
 		t.Fatalf("re-drive: %s %v %s", re.Subject, re.Header, re.Data)
 	}
 	for k := range orig.Header {

@@ -71,7 +71,7 @@ func (in *Inspector) Kinds(ctx context.Context) ([]KindStats, error) {
 		return nil, err
 	}
 	for subj, n := range counts {
-		get(lastTokens(subj, in.names.OutboxPrefix())).Messages += n
+		get(wire.KindOfCommandSubject(in.names.Namespace, subj)).Messages += n // every priority band
 	}
 	counts, err = subjectCounts(ctx, outbox, in.names.ScheduleFilter())
 	if err != nil {

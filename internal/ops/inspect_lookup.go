@@ -62,7 +62,6 @@ func (in *Inspector) outboxCopies(ctx context.Context, id, kind string, cause *C
 	if cons, err := in.js.Consumer(ctx, in.names.Events, wire.RelayConsumerName); err == nil && cons.CachedInfo().Config.MaxAckPending > 0 {
 		horizon = uint64(cons.CachedInfo().Config.MaxAckPending)
 	}
-	subject := wire.CommandSubject(in.names.Namespace, kind)
 	// A delayed command is fired when due, as a copy without the Msg-Id.
 	rng := streams.ScanRange{Since: later(cause.Time, cause.DeliverAfter).Add(-clockSkew)}
 	if cause.DeliverAfter.IsZero() {
@@ -78,7 +77,7 @@ func (in *Inspector) outboxCopies(ctx context.Context, id, kind string, cause *C
 	// for it over the rest of the stream on every batch.
 	_, err = sc.Scan(ctx, rng, func(m *jetstream.RawStreamMsg) error {
 		in.outboxRead.Add(1)
-		if m.Subject == subject && m.Header.Get(wire.HeaderCommandID) == id {
+		if wire.KindOfCommandSubject(in.names.Namespace, m.Subject) == kind && m.Header.Get(wire.HeaderCommandID) == id {
 			add(m)
 			if !wire.IsRedrive(id, m.Header.Get(jetstream.MsgIDHeader)) {
 				return streams.ErrStopScan

@@ -85,7 +85,7 @@ func (r *Reconciler) scanOutbox(ctx context.Context, s *scan, after, to uint64, 
 		case id == "":
 			s.scanned.Unidentified++
 		case strings.HasPrefix(m.Subject, outboxPrefix):
-			e := s.get(id, m.Subject[len(outboxPrefix):])
+			e := s.get(id, wire.KindOfCommandSubject(r.names.Namespace, m.Subject)) // any priority band
 			// A re-drive from the DLQ is a second copy by design, not a
 			// duplicate: it only counts when the relay's copy is gone.
 			if !wire.IsRedrive(id, m.Header.Get(jetstream.MsgIDHeader)) || e.copies == 0 {

@@ -78,7 +78,7 @@ var (
 	envelopeKeys = []string{"v", "id", "aggregate_type", "aggregate_id", "correlation_id", "causation_id",
 		"traceparent", "idempotency_key", "request_digest", "events", "commands"}
 	eventKeys   = []string{"id", "type", "schema", "version", "time", "data"}
-	commandKeys = []string{"id", "kind", "payload", "report", "deliver_after"}
+	commandKeys = []string{"id", "kind", "payload", "report", "deliver_after", "priority"}
 )
 
 // fold maps key to the known key it names: exactly, else case-insensitively
@@ -134,6 +134,8 @@ func (d *envDecoder) command(c *Command) error {
 			c.Report, _, err = d.bool()
 		case "deliver_after":
 			err = d.time(&c.DeliverAfter)
+		case "priority":
+			c.Priority, err = d.strOrNull()
 		default:
 			_, err = d.skipValid()
 		}

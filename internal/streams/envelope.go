@@ -78,6 +78,11 @@ func prepare(d Decision, after Position, now time.Time) (Decision, error) {
 			return d, invalid("command %d (%s): payload is not valid JSON", i, c.Kind)
 		}
 		c.ID = wire.CommandID(d.AggregateType, d.AggregateID, last, i)
+		p, err := wire.NormalPriority(c.Priority)
+		if err != nil {
+			return d, invalid("command %d (%s): priority %q: use high, normal (or nothing) or low", i, c.Kind, c.Priority)
+		}
+		c.Priority = p
 		if !c.DeliverAfter.IsZero() {
 			c.DeliverAfter = c.DeliverAfter.UTC()
 		}
@@ -309,6 +314,9 @@ func appendEnvelope(b []byte, d Decision) ([]byte, error) {
 				if b, err = appendTime(b, c.DeliverAfter); err != nil {
 					return nil, err
 				}
+			}
+			if c.Priority != "" {
+				b = appendField(b, "priority", c.Priority)
 			}
 			b = append(b, '}')
 		}

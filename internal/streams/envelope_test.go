@@ -30,7 +30,7 @@ func sampleDecision() Decision {
 		},
 		Commands: []Command{
 			{Kind: "book_flight", Payload: json.RawMessage(`{"seat":"12A"}`), Report: true},
-			{Kind: "book_hotel", DeliverAfter: time.Date(2026, 5, 1, 12, 0, 0, 0, time.FixedZone("X", -7200))},
+			{Kind: "book_hotel", DeliverAfter: time.Date(2026, 5, 1, 12, 0, 0, 0, time.FixedZone("X", -7200)), Priority: PriorityHigh},
 		},
 		CorrelationID: "corr-1",
 		CausationID:   "cause-1",
@@ -140,6 +140,7 @@ func TestPrepareRejectsInvalidDecisions(t *testing.T) {
 		{"negative schema", mod(func(d *Decision) { d.Events[0].Schema = -1 }), Position{}, false},
 		{"invalid event data", mod(func(d *Decision) { d.Events[0].Data = json.RawMessage(`{"a":`) }), Position{}, false},
 		{"invalid command payload", mod(func(d *Decision) { d.Commands[0].Payload = json.RawMessage(`nope`) }), Position{}, false},
+		{"unknown priority", mod(func(d *Decision) { d.Commands[0].Priority = "urgent" }), Position{}, false},
 	} {
 		_, err := prepare(tc.d, tc.after, testNow)
 		if tc.token {
@@ -151,6 +152,26 @@ func TestPrepareRejectsInvalidDecisions(t *testing.T) {
 		if !errors.Is(err, ErrInvalidDecision) {
 			t.Errorf("%s: err = %v, want ErrInvalidDecision", tc.name, err)
 		}
+	}
+}
+
+func TestANormalPriorityIsStoredAsNone(t *testing.T) {
+	t.Parallel()
+	d := sampleDecision()
+	d.Commands[0].Priority = "normal"
+	p, err := prepare(d, Position{}, testNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Commands[0].Priority != PriorityNormal || p.Commands[1].Priority != PriorityHigh {
+		t.Fatalf("priorities %q, %q; want none and high", p.Commands[0].Priority, p.Commands[1].Priority)
+	}
+	m, err := encode("ns.evt.trip.t-1", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(m.Data), `"priority"`); n != 1 {
+		t.Fatalf("%d priority fields in %s; want only the high one's", n, m.Data)
 	}
 }
 

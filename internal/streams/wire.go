@@ -14,3 +14,10 @@ type (
 	Position = wire.Position
 	LogEvent = wire.LogEvent
 )
+
+// Command priorities, as package wire defines them.
+const (
+	PriorityHigh   = wire.PriorityHigh
+	PriorityNormal = wire.PriorityNormal
+	PriorityLow    = wire.PriorityLow
+)

@@ -89,13 +89,15 @@ func (b *Backlog) readOutbox(ctx context.Context, js jetstream.JetStream, names 
 	consumed := map[string]bool{}
 	lister := outbox.ListConsumers(ctx)
 	for ci := range lister.Info() {
-		kind, ok := strings.CutPrefix(ci.Name, wire.WorkerConsumerName(""))
-		if !ok || kind == "" {
+		kind, _, ok := wire.KindOfBandConsumer(ci.Name) // every priority band's, summed
+		if !ok {
 			continue
 		}
 		consumed[kind] = true
 		k := b.kind(kind)
-		k.Pending, k.InFlight, k.Waiting = int64(ci.NumPending), int64(ci.NumAckPending), int64(ci.NumWaiting)
+		k.Pending += int64(ci.NumPending)
+		k.InFlight += int64(ci.NumAckPending)
+		k.Waiting += int64(ci.NumWaiting)
 	}
 	if err := lister.Err(); err != nil {
 		return fmt.Errorf("OUTBOX consumers: %w", err)
@@ -105,10 +107,9 @@ func (b *Backlog) readOutbox(ctx context.Context, js jetstream.JetStream, names 
 	if err != nil {
 		return fmt.Errorf("OUTBOX subjects: %w", err)
 	}
-	prefix := names.OutboxPrefix()
 	for subj, n := range info.State.Subjects {
-		if kind, ok := strings.CutPrefix(subj, prefix); ok && !consumed[kind] {
-			b.kind(kind).Pending = int64(n)
+		if kind := wire.KindOfCommandSubject(names.Namespace, subj); kind != "" && !consumed[kind] {
+			b.kind(kind).Pending += int64(n)
 		}
 	}
 	return nil

@@ -43,9 +43,10 @@ type WorkerStats struct {
 	Done, Retried, Dead, Skipped, Poison, FeedbackErrors, Stale, UnreadReceipts int64
 	// Paused: this node's workers of the kind pull nothing (the kind is
 	// paused); RateWaiting: deliveries waiting for their rate limit's token
-	// now; RateWaits: those that ever waited.
-	Paused                 bool
-	RateWaiting, RateWaits int64
+	// now; RateWaits: those that ever waited; KeyWaiting, KeyWaits: the
+	// same for their concurrency key.
+	Paused                                       bool
+	RateWaiting, RateWaits, KeyWaiting, KeyWaits int64
 }
 
 // ProjectionLag is how far one projection is behind the log.
@@ -100,8 +101,8 @@ var (
 	dFeedbackErrors = desc("esjet_worker_feedback_errors_total", "Outcomes a kind's workers could not report to the aggregate yet (tried again).", "kind")
 	dUnreadReceipts = desc("esjet_worker_receipt_read_failures_total", "Receipt reads that failed before a command could run (read again; the command waits).", "kind")
 	dFlowPaused     = desc("esjet_worker_paused", "1 while this node's workers of a kind pull nothing because an operator paused it (esjet workers pause).", "kind")
-	dFlowWaiting    = desc("esjet_worker_flow_waiting", "Deliveries waiting now before their call, by reason: rate (their rate limit's token).", "kind", "reason")
-	dFlowWaits      = desc("esjet_worker_flow_waits_total", "Deliveries that had to wait before their call, by reason: rate.", "kind", "reason")
+	dFlowWaiting    = desc("esjet_worker_flow_waiting", "Deliveries waiting now before their call, by reason: rate (their rate limit's token), key (a slot of their concurrency key).", "kind", "reason")
+	dFlowWaits      = desc("esjet_worker_flow_waits_total", "Deliveries that had to wait before their call, by reason: rate, key.", "kind", "reason")
 	dConnected      = desc("esjet_nats_connected", "1 while the node's NATS connection is connected, else 0.")
 	dReconnects     = desc("esjet_nats_reconnects_total", "Times the node's NATS connection reconnected.")
 	dProjPending    = desc("esjet_projection_lag_decisions", "Decisions (log messages) after a projection's lowest checkpoint: not applied yet.", "projection")
@@ -169,6 +170,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(ch, dFlowPaused, paused, w.Kind)
 			gauge(ch, dFlowWaiting, float64(w.RateWaiting), w.Kind, "rate")
 			counter(ch, dFlowWaits, w.RateWaits, w.Kind, "rate")
+			gauge(ch, dFlowWaiting, float64(w.KeyWaiting), w.Kind, "key")
+			counter(ch, dFlowWaits, w.KeyWaits, w.Kind, "key")
 		}
 	}
 	if s.Conn != nil {

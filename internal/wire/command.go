@@ -27,6 +27,8 @@ type OutboxCommand struct {
 	CorrelationID string
 	CausationID   string
 	TraceParent   string
+	Priority      string // high, low, or empty (normal)
+	FenceBase     uint64 // added to the delivery sequence to make the fence (a re-drive's)
 }
 
 // EncodeCommand builds the OUTBOX message for command c of record rec: on
@@ -35,7 +37,7 @@ type OutboxCommand struct {
 // [ScheduleSubject], targeting the kind's subject: durable, fired once by
 // the server. This is the relay's hot path.
 func EncodeCommand(ns string, rec Record, c Command, now time.Time) *nats.Msg {
-	target := CommandSubject(ns, c.Kind)
+	target := BandSubject(ns, c.Kind, c.Priority)
 	// Keys are assigned directly, not through Header.Set: they are already
 	// in canonical form, and canonicalising 12 keys per command showed in
 	// the relay's profile. Not written since issue 18, as nothing read
@@ -57,6 +59,9 @@ func EncodeCommand(ns string, rec Record, c Command, now time.Time) *nats.Msg {
 	set(HeaderDecisionSeq, strconv.FormatUint(rec.Seq, 10))
 	if c.Report {
 		set(HeaderReport, "true")
+	}
+	if c.Priority != "" {
+		set(HeaderPriority, c.Priority)
 	}
 	if !rec.Stored.IsZero() {
 		set(HeaderIssued, rec.Stored.UTC().Format(time.RFC3339Nano))
@@ -102,9 +107,10 @@ func DecodeCommand(m *nats.Msg) (OutboxCommand, error) {
 		AggregateType: h.Get(HeaderAggregateType), AggregateID: h.Get(HeaderAggregateID),
 		DecisionID: h.Get(HeaderDecisionID), Report: h.Get(HeaderReport) == "true",
 		CorrelationID: h.Get(HeaderCorrelationID), CausationID: h.Get(HeaderCausationID),
-		TraceParent: h.Get(HeaderTraceParent),
+		TraceParent: h.Get(HeaderTraceParent), Priority: h.Get(HeaderPriority),
 	}
 	c.Version, _ = strconv.ParseUint(h.Get(HeaderVersion), 10, 64)
+	c.FenceBase, _ = strconv.ParseUint(h.Get(HeaderFenceBase), 10, 64)
 	c.DecisionSeq, _ = strconv.ParseUint(h.Get(HeaderDecisionSeq), 10, 64)
 	if c.CausationID == "" {
 		c.CausationID = c.DecisionID // not written since issue 18: it was always the decision id

@@ -87,6 +87,9 @@ func DeadLetterMsg(ns string, delivered *nats.Msg, outboxSeq uint64, reason stri
 	}
 	kind := delivered.Header.Get(HeaderCommandKind)
 	if kind == "" {
+		kind = KindOfCommandSubject(ns, delivered.Subject)
+	}
+	if kind == "" {
 		kind = delivered.Subject[strings.LastIndexByte(delivered.Subject, '.')+1:]
 	}
 	h[HeaderError] = []string{OneLine(reason)}
@@ -96,6 +99,13 @@ func DeadLetterMsg(ns string, delivered *nats.Msg, outboxSeq uint64, reason stri
 	h[HeaderOutboxSeq] = []string{strconv.FormatUint(outboxSeq, 10)}
 	h[jetstream.MsgIDHeader] = []string{DeadLetterMsgID(id, outboxSeq)}
 	return &nats.Msg{Subject: DeadLetterSubject(ns, kind), Header: h, Data: delivered.Data}
+}
+
+// DeadFence is the fence the dead letter's command died with (0 for a
+// letter written before it was recorded, or by a producer that did not).
+func DeadFence(m *jetstream.RawStreamMsg) uint64 {
+	f, _ := strconv.ParseUint(m.Header.Get(HeaderDeadFence), 10, 64)
+	return f
 }
 
 // DecodeDeadLetter reads a dead letter stored by [DeadLetterMsg]. It never
@@ -136,12 +146,15 @@ func DecodeDeadLetter(m *jetstream.RawStreamMsg) DeadLetter {
 }
 
 // RedriveMsg builds the OUTBOX copy of the dead letter m (stored at DLQ
-// sequence m.Sequence): on the kind's command subject, with the entry's
-// headers and body — the same Esjet-Command-Id, so receivers still dedupe —
-// without the dead-letter headers, and with Nats-Msg-Id [RedriveMsgID].
-func RedriveMsg(ns string, m *jetstream.RawStreamMsg) *nats.Msg {
+// sequence m.Sequence): on the kind's command subject of band priority
+// ([BandSubject]), with the entry's headers and body — the same
+// Esjet-Command-Id, so receivers still dedupe — without the dead-letter
+// headers, with fence base fenceBase ([HeaderFenceBase]; at least the
+// fence the command died with, [DeadFence]) and Nats-Msg-Id
+// [RedriveMsgID].
+func RedriveMsg(ns string, m *jetstream.RawStreamMsg, priority string, fenceBase uint64) *nats.Msg {
 	dl := DecodeDeadLetter(m)
-	out := &nats.Msg{Subject: CommandSubject(ns, dl.Kind), Header: make(nats.Header, len(m.Header)), Data: m.Data}
+	out := &nats.Msg{Subject: BandSubject(ns, dl.Kind, priority), Header: make(nats.Header, len(m.Header)), Data: m.Data}
 	for k, vs := range m.Header {
 		if carried(k) {
 			out.Header[k] = append([]string(nil), vs...)
@@ -149,6 +162,14 @@ func RedriveMsg(ns string, m *jetstream.RawStreamMsg) *nats.Msg {
 	}
 	for _, k := range dlqOnly {
 		delete(out.Header, k)
+	}
+	delete(out.Header, HeaderPriority)
+	delete(out.Header, HeaderFenceBase)
+	if priority != PriorityNormal {
+		out.Header[HeaderPriority] = []string{priority}
+	}
+	if fenceBase > 0 {
+		out.Header[HeaderFenceBase] = []string{strconv.FormatUint(fenceBase, 10)}
 	}
 	out.Header[jetstream.MsgIDHeader] = []string{RedriveMsgID(dl.ID, dl.Seq)}
 	return out
@@ -163,7 +184,7 @@ func carried(k string) bool {
 }
 
 // dlqOnly are the headers a dead letter adds; a re-drive drops them.
-var dlqOnly = []string{HeaderError, HeaderAttempts, HeaderWorker, HeaderDeadAt, HeaderOutboxSeq}
+var dlqOnly = []string{HeaderError, HeaderAttempts, HeaderWorker, HeaderDeadAt, HeaderOutboxSeq, HeaderDeadFence}
 
 // OneLine makes s a valid one-line header value: control characters
 // become spaces, runs of space collapse, and it is capped at maxErrorLen.

@@ -41,7 +41,7 @@ func TestDeadLetterRoundTripsAndRedrivesWithoutItsDLQHeaders(t *testing.T) {
 	if !IsDeadLetterSubject("ns", m.Subject) || IsDeadLetterSubject("ns", AuditSubject("ns", "pay")) {
 		t.Fatal("dead letter and audit subjects not told apart")
 	}
-	out := RedriveMsg("ns", &jetstream.RawStreamMsg{Subject: m.Subject, Sequence: 11, Header: m.Header, Data: m.Data})
+	out := RedriveMsg("ns", &jetstream.RawStreamMsg{Subject: m.Subject, Sequence: 11, Header: m.Header, Data: m.Data}, PriorityNormal, 0)
 	if out.Subject != "ns.outbox.pay" || out.Header.Get(jetstream.MsgIDHeader) != "trip:t1:4:0:redrive:11" ||
 		!IsRedrive(dl.ID, out.Header.Get(jetstream.MsgIDHeader)) || IsRedrive(dl.ID, dl.ID) {
 		t.Fatalf("redrive %q %v", out.Subject, out.Header)
@@ -54,5 +54,42 @@ func TestDeadLetterRoundTripsAndRedrivesWithoutItsDLQHeaders(t *testing.T) {
 	c, err := DecodeCommand(out)
 	if err != nil || c.ID != dl.ID || c.Version != 4 || !c.Report {
 		t.Fatalf("re-driven copy decodes as %+v, %v", c, err)
+	}
+}
+
+func TestARedriveGoesToItsBandAboveTheFenceItDiedWith(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	delivered := EncodeCommand("ns", testRecord(), Command{ID: "trip:t1:4:0", Kind: "pay", Priority: PriorityHigh}, now)
+	if delivered.Subject != "ns.outbox.pay.high" || KindOfCommandSubject("ns", delivered.Subject) != "pay" {
+		t.Fatalf("a high command on %s", delivered.Subject)
+	}
+	if c, err := DecodeCommand(delivered); err != nil || c.Priority != PriorityHigh || c.FenceBase != 0 {
+		t.Fatalf("decoded %+v, %v", c, err)
+	}
+	m := DeadLetterMsg("ns", delivered, 7, "no", 3, "node-1", now)
+	m.Header.Set(HeaderDeadFence, "912")
+	raw := &jetstream.RawStreamMsg{Subject: m.Subject, Sequence: 11, Header: m.Header, Data: m.Data}
+	if m.Subject != "ns.dlq.pay" || DeadFence(raw) != 912 {
+		t.Fatalf("dead letter on %s, fence %d", m.Subject, DeadFence(raw))
+	}
+	out := RedriveMsg("ns", raw, PriorityLow, 912)
+	c, err := DecodeCommand(out)
+	if err != nil || out.Subject != "ns.outbox.pay.low" || c.Priority != PriorityLow || c.FenceBase != 912 || out.Header.Get(HeaderDeadFence) != "" {
+		t.Fatalf("re-driven low to %s as %+v, %v (headers %v)", out.Subject, c, err, out.Header)
+	}
+	if n := RedriveMsg("ns", raw, PriorityNormal, 0); n.Subject != "ns.outbox.pay" || n.Header.Get(HeaderPriority) != "" || n.Header.Get(HeaderFenceBase) != "" {
+		t.Fatalf("re-driven normal to %s with %v", n.Subject, n.Header)
+	}
+	for _, p := range Priorities {
+		if k, got, ok := KindOfBandConsumer(BandConsumerName("pay", p)); !ok || k != "pay" || got != p {
+			t.Errorf("band %q: consumer %s reads as %q %q %v", p, BandConsumerName("pay", p), k, got, ok)
+		}
+	}
+	if BandConsumerName("pay", PriorityNormal) != "esjet-worker-pay" || BandConsumerName("pay", PriorityHigh) != "esjet-band-high-pay" {
+		t.Fatal("band consumer names")
+	}
+	if _, _, ok := KindOfBandConsumer(RelayConsumerName); ok {
+		t.Fatal("the relay's consumer reads as a band's")
 	}
 }

@@ -2,6 +2,8 @@ package wire
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 )
@@ -86,6 +88,34 @@ type Command struct {
 	Report bool `json:"report,omitempty"`
 	// DeliverAfter, when set, delays the command until that time.
 	DeliverAfter time.Time `json:"deliver_after,omitzero"`
+	// Priority is the command's band among its kind's: [PriorityHigh],
+	// [PriorityLow], or empty (normal). Workers pull higher bands first,
+	// by a weighted share that never starves a lower one.
+	Priority string `json:"priority,omitempty"`
+}
+
+// Command priorities ([Command].Priority). Empty is normal; "normal" is
+// accepted and stored as empty, so a command without a priority and one
+// with "normal" are the same command.
+const (
+	PriorityHigh   = "high"
+	PriorityNormal = ""
+	PriorityLow    = "low"
+)
+
+// ErrInvalidPriority is returned by [NormalPriority] for a priority that is
+// none of them.
+var ErrInvalidPriority = errors.New("wire: invalid priority")
+
+// NormalPriority checks p and returns it as stored ("normal" → "").
+func NormalPriority(p string) (string, error) {
+	switch p {
+	case PriorityHigh, PriorityLow, PriorityNormal:
+		return p, nil
+	case "normal":
+		return PriorityNormal, nil
+	}
+	return "", fmt.Errorf("%w: %q: use high, normal (or nothing) or low", ErrInvalidPriority, p)
 }
 
 // Record is a decision as stored in the log.

@@ -14,6 +14,15 @@ const (
 	HeaderReport       = "Esjet-Report"       // "true": report the outcome to the aggregate
 	HeaderDeliverAfter = "Esjet-Deliver-After"
 	HeaderIssued       = "Esjet-Issued" // time the decision was stored
+	// HeaderPriority is the command's band, high or low (absent: normal);
+	// its subject says the same ([BandSubject]).
+	HeaderPriority = "Esjet-Priority"
+	// HeaderFenceBase is added to the band consumer's delivery sequence to
+	// make a delivery's fence: a re-drive sets it to the fence its command
+	// died with (or more), so the fence still rises when the command comes
+	// back through another band's consumer, whose sequence is its own.
+	// Absent: 0.
+	HeaderFenceBase = "Esjet-Fence-Base"
 
 	// JetStream message schedule headers (nats-server 2.12+).
 	HeaderSchedule       = "Nats-Schedule"
@@ -46,6 +55,7 @@ const (
 	HeaderWorker    = "Esjet-Worker"     // the worker (node) that gave up
 	HeaderDeadAt    = "Esjet-Dead-At"    // when the worker gave up, RFC 3339 with nanoseconds
 	HeaderOutboxSeq = "Esjet-Outbox-Seq" // OUTBOX sequence of the delivered copy
+	HeaderDeadFence = "Esjet-Dead-Fence" // the fence of the delivery that gave up (a re-drive's fence base)
 )
 
 // HeaderDLQAction is the action (retried, discarded) of an audit record on

@@ -82,6 +82,55 @@ func IsDeadLetterSubject(ns, subject string) bool {
 	return ok && rest != "" && !strings.Contains(rest, ".")
 }
 
+// Priorities are the bands, highest first.
+var Priorities = []string{PriorityHigh, PriorityNormal, PriorityLow}
+
+// BandSubject is where commands of kind with priority p are published and
+// consumed: a normal command on <ns>.outbox.<kind> (as before priorities),
+// a high or low one on <ns>.outbox.<kind>.<high|low>.
+func BandSubject(ns, kind, p string) string {
+	if p == PriorityNormal {
+		return CommandSubject(ns, kind)
+	}
+	return CommandSubject(ns, kind) + "." + p
+}
+
+// KindOfCommandSubject is the kind of an OUTBOX command subject of any band
+// ("" if subject is not one of namespace ns).
+func KindOfCommandSubject(ns, subject string) string {
+	rest, ok := strings.CutPrefix(subject, ns+".outbox.")
+	if !ok {
+		return ""
+	}
+	kind, _, _ := strings.Cut(rest, ".")
+	return kind
+}
+
+// BandConsumerName is the durable consumer of kind's workers for priority
+// p: [WorkerConsumerName] for normal (the consumer before priorities),
+// esjet-band-<high|low>-<kind> for the others (a prefix no kind's worker
+// consumer has, so no kind's band can take another kind's name).
+func BandConsumerName(kind, p string) string {
+	if p == PriorityNormal {
+		return WorkerConsumerName(kind)
+	}
+	return "esjet-band-" + p + "-" + kind
+}
+
+// KindOfBandConsumer reads a band consumer's name ([BandConsumerName]):
+// its kind and priority; ok is false for any other consumer.
+func KindOfBandConsumer(name string) (kind, priority string, ok bool) {
+	if kind, ok := strings.CutPrefix(name, WorkerConsumerPrefix); ok && kind != "" {
+		return kind, PriorityNormal, true
+	}
+	for _, p := range []string{PriorityHigh, PriorityLow} {
+		if kind, ok := strings.CutPrefix(name, "esjet-band-"+p+"-"); ok && kind != "" {
+			return kind, p, true
+		}
+	}
+	return "", "", false
+}
+
 // WorkerConsumerPrefix names the durable consumer of one kind's workers on
 // OUTBOX: esjet-worker-<kind>.
 const WorkerConsumerPrefix = "esjet-worker-"

@@ -1,6 +1,11 @@
 package wire
 
-import "strings"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+)
 
 // The workers' flow control lives in KV <ns>_workers (streams.Names.Workers),
 // shared by every node serving a kind:
@@ -8,7 +13,7 @@ import "strings"
 //	pause.<kind>                a kind's pause record ([PauseRecord]); the nodes watch pause.>
 //	rate.<kind>                 a kind's rate limit: its token bucket, taken by compare-and-set
 //	key.<kind>.<key>.<slot>     a call in flight for one concurrency key (slot 0..max-1),
-//	                            created with a TTL, purged when the call is over
+//	                            created with a TTL, purged when the call is over ([KeyLeaseKey])
 
 // PauseKey is the key of kind's pause record.
 func PauseKey(kind string) string { return "pause." + kind }
@@ -36,4 +41,53 @@ type PauseRecord struct {
 	By     string `json:"by"`
 	At     string `json:"at"` // RFC 3339, UTC
 	Reason string `json:"reason,omitempty"`
+}
+
+// KeyLeaseKey is the key of slot (0..max-1) of concurrency key value of
+// kind: key.<kind>.<value>.<slot>. A value made only of [A-Za-z0-9_-], at
+// most 64 bytes, is written as it is (readable in `nats kv ls`); any other
+// (dots, spaces, slashes, long) as "=" and the hex of the first 16 bytes
+// of its SHA-256, which no value written as it is can equal.
+func KeyLeaseKey(kind, value string, slot int) string {
+	return KeyLeasePrefix(kind, value) + "." + strconv.Itoa(slot)
+}
+
+// KeyLeasePrefix is the keys of every slot of kind's concurrency key value,
+// without the slot token: key.<kind>.<value>.
+func KeyLeasePrefix(kind, value string) string {
+	return "key." + kind + "." + keyToken(value)
+}
+
+// KeyLeaseWatch is the filter of every concurrency key lease of kind.
+func KeyLeaseWatch(kind string) string { return "key." + kind + ".>" }
+
+// KeyLeasePrefixOf is the prefix ([KeyLeasePrefix]) of a lease key ("" if
+// key is not one).
+func KeyLeasePrefixOf(key string) string {
+	i := strings.LastIndexByte(key, '.')
+	if i < 0 || !strings.HasPrefix(key, "key.") || strings.Count(key, ".") != 3 {
+		return ""
+	}
+	return key[:i]
+}
+
+// KeyLeaseSubject is the subject a key of the workers' bucket is stored on
+// ($KV.<bucket>.<key>): a lease is renewed by a publish there that expects
+// its last revision and carries a new Nats-TTL, which kv.Update cannot.
+func KeyLeaseSubject(bucket, key string) string { return "$KV." + bucket + "." + key }
+
+// keyToken is value as one KV key token.
+func keyToken(value string) string {
+	if len(value) > 0 && len(value) <= 64 && strings.Trim(value, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == "" {
+		return value
+	}
+	sum := sha256.Sum256([]byte(value))
+	return "=" + hex.EncodeToString(sum[:16])
+}
+
+// KeyLease is the value of a concurrency key lease: who holds it.
+type KeyLease struct {
+	CommandID string `json:"command_id"`
+	Node      string `json:"node"`
+	At        string `json:"at"` // RFC 3339, UTC: when it was taken
 }
