@@ -141,6 +141,12 @@ func printOutbox(w io.Writer, ns string, lag ops.Lag, kinds []ops.KindStats, now
 			workersColumn(k, now))
 	}
 	_ = tw.Flush()
+	for _, k := range kinds {
+		if k.OutcomesRefused > 0 {
+			fmt.Fprintf(w, "\nWARNING: %d %s command(s) ran but their aggregate refused the outcome and still awaits them; `esjet reconcile` lists them with the reason.\n",
+				k.OutcomesRefused, k.Kind)
+		}
+	}
 	for _, k := range stalled {
 		fmt.Fprintf(w, "\nWARNING: %d %s command(s) pending and no worker is pulling them: they wait, without error, until a node serves %s.\n"+
 			"  Give the kind a handler or a route (workers: in the config) on a running node.\n", k.Pending, k.Kind, k.Kind)
@@ -217,6 +223,9 @@ func printCommand(w io.Writer, c ops.CommandInfo) {
 			line += ": " + r.LastError
 		}
 		fmt.Fprintf(tw, "receipt\t%s\n", line)
+		if r.OutcomeRefused != "" {
+			fmt.Fprintf(tw, "reported\toutcome refused: %s (the aggregate still awaits the command)\n", r.OutcomeRefused)
+		}
 	} else {
 		fmt.Fprintln(tw, "receipt\tnone")
 	}

@@ -274,6 +274,14 @@ func printReconcile(w io.Writer, r ops.Report) {
 			return fmt.Sprintf("  %s\t%s", l.ID, l.Kind)
 		})
 	}
+	if len(r.OutcomesRefused) > 0 {
+		fmt.Fprintln(w, "\noutcomes refused (the aggregate refused the reported outcome and still awaits the command;"+
+			" fix its outcome handler, then settle it with the aggregate by hand; see `esjet outbox <command-id>`):")
+		printList(w, len(r.OutcomesRefused), "  COMMAND ID\tKIND\tREASON", func(i int) string {
+			o := r.OutcomesRefused[i]
+			return fmt.Sprintf("  %s\t%s\toutcome refused: %s", o.ID, o.Kind, o.Reason)
+		})
+	}
 }
 
 // printList prints the first listCap of n lines under header, then how

@@ -114,6 +114,13 @@ func (r *Repository) handle(ctx context.Context, q *request) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
+		if len(dec.Events) == 0 && q.outcome != nil {
+			// An outcome that records nothing would leave its command
+			// awaited for ever, silently: it is refused, with the reason
+			// (the worker records it in the command's receipt).
+			return Result{}, &OutcomeRefusedError{Type: q.cmd.Type, ID: q.cmd.ID, Kind: q.cmd.Kind, CommandID: q.outcome.commandID,
+				Reason: "Decide recorded no event for it, so the command would stay awaited; record an event for every outcome"}
+		}
 		if len(dec.Events) == 0 {
 			return r.nothingToAppend(q, e, dec)
 		}

@@ -46,12 +46,18 @@ type outcomeRequest struct {
 // type), [ErrBadCommand] (the payload is not an Outcome with a command id),
 // a [*OutcomeRefusedError] (wraps [ErrOutcomeRefused]) for an outcome of a
 // command the aggregate did not issue, under another kind, already
-// answered (with another result or payload), or rejected by Decide — logged at WARN and counted in
+// answered (with another result or payload), of an outcome kind the type
+// does not register beside the other one, or rejected or turned into a
+// no-op by Decide — logged at WARN and counted in
 // [Stats].OutcomesRefused — or the errors of [Repository.Handle]. Every
 // refusal is permanent ([IsPermanent]).
 func (r *Repository) HandleOutcome(ctx context.Context, cmd Command) (Result, error) {
 	q, err := r.newOutcomeRequest(cmd)
+	var refused *OutcomeRefusedError
 	if err != nil {
+		if errors.As(err, &refused) {
+			r.refused(refused, "", cmd.TraceParent)
+		}
 		return Result{}, err
 	}
 	res, err := r.handle(ctx, q)
@@ -66,14 +72,18 @@ func (r *Repository) HandleOutcome(ctx context.Context, cmd Command) (Result, er
 		err = &OutcomeRefusedError{Type: cmd.Type, ID: cmd.ID, Kind: cmd.Kind, CommandID: q.outcome.commandID,
 			Reason: "an outcome of this command with another payload is recorded already", cause: err}
 	}
-	var refused *OutcomeRefusedError
 	if errors.As(err, &refused) {
-		r.stats.outcomesRefused.Add(1)
-		r.logger.Warn("outcome refused", "aggregate_type", refused.Type, "aggregate_id", refused.ID,
-			"kind", refused.Kind, "command_id", refused.CommandID, "decision_id", q.decisionID, "trace_id", telemetry.TraceIDOf(cmd.TraceParent),
-			"reason", refused.Reason)
+		r.refused(refused, q.decisionID, cmd.TraceParent)
 	}
 	return res, err
+}
+
+// refused counts and logs a refused outcome.
+func (r *Repository) refused(e *OutcomeRefusedError, decisionID, traceParent string) {
+	r.stats.outcomesRefused.Add(1)
+	r.logger.Warn("outcome refused", "aggregate_type", e.Type, "aggregate_id", e.ID,
+		"kind", e.Kind, "command_id", e.CommandID, "decision_id", decisionID, "trace_id", telemetry.TraceIDOf(traceParent),
+		"reason", e.Reason)
 }
 
 // newOutcomeRequest validates an outcome and gives it its identity.
@@ -87,7 +97,16 @@ func (r *Repository) newOutcomeRequest(cmd Command) (*request, error) {
 	}
 	cd, ok := def.commands[cmd.Kind]
 	if !ok || cd.outcomeOf == "" {
-		if of, _, isOutcome := wire.ParseOutcomeKind(cmd.Kind); isOutcome && !def.hears(of) {
+		of, _, isOutcome := wire.ParseOutcomeKind(cmd.Kind)
+		if isOutcome && def.hears(of) {
+			// It hears one outcome of the kind, not this one: the command
+			// stays awaited, so the refusal says so (and is recorded).
+			var o Outcome
+			_ = json.Unmarshal(cmd.Payload, &o)
+			return nil, &OutcomeRefusedError{Type: cmd.Type, ID: cmd.ID, Kind: cmd.Kind, CommandID: o.CommandID, cause: ErrUnknownCommand,
+				Reason: fmt.Sprintf("%s registers no %s (it has %v), so the command stays awaited; register both outcomes of %s with On", def.typ, cmd.Kind, def.Outcomes(), of)}
+		}
+		if isOutcome {
 			return nil, fmt.Errorf("%w: %s has no outcome %q: it registers neither %s nor %s, so it cannot hear how a %s command went; issue %s with Decision.Fire (no report), or register its outcomes with On",
 				ErrUnknownCommand, def.typ, cmd.Kind, DoneKind(of), FailedKind(of), of, of)
 		}

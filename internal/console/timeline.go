@@ -82,15 +82,16 @@ type Command struct {
 
 // A command's fate.
 const (
-	FateNotRelayed = "not relayed" // in the log, not yet in OUTBOX
-	FateScheduled  = "scheduled"   // a delayed command not yet due
-	FatePending    = "pending"     // in OUTBOX, no worker took it yet
-	FateInFlight   = "in flight"   // delivered to a worker, not acked
-	FateDone       = "done"        // receipt done
-	FateFailed     = "failed"      // receipt failed, no dead letter
-	FateDead       = "dead"        // a dead letter no audit record settled
-	FateDiscarded  = "discarded"   // its dead letter was discarded
-	FateRelayed    = "relayed"     // passed the relay; not in OUTBOX (aged out) and no receipt
+	FateNotRelayed = "not relayed"     // in the log, not yet in OUTBOX
+	FateScheduled  = "scheduled"       // a delayed command not yet due
+	FatePending    = "pending"         // in OUTBOX, no worker took it yet
+	FateInFlight   = "in flight"       // delivered to a worker, not acked
+	FateDone       = "done"            // receipt done
+	FateFailed     = "failed"          // receipt failed, no dead letter
+	FateDead       = "dead"            // a dead letter no audit record settled
+	FateRefused    = "outcome refused" // ran; its aggregate refused the outcome and still awaits it
+	FateDiscarded  = "discarded"       // its dead letter was discarded
+	FateRelayed    = "relayed"         // passed the relay; not in OUTBOX (aged out) and no receipt
 	FateUnknown    = "not inspected"
 )
 
@@ -183,6 +184,9 @@ func (c *Console) fate(ctx context.Context, cc *Command, consumers map[string]*j
 	case len(info.Dead) > 0:
 		dl := info.Dead[len(info.Dead)-1]
 		cc.Fate, cc.Detail = FateDead, fmt.Sprintf("%s (after %d attempt(s))", dl.Error, dl.Attempts)
+		return nil
+	case info.Receipt != nil && info.Receipt.OutcomeRefused != "":
+		cc.Fate, cc.Detail = FateRefused, fmt.Sprintf("receipt %s after %d attempt(s); outcome refused: %s", info.Receipt.Outcome, info.Receipt.Attempts, info.Receipt.OutcomeRefused)
 		return nil
 	case info.Receipt != nil && info.Receipt.Outcome == wire.OutcomeDone:
 		cc.Fate, cc.Detail = FateDone, fmt.Sprintf("receipt done after %d attempt(s) at %s", info.Receipt.Attempts, info.Receipt.At.UTC().Format(time.RFC3339))

@@ -73,12 +73,38 @@ func (w *Worker) report(ctx context.Context, log *slog.Logger, d Delivery, ok bo
 		return true
 	case errors.Is(err, ErrFeedbackRefused):
 		log.Error("outcome refused by the aggregate; the command is acked (see its receipt)", "kind", kind, "error", err)
+		w.recordRefusal(ctx, log, d.CommandID, err)
 		return true
 	default:
 		w.feedbackErrors.Add(1)
 		log.Warn("outcome not reported; will retry", "kind", kind, "error", err)
 		return false
 	}
+}
+
+// recordRefusal writes in command id's receipt why its aggregate refused
+// the outcome, so the command does not stay awaited unseen: reconcile,
+// outbox and the console report it. Best effort: a receipt that cannot be
+// updated leaves the log line.
+func (w *Worker) recordRefusal(ctx context.Context, log *slog.Logger, id string, refusal error) {
+	key := wire.ReceiptKey(id)
+	reason := wire.OneLine(refusal.Error())
+	for range 3 {
+		e, err := w.receipts.Get(ctx, key)
+		if err != nil {
+			log.Warn("outcome refusal not recorded in the receipt", "error", err)
+			return
+		}
+		rc, err := wire.DecodeReceipt(e.Value())
+		if err != nil || rc.OutcomeRefused == reason {
+			return
+		}
+		rc.OutcomeRefused = reason
+		if _, err := w.receipts.Update(ctx, key, rc.Encode(), e.Revision()); err == nil {
+			return
+		}
+	}
+	log.Warn("outcome refusal not recorded in the receipt: it kept changing")
 }
 
 // ackFolded acknowledges a command whose done receipt is stored, without

@@ -31,6 +31,9 @@ type KindStats struct {
 	Done     uint64 `json:"done"`   // receipts with outcome done
 	Failed   uint64 `json:"failed"` // receipts with another outcome
 	Dead     uint64 `json:"dead"`   // dead letters in the DLQ no audit record settled
+	// OutcomesRefused: receipts whose outcome the aggregate refused (the
+	// command stays awaited there; `esjet reconcile` lists them).
+	OutcomesRefused uint64 `json:"outcomes_refused"`
 	// Waiting: pull requests the kind's workers have outstanding right now
 	// (the consumer's num_waiting). An idle worker pool always has one per
 	// node: each waits for the next command.
@@ -114,6 +117,9 @@ func (in *Inspector) Kinds(ctx context.Context) ([]KindStats, error) {
 			get(rc.Kind).Done++
 		} else {
 			get(rc.Kind).Failed++
+		}
+		if rc.OutcomeRefused != "" {
+			get(rc.Kind).OutcomesRefused++
 		}
 	}); err != nil {
 		return nil, err

@@ -90,6 +90,7 @@ type entry struct {
 	toldFailed  bool   // its aggregate recorded <kind>_failed
 	report      bool   // its decision asked for the outcome to be reported
 	reported    bool   // its aggregate recorded an outcome for it
+	refused     string // why its aggregate refused the outcome (its receipt says)
 }
 
 // Run reconciles the namespace and reports per kind and in total.

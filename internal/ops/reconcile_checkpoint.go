@@ -148,6 +148,7 @@ type savedEntry struct {
 	ToldFailed  bool     `json:"told_failed,omitempty"`
 	Report      bool     `json:"report,omitempty"`
 	Reported    bool     `json:"reported,omitempty"`
+	Refused     string   `json:"refused,omitempty"`
 }
 
 func newCheckpoint(b bounds, s *scan, closed map[string]Counts, undecodable uint64) *checkpoint {
@@ -157,7 +158,7 @@ func newCheckpoint(b bounds, s *scan, closed map[string]Counts, undecodable uint
 	for id, e := range s.entries {
 		cp.Open = append(cp.Open, savedEntry{ID: id, Kind: e.kind, DecisionSeq: e.decisionSeq, DueAt: e.dueAt,
 			Copies: e.copies, Seqs: e.seqs, LastSeq: e.lastSeq, LastAt: e.lastAt, Scheduled: e.scheduled, SchedSeq: e.schedSeq,
-			Dead: e.dead, Discarded: e.discarded, Outcome: e.outcome, ToldFailed: e.toldFailed, Report: e.report, Reported: e.reported})
+			Dead: e.dead, Discarded: e.discarded, Outcome: e.outcome, ToldFailed: e.toldFailed, Report: e.report, Reported: e.reported, Refused: e.refused})
 		ids[e] = id
 	}
 	for seq, e := range s.unsettled {
@@ -175,7 +176,7 @@ func (s *scan) restore(cp *checkpoint) {
 	for _, o := range cp.Open {
 		s.entries[o.ID] = &entry{kind: s.kind(o.Kind), decisionSeq: o.DecisionSeq, dueAt: o.DueAt, copies: o.Copies,
 			seqs: o.Seqs, lastSeq: o.LastSeq, lastAt: o.LastAt, scheduled: o.Scheduled, schedSeq: o.SchedSeq, dead: o.Dead,
-			discarded: o.Discarded, outcome: o.Outcome, toldFailed: o.ToldFailed, report: o.Report, reported: o.Reported}
+			discarded: o.Discarded, outcome: o.Outcome, toldFailed: o.ToldFailed, report: o.Report, reported: o.Reported, refused: o.Refused}
 	}
 	for seq, id := range cp.Unsettled {
 		if e := s.entries[id]; e != nil {

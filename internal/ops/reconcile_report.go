@@ -34,6 +34,7 @@ func (r *Reconciler) classify(s *scan, rep *Report, now time.Time, cp *checkpoin
 		closed[k] = c
 	}
 	rep.Orphans, rep.Duplicates, rep.Stuck, rep.LateEffects = []Orphan{}, []Duplicate{}, []Stuck{}, []LateEffect{}
+	rep.OutcomesRefused = []RefusedOutcome{}
 	for id, e := range s.entries {
 		var c Counts
 		issued := e.decisionSeq > 0
@@ -63,6 +64,10 @@ func (r *Reconciler) classify(s *scan, rep *Report, now time.Time, cp *checkpoin
 		if e.toldFailed && e.outcome == wire.OutcomeDone {
 			c.LateEffects++
 			rep.LateEffects = append(rep.LateEffects, LateEffect{ID: id, Kind: e.kind})
+		}
+		if e.refused != "" && e.report && !e.reported {
+			c.OutcomesRefused++
+			rep.OutcomesRefused = append(rep.OutcomesRefused, RefusedOutcome{ID: id, Kind: e.kind, Reason: e.refused})
 		}
 		discarded := e.discarded && !e.dead // still dead: the discard did not finish
 		if discarded {
@@ -111,6 +116,7 @@ func (r *Reconciler) classify(s *scan, rep *Report, now time.Time, cp *checkpoin
 	})
 	slices.SortFunc(rep.Duplicates, func(a, b Duplicate) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(rep.LateEffects, func(a, b LateEffect) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(rep.OutcomesRefused, func(a, b RefusedOutcome) int { return strings.Compare(a.ID, b.ID) })
 	slices.SortFunc(rep.Stuck, func(a, b Stuck) int {
 		return cmp.Or(a.Since.Compare(b.Since), strings.Compare(a.ID, b.ID))
 	})
@@ -161,6 +167,12 @@ type Counts struct {
 	// an effect applied that the aggregate will never take into account,
 	// typically a dead letter re-driven after the aggregate compensated.
 	LateEffects uint64 `json:"late_effects"`
+	// OutcomesRefused: its outcome was reported and its aggregate refused
+	// it (the receipt says why): the aggregate still awaits the command.
+	// Not drift (the outbox holds what the log recorded), but never
+	// settled by itself: fix the aggregate's outcome handler, then settle
+	// it with the aggregate by hand.
+	OutcomesRefused uint64 `json:"outcomes_refused"`
 }
 
 // Drift is orphans + duplicates + stuck + late effects: what needs a look
@@ -182,6 +194,14 @@ func (c *Counts) add(o Counts) {
 	c.Duplicates += o.Duplicates
 	c.Stuck += o.Stuck
 	c.LateEffects += o.LateEffects
+	c.OutcomesRefused += o.OutcomesRefused
+}
+
+// RefusedOutcome is a command whose aggregate refused its reported outcome.
+type RefusedOutcome struct {
+	ID     string `json:"id"`
+	Kind   string `json:"kind"`
+	Reason string `json:"reason"`
 }
 
 // Orphan is a relayed command missing from OUTBOX.
@@ -256,6 +276,10 @@ type Report struct {
 	// LateEffects are effects completed after their aggregate was told
 	// the command failed.
 	LateEffects []LateEffect `json:"late_effects"`
+	// OutcomesRefused are the commands whose outcome their aggregate
+	// refused, with its reason: awaited there for ever unless settled by
+	// hand.
+	OutcomesRefused []RefusedOutcome `json:"outcomes_refused"`
 }
 
 // Drift is the totals' orphans + duplicates + stuck + late effects; zero

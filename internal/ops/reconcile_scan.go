@@ -156,7 +156,7 @@ func (r *Reconciler) scanReceipts(ctx context.Context, s *scan, after, to uint64
 			r.logger.Warn("reconcile: unreadable receipt; skipped", "key", re.Key, "error", re.Err)
 		default:
 			e := s.get(re.ID, re.Receipt.Kind)
-			e.outcome = re.Receipt.Outcome
+			e.outcome, e.refused = re.Receipt.Outcome, re.Receipt.OutcomeRefused
 			if e.outcome == "" {
 				e.outcome = "unknown"
 			}

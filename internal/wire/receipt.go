@@ -31,6 +31,13 @@ type Receipt struct {
 	// the aggregate was lost can be reported again without re-running it.
 	Result json.RawMessage `json:"result,omitempty"`
 	At     time.Time       `json:"at"`
+	// OutcomeRefused is why the command's aggregate refused its reported
+	// outcome (Decide rejected it or recorded nothing, or the type does
+	// not register that outcome): the aggregate never took the outcome
+	// into account, and the command stays awaited there. "" when the
+	// outcome was recorded, or not asked for. `esjet reconcile`, `esjet
+	// outbox` and the console report it.
+	OutcomeRefused string `json:"outcome_refused,omitempty"`
 }
 
 // Encode is the receipt's KV value.
