@@ -16,7 +16,7 @@ const (
 	EdgeHub  = "hub"  // the hub: aggregates the sites' events, runs the hub kinds
 )
 
-// Edge configures a fleet of edge sites and their hub (README "At the edge").
+// Edge configures a fleet of edge sites and their hub (docs/edge.md).
 // One file can serve the whole fleet: the hub and every site share sites,
 // owners, hub_kinds and hub_domain; each process sets its role (and a site
 // its site id, e.g. with ESJET_EDGE_ROLE and ESJET_EDGE_SITE).
@@ -48,8 +48,8 @@ type Edge struct {
 	Auth Auth `yaml:"auth"`
 	// LeafUsers are the sites' own credentials on the hub's leaf listener
 	// (role hub): each site authenticates as its own user and may use the
-	// link only for what its sourcing and its outcome pull need (README "At
-	// the edge"). List every site of Sites once. Empty: the hub
+	// link only for what its sourcing and its outcome pull need
+	// (docs/edge.md). List every site of Sites once. Empty: the hub
 	// authenticates no site by its own secret (see Auth). Set in the file
 	// only.
 	LeafUsers []LeafUser `yaml:"leaf_users"`

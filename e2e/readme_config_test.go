@@ -12,20 +12,20 @@ import (
 	"github.com/esjet/esjet/config"
 )
 
-// TestReadmeConfigTableMatchesDefaults holds the README's configuration
-// table to config.Default() (and config.DefaultWorker() for
+// TestReadmeConfigTableMatchesDefaults holds the configuration table of
+// docs/configuration.md to config.Default() (and config.DefaultWorker() for
 // workers.<kind>.*): a row says `path` (or `path`, `sibling`) and its
 // default in backticks (one for all, or one per field); "empty" and "none"
 // mean the zero value, "—" nothing to check.
 func TestReadmeConfigTableMatchesDefaults(t *testing.T) {
-	raw, err := os.ReadFile("../README.md")
+	raw, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(raw)
 	start := strings.Index(text, "| field | default | meaning |")
 	if start < 0 {
-		t.Fatal("README.md has no configuration table (| field | default | meaning |)")
+		t.Fatal("docs/configuration.md has no configuration table (| field | default | meaning |)")
 	}
 	ticked := regexp.MustCompile("`([^`]*)`")
 	rows := 0
@@ -35,7 +35,7 @@ func TestReadmeConfigTableMatchesDefaults(t *testing.T) {
 		}
 		cells := strings.Split(line, "|")
 		if len(cells) < 4 {
-			t.Errorf("README config row %q: want | field | default | meaning |", line)
+			t.Errorf("docs/configuration.md row %q: want | field | default | meaning |", line)
 			continue
 		}
 		var paths []string
@@ -57,7 +57,7 @@ func TestReadmeConfigTableMatchesDefaults(t *testing.T) {
 		case def == "empty" || def == "none":
 			values = []string{""}
 		case len(values) == 0:
-			t.Errorf("README config row %q: the default is not in backticks", line)
+			t.Errorf("docs/configuration.md row %q: the default is not in backticks", line)
 			continue
 		}
 		for i, p := range paths {
@@ -65,13 +65,13 @@ func TestReadmeConfigTableMatchesDefaults(t *testing.T) {
 			if len(values) == len(paths) {
 				want = values[i]
 			} else if len(values) != 1 {
-				t.Errorf("README config row %q: %d defaults for %d fields", line, len(values), len(paths))
+				t.Errorf("docs/configuration.md row %q: %d defaults for %d fields", line, len(values), len(paths))
 				break
 			}
 			got, ok := defaultOf(p)
 			if !ok {
 				if !strings.Contains(p, "<type>") {
-					t.Errorf("README config row for %s: no such field in config.Config", p)
+					t.Errorf("docs/configuration.md row for %s: no such field in config.Config", p)
 				}
 				continue
 			}
@@ -80,16 +80,16 @@ func TestReadmeConfigTableMatchesDefaults(t *testing.T) {
 				continue
 			}
 			if got != want {
-				t.Errorf("README config table: %s defaults to %q, the README says %q", p, got, want)
+				t.Errorf("docs/configuration.md: %s defaults to %q, the table says %q", p, got, want)
 			}
 		}
 	}
 	if rows < 20 {
-		t.Fatalf("checked only %d README config fields: is the table still there?", rows)
+		t.Fatalf("checked only %d config fields of docs/configuration.md: is the table still there?", rows)
 	}
 }
 
-// defaultOf returns the default of a yaml path, formatted as the README
+// defaultOf returns the default of a yaml path, formatted as the table
 // writes it ("" for a zero struct or empty list).
 func defaultOf(path string) (string, bool) {
 	var v reflect.Value
@@ -133,18 +133,18 @@ func defaultOf(path string) (string, bool) {
 	return fmt.Sprint(v.Interface()), true
 }
 
-// TestReadmeCodeMapNamesEveryPackage holds the README's code map to the
-// module: every package in it exists, and every package is in it (the root
+// TestReadmeCodeMapNamesEveryPackage holds the code map of
+// docs/development.md to the module: every package in it exists, and every package is in it (the root
 // package as `esjet`).
 func TestReadmeCodeMapNamesEveryPackage(t *testing.T) {
-	raw, err := os.ReadFile("../README.md")
+	raw, err := os.ReadFile("../docs/development.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	text := string(raw)
-	start := strings.Index(text, "### Code map")
+	start := strings.Index(text, "## Code map")
 	if start < 0 {
-		t.Fatal("README.md has no ### Code map")
+		t.Fatal("docs/development.md has no ## Code map")
 	}
 	table := text[strings.Index(text[start:], "| package |")+start:]
 	inMap := map[string]bool{}
@@ -171,12 +171,12 @@ func TestReadmeCodeMapNamesEveryPackage(t *testing.T) {
 		}
 		pkgs[name] = true
 		if !inMap[name] {
-			t.Errorf("README code map: package %s is missing", name)
+			t.Errorf("docs/development.md code map: package %s is missing", name)
 		}
 	}
 	for name := range inMap {
 		if !pkgs[name] {
-			t.Errorf("README code map: %s is not a package of the module", name)
+			t.Errorf("docs/development.md code map: %s is not a package of the module", name)
 		}
 	}
 }

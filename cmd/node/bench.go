@@ -37,7 +37,7 @@ esjet/raw per phase:
            vs a raw ordered consumer
   scale    only when named: fill --decisions decisions, then print bytes
            per decision, reconcile time and memory, the oldest command's
-           lookup, cold loads and memory (see the README's "At scale" table)
+           lookup, cold loads and memory (see docs/PERFORMANCE.md, "At scale")
 
 By default a node starts in-process on a temporary data directory (removed
 afterwards), NATS on 127.0.0.1:<random>, HTTP off; --sync picks its fsync

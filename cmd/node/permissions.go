@@ -52,7 +52,7 @@ _INBOX_<user> prefix (nats --inbox-prefix).
 
 At an edge hub (edge.role hub) it also prints each site's leaf user: allowed
 only leaf node connections, with what the site may do across the link
-(README "At the edge").
+(docs/edge.md).
 
 --format server prints a nats-server accounts block (the roles' accounts, their
 imports and users): each password is

@@ -35,10 +35,10 @@ the hub last made progress, and a state:
   catching_up  connected, the lag shrinking
   unreachable  link down: the site records on and the hub catches up later
   stalled      connected with lag and no progress for edge.stall_after; the hub
-               restarts its source every 20s (README "At the edge": if it stays
+               restarts its source every 20s (docs/edge.md: if it stays
                stalled, restart the hub)
   recreated    the site's event log is not the one the hub sourced: its store
-               was lost (README "At the edge": re-provisioning a lost site)
+               was lost (docs/edge.md: re-provisioning a lost site)
 
 It exits 1 when a site is stalled or recreated.`,
 		Args: cobra.NoArgs,

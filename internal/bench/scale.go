@@ -438,7 +438,7 @@ func dirSize(dir string) int64 {
 	return total
 }
 
-// write prints the figures as the README's scale table shows them.
+// write prints the figures as the scale table of docs/PERFORMANCE.md shows them.
 func (s *Scale) write(b *strings.Builder) {
 	mb := func(v int64) string { return strconv.FormatFloat(float64(v)/1e6, 'f', 0, 64) + " MB" }
 	fill := dur(s.FillSecs * 1000)

@@ -28,7 +28,7 @@ import (
 )
 
 // matrixMD, when set, is where TestJetStreamAPIMatrix writes the
-// classification as a markdown table (the README's Security table is
+// classification as a markdown table (docs/security.md's table is
 // written from it): go test ./internal/broker -run Matrix -matrix.md /tmp/m.md
 var matrixMD = flag.String("matrix.md", "", "write the JetStream API permission matrix as markdown to this file")
 
@@ -87,8 +87,8 @@ type verbRule struct {
 
 // matrix is the classification: every JetStream API verb the pinned
 // nats-server or the oldest esjet runs on (MinServerVersion) serves
-// (parsed from its source at test time) must have a row, in the order the
-// README's Security table shows them; it is that table's single source
+// (parsed from its source at test time) must have a row, in the order
+// docs/security.md's table shows them; it is that table's single source
 // (-matrix.md).
 //
 // Columns: EVENTS OUTBOX DLQ snapshots receipts projections view reconcile
@@ -601,9 +601,9 @@ func runMatrix(t *testing.T, version string, verbs []string, url, config string)
 	}
 }
 
-// TestJetStreamAPIMatrixREADME holds README.md's JetStream API table (in
-// "## Security", between <!-- matrix:begin --> and <!-- matrix:end -->) to
-// what matrixMarkdown renders from matrix; -matrix.md writes that.
+// TestJetStreamAPIMatrixREADME holds the JetStream API table of
+// docs/security.md (between <!-- matrix:begin --> and <!-- matrix:end -->)
+// to what matrixMarkdown renders from matrix; -matrix.md writes that.
 func TestJetStreamAPIMatrixREADME(t *testing.T) {
 	want := matrixMarkdown()
 	if *matrixMD != "" {
@@ -611,16 +611,14 @@ func TestJetStreamAPIMatrixREADME(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	raw, err := os.ReadFile("../../README.md")
+	raw, err := os.ReadFile("../../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, security, _ := strings.Cut(string(raw), "\n## Security\n")
-	security, _, _ = strings.Cut(security, "\n## ")
-	_, rest, okBegin := strings.Cut(security, "<!-- matrix:begin -->")
+	_, rest, okBegin := strings.Cut(string(raw), "<!-- matrix:begin -->")
 	got, _, okEnd := strings.Cut(rest, "<!-- matrix:end -->")
 	if !okBegin || !okEnd {
-		t.Fatal("README.md's ## Security has no <!-- matrix:begin --> … <!-- matrix:end --> table")
+		t.Fatal("docs/security.md has no <!-- matrix:begin --> … <!-- matrix:end --> table")
 	}
 	if strings.TrimSpace(got) == strings.TrimSpace(want) {
 		return
@@ -636,10 +634,10 @@ func TestJetStreamAPIMatrixREADME(t *testing.T) {
 		}
 		return "(none)"
 	}
-	t.Errorf("README.md's JetStream API table is not the matrix of internal/broker/matrix_test.go; run\n"+
+	t.Errorf("docs/security.md's JetStream API table is not the matrix of internal/broker/matrix_test.go; run\n"+
 		"\tgo test ./internal/broker -run MatrixREADME -matrix.md /tmp/matrix.md\n"+
 		"and paste /tmp/matrix.md between <!-- matrix:begin --> and <!-- matrix:end -->.\n"+
-		"First difference, table line %d:\n README: %s\n matrix: %s", n+1, line(gl), line(wl))
+		"First difference, table line %d:\n docs/security.md: %s\n matrix: %s", n+1, line(gl), line(wl))
 }
 
 // roleNames names a cell's roles in broker.Roles order, "—" for none.

@@ -140,7 +140,7 @@ func TestEdgeSiteForgedFlowControlStaysInItsStagingAccount(t *testing.T) {
 	time.Sleep(2 * time.Second)
 
 	// s1's own staging streams: purge denied (a delete, also named, is the
-	// worst it can do to itself: README).
+	// worst it can do to itself: docs/edge.md).
 	// s2 still syncs, through its staging streams.
 	if _, err := sites["s2"].API().Send(t.Context(), "order", "s2-o2", "place", []byte(`{}`), api.Meta{}); err != nil {
 		t.Fatal(err)

@@ -223,7 +223,7 @@ func TestEdgeFleetWithUsersEverywhereRunsWithPerSiteLeafUsers(t *testing.T) {
 // a site: its sourcing and stream info, not a site's stream deletion,
 // purge, update or direct reads. (The hub stays trusted with the site:
 // creating a source consumer is a consumer create, which can name any
-// delivery subject at the site; README "At the edge".)
+// delivery subject at the site; docs/edge.md.)
 func TestEdgeHubLocalClientCannotDeleteASitesLog(t *testing.T) {
 	hub, sites := startFleet(t, nil)
 	names := streams.NamesFor("fleet")

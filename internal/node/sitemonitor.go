@@ -209,13 +209,13 @@ func (m *siteMonitor) check(ctx context.Context) {
 		restart := false
 		switch {
 		case recreated != "":
-			t.State, t.Note = SiteRecreated, recreated+": its store was lost and recreated; see README \"At the edge\" (re-provisioning a lost site)"
+			t.State, t.Note = SiteRecreated, recreated+": its store was lost and recreated; see docs/edge.md (re-provisioning a lost site)"
 		case !t.Connected:
 			t.State, t.Note = SiteUnreachable, "link down: the site records on, the hub catches up when it returns"
 		case t.Lag == 0:
 			t.State, t.Note = SiteOK, ""
 		case now.Sub(t.LastProgress) >= m.n.cfg.Edge.StallAfter.Std():
-			t.State, t.Note = SiteStalled, fmt.Sprintf("lag %d with no progress since %s; the hub restarts the source every %s — if it stays stalled, restart the hub (README \"At the edge\")", t.Lag, t.LastProgress.UTC().Format(time.RFC3339), restartBetween)
+			t.State, t.Note = SiteStalled, fmt.Sprintf("lag %d with no progress since %s; the hub restarts the source every %s — if it stays stalled, restart the hub (docs/edge.md)", t.Lag, t.LastProgress.UTC().Format(time.RFC3339), restartBetween)
 			restart = true
 		default:
 			t.State, t.Note = SiteCatchingUp, ""

@@ -12,8 +12,8 @@ import (
 	"github.com/esjet/esjet/internal/wire"
 )
 
-// HubConfig is what the hub of a fleet of edge sites aggregates (README
-// "At the edge").
+// HubConfig is what the hub of a fleet of edge sites aggregates
+// (docs/edge.md).
 type HubConfig struct {
 	// Sites are the sites' ids: each is the JetStream domain its streams
 	// are reached in, across the leaf link.
