@@ -232,7 +232,11 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 	}
 	var bands []*band
 	for _, p := range wire.Priorities {
-		cons, err := js.CreateOrUpdateConsumer(ctx, names.Outbox, BandConsumerConfig(ns, cfg, p))
+		var cons jetstream.Consumer
+		err := streams.Patiently(ctx, func(ctx context.Context) (err error) {
+			cons, err = js.CreateOrUpdateConsumer(ctx, names.Outbox, BandConsumerConfig(ns, cfg, p))
+			return err
+		})
 		if err != nil {
 			return nil, fmt.Errorf("worker %s: consumer %s on %s: %w", cfg.Kind, wire.BandConsumerName(cfg.Kind, p), names.Outbox, err)
 		}

@@ -70,7 +70,11 @@ func NewRelay(ctx context.Context, js jetstream.JetStream, ns string, cfg RelayC
 	if err != nil {
 		return nil, err
 	}
-	cons, err := relayConsumer(ctx, js, names, cfg, logger)
+	var cons jetstream.Consumer
+	err = streams.Patiently(ctx, func(ctx context.Context) (err error) {
+		cons, err = relayConsumer(ctx, js, names, cfg, logger)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("relay consumer on %s: %w", names.Events, err)
 	}

@@ -66,6 +66,16 @@ func patiently(ctx context.Context, op func(ctx context.Context) error) error {
 	}
 }
 
+// Patiently runs op as provisioning does its requests: asked again, each
+// time with a fresh deadline, while JetStream's answer is transient (no
+// answer in time, no responders, no meta leader, no peers yet), for up to a
+// minute; then one error says what to check. A node's consumers (the
+// relay's, the workers') are made this way: nodes started together on a
+// cluster that has just started meet the same moments provisioning does.
+func Patiently(ctx context.Context, op func(ctx context.Context) error) error {
+	return patiently(ctx, op)
+}
+
 // lookupStream is js.Stream, asked again while the answer is transient.
 func lookupStream(ctx context.Context, js jetstream.JetStream, name string) (jetstream.Stream, error) {
 	var st jetstream.Stream
