@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"strings"
+	"time"
 
 	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go"
@@ -233,7 +234,7 @@ func startRestoring(ctx context.Context, js jetstream.JetStream, obj Object, rn 
 			c.FirstSeq = obj.FirstSeq
 		}
 	}
-	if _, err := js.CreateStream(ctx, c); err != nil {
+	if err := createAfterDelete(ctx, js, c); err != nil {
 		return nil, fmt.Errorf("restore: create %s: %w", c.Name, err)
 	}
 	r := &restoring{js: js, obj: obj, name: c.Name, rn: rn, o: o, next: max(obj.FirstSeq, 1)}
@@ -348,4 +349,24 @@ func (r *restoring) finish(ctx context.Context) error {
 // into namespace to ("" for the archive's own).
 func TargetName(h Header, to, name string) string {
 	return renamer{from: h.Namespace, to: cmpOr(to, h.Namespace)}.name(name)
+}
+
+// createAfterDelete creates stream c. Right after --force deleted a stream
+// of that name, the server may still be removing its store and answer
+// "error creating store for stream" (10049, seen on a loaded machine):
+// asked again for up to 10 seconds.
+func createAfterDelete(ctx context.Context, js jetstream.JetStream, c jetstream.StreamConfig) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for wait := 50 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		_, err := js.CreateStream(ctx, c)
+		var apiErr *jetstream.APIError
+		if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != 10049 || time.Now().Add(wait).After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+	}
 }
