@@ -80,19 +80,7 @@ func TestEdgeSiteCannotHaveTheHubsSourcingAnswerIntoItsStreams(t *testing.T) {
 	outcomes, dlq := streamMsgs(t, hub.JetStream(), names.Outcomes()), streamMsgs(t, hub.JetStream(), names.DLQ)
 
 	// The source consumers' heartbeats name their delivery subjects.
-	heard := subscribe(t, connectLocal(t, sites["s1"]), "esjet-edge.fleet.src.s1.>")
-	var deliver []string
-	natstest.Eventually(t, 10*time.Second, func() bool {
-		seen := map[string]bool{}
-		for _, m := range heard.all() {
-			seen[m.Subject] = true
-		}
-		deliver = deliver[:0]
-		for d := range seen {
-			deliver = append(deliver, d)
-		}
-		return len(deliver) >= 2
-	})
+	deliver := sourceDeliveries(t, sites["s1"], "s1")
 	if len(deliver) == 0 {
 		t.Fatal("no source consumer of the hub's at s1")
 	}

@@ -70,11 +70,7 @@ func NewRelay(ctx context.Context, js jetstream.JetStream, ns string, cfg RelayC
 	if err != nil {
 		return nil, err
 	}
-	var cons jetstream.Consumer
-	err = streams.Patiently(ctx, func(ctx context.Context) (err error) {
-		cons, err = relayConsumer(ctx, js, names, cfg, logger)
-		return err
-	})
+	cons, err := relayConsumer(ctx, js, names, cfg, logger)
 	if err != nil {
 		return nil, fmt.Errorf("relay consumer on %s: %w", names.Events, err)
 	}
@@ -94,8 +90,26 @@ func NewRelay(ctx context.Context, js jetstream.JetStream, ns string, cfg RelayC
 // skipped.
 func relayConsumer(ctx context.Context, js jetstream.JetStream, names streams.Names, cfg RelayConfig, logger *slog.Logger) (jetstream.Consumer, error) {
 	want := RelayConsumerConfig(names, cfg)
-	old, err := js.Consumer(ctx, names.Events, ConsumerName)
-	if err == nil {
+	// Each request is asked again while JetStream's answer is transient
+	// (nodes started together on a new cluster), one at a time: a retry
+	// never repeats the delete below, nor loses the start it computed.
+	var cons jetstream.Consumer
+	create := func(ctx context.Context) (err error) {
+		cons, err = js.CreateOrUpdateConsumer(ctx, names.Events, want)
+		return err
+	}
+	var old jetstream.Consumer
+	err := streams.Patiently(ctx, func(ctx context.Context) (err error) {
+		old, err = js.Consumer(ctx, names.Events, ConsumerName)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if old != nil {
 		info, ierr := old.Info(ctx)
 		if ierr == nil && info.Config.AckPolicy != want.AckPolicy {
 			want.DeliverPolicy = jetstream.DeliverByStartSequencePolicy
@@ -104,10 +118,9 @@ func relayConsumer(ctx context.Context, js jetstream.JetStream, names streams.Na
 				return nil, err
 			}
 			logger.Info("relay consumer replaced to change its ack policy", "start_seq", want.OptStartSeq)
-			return js.CreateConsumer(ctx, names.Events, want)
 		}
 	}
-	return js.CreateOrUpdateConsumer(ctx, names.Events, want)
+	return cons, streams.Patiently(ctx, create)
 }
 
 // Stats returns the relay's counters.
