@@ -7,12 +7,10 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/backup"
-	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/node"
 )
 
@@ -40,15 +38,11 @@ stderr. The archive is gzip-compressed JSON lines (zcat | jq reads it).
 			if err != nil {
 				return err
 			}
-			nc, err := broker.Connect(cmd.Context(), cfg, "esjet backup")
+			nc, js, err := connectJetStream(cmd.Context(), cfg, "esjet backup")
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
 			if out == "" {
 				out = fmt.Sprintf("%s-%s.esjet-backup.gz", cfg.Namespace, time.Now().UTC().Format("20060102T150405Z"))
 			}
@@ -114,15 +108,11 @@ naming them; --force deletes them first (what they hold is lost).`,
 					return fmt.Errorf("--as: %w", err)
 				}
 			}
-			nc, err := broker.Connect(cmd.Context(), cfg, "esjet restore")
+			nc, js, err := connectJetStream(cmd.Context(), cfg, "esjet restore")
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			js, err := jetstream.New(nc)
-			if err != nil {
-				return err
-			}
 			cfg = node.ResolveReplicas(cfg, nc, nil)
 			file := args[0]
 			open := func() (io.ReadCloser, error) { return os.Open(filepath.Clean(file)) }

@@ -14,9 +14,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/spf13/cobra"
 
+	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/streams"
@@ -304,4 +306,19 @@ func printHistory(w io.Writer, h api.History) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%s\n", c.ID, c.Kind, c.Seq, c.Report, after)
 	}
 	_ = tw.Flush()
+}
+
+// connectJetStream connects as broker.Connect does and opens JetStream on
+// the connection; the caller closes nc.
+func connectJetStream(ctx context.Context, cfg config.Config, name string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := broker.Connect(ctx, cfg, name, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
 }

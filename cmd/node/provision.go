@@ -15,7 +15,6 @@ import (
 
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/demo/trip"
-	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/node"
 	"github.com/esjet/esjet/internal/projection"
 	"github.com/esjet/esjet/internal/streams"
@@ -80,15 +79,11 @@ func (g *globals) provision(ctx context.Context, cfg config.Config, views []stri
 			deny(err)
 		}
 	})
-	nc, err := broker.Connect(ctx, cfg, "esjet provision", onDenied)
+	nc, js, err := connectJetStream(ctx, cfg, "esjet provision", onDenied)
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	cfg = node.ResolveReplicas(cfg, nc, nil)
 	objs := node.Objects(cfg)
 	models, absent, err := readModelObjects(ctx, js, cfg, views)

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/esjet/esjet/config"
-	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 )
@@ -69,15 +68,11 @@ it has not yet received (pending) or not yet acknowledged (ack pending).`,
 func (g *globals) showStreams(ctx context.Context, cfg config.Config, asJSON bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	nc, err := broker.Connect(ctx, cfg, "esjet streams")
+	nc, js, err := connectJetStream(ctx, cfg, "esjet streams")
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
 	reports, err := collectStreams(ctx, js, streams.NamesFor(cfg.Namespace))
 	if err != nil {
 		return err
