@@ -75,6 +75,17 @@ type Event struct {
 	Data json.RawMessage `json:"data,omitempty"`
 }
 
+// Decode unmarshals the event's data into v (nothing when there is none).
+func (e Event) Decode(v any) error {
+	if len(e.Data) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(e.Data, v); err != nil {
+		return fmt.Errorf("decode %s event v%d: %w", e.Type, e.Version, err)
+	}
+	return nil
+}
+
 // Command is an instruction the decision issues, carried out by a worker
 // after the relay moves it to OUTBOX.
 type Command struct {
