@@ -23,12 +23,22 @@ package e2e
 //   - The block after `<!-- readme-test: node output -->` is what the node
 //     prints when it starts; it must match a line of its stdout.
 //
-// Nothing in the README is rewritten. The node listens on free ports instead
-// of 4222 and 8080 (other tests run beside this one), and the commands reach
-// it unchanged: ESJET_NATS_EMBEDDED_LISTEN and ESJET_HTTP_LISTEN point the
-// node and esjet's subcommands there, NATS_URL the nats CLI, a .curlrc
-// (connect-to) curl; outputs show the real ports mapped back to the
-// defaults. `go run ./cmd/node ARGS` runs the binary this package built (a
+// The node listens on free ports instead of 4222 and 8080 (other tests run
+// beside this one), and the commands reach it unchanged:
+// ESJET_NATS_EMBEDDED_LISTEN and ESJET_HTTP_LISTEN point the node and esjet's
+// subcommands there, NATS_URL the nats CLI, a .curlrc (connect-to) curl;
+// outputs show the real ports mapped back to the defaults.
+//
+// A guide that starts processes of its own (a cluster, a hub and sites) names
+// their ports as 127.0.0.1:P or localhost:P with P in 14000–17999, the
+// guides' range: each such P gets a free port the first time a command names
+// it, the one rewrite a command gets, and outputs show P again. A command
+// that ends in & runs in the background: it redirects its output to a file
+// (the next command waits for it, say with until grep -q ready n1.log; do
+// sleep 0.2; done), and its processes are stopped (SIGTERM, then SIGKILL)
+// when the test ends. Those processes set the listen addresses they need
+// (ESJET_NATS_EMBEDDED_LISTEN, ESJET_HTTP_LISTEN or flags), since every
+// command inherits the node's. `go run ./cmd/node ARGS` runs the binary this package built (a
 // `go` on PATH that refuses anything else). The nats CLI is the one on PATH,
 // else natscli is installed by `go install` from the module proxy.
 
@@ -42,7 +52,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -193,25 +205,81 @@ func squeeze(s string) string {
 
 // readmeEnv is where the README's commands run.
 type readmeEnv struct {
+	t        *testing.T
 	dir      string // the working directory: the node's ./data is here
 	env      []string
 	natsAddr string // the node's real listen addresses
 	httpAddr string
+	ports    map[string]string // a guide's port (14000–17999) → the free one used
+	bg       []int             // process groups of background commands
 }
 
-// normalize maps the real addresses in out back to the README's defaults.
+// guidePortRe matches a guide's own port: 127.0.0.1:P or localhost:P with P
+// in 14000–17999.
+var guidePortRe = regexp.MustCompile(`\b(127\.0\.0\.1|localhost):(1[4-7][0-9]{3})\b`)
+
+// mapPorts gives each guide port in cmd a free port (the same one every time
+// it is named) and returns cmd with them.
+func (e *readmeEnv) mapPorts(cmd string) string {
+	return guidePortRe.ReplaceAllStringFunc(cmd, func(m string) string {
+		host, port, _ := strings.Cut(m, ":")
+		real, ok := e.ports[port]
+		if !ok {
+			real = strconv.Itoa(natstest.Ports(e.t, 1)[0])
+			e.ports[port] = real
+		}
+		return host + ":" + real
+	})
+}
+
+// normalize maps the real addresses in out back to the README's defaults
+// and the guides' ports.
 func (e *readmeEnv) normalize(out string) string {
 	out = strings.ReplaceAll(out, e.natsAddr, "127.0.0.1:4222")
-	return strings.ReplaceAll(out, e.httpAddr, "127.0.0.1:8080")
+	out = strings.ReplaceAll(out, e.httpAddr, "127.0.0.1:8080")
+	for shown, real := range e.ports {
+		for _, host := range []string{"127.0.0.1:", "localhost:"} {
+			out = strings.ReplaceAll(out, host+real, host+shown)
+		}
+	}
+	return out
 }
 
 func (e *readmeEnv) run(ctx context.Context, cmd string) (stdout, stderr string, err error) {
+	cmd = e.mapPorts(cmd)
 	c := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", cmd)
 	c.Dir, c.Env = e.dir, e.env
+	// Its own process group, so what a background command started can be
+	// stopped at the end; and a background command that kept stdout open
+	// does not hold the test for ever.
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.WaitDelay = 5 * time.Second
 	var o, s bytes.Buffer
 	c.Stdout, c.Stderr = &o, &s
-	err = c.Run()
+	err = c.Start()
+	if err == nil {
+		if strings.HasSuffix(strings.TrimSpace(cmd), "&") {
+			e.bg = append(e.bg, c.Process.Pid)
+		}
+		err = c.Wait()
+	}
 	return e.normalize(o.String()), s.String(), err
+}
+
+// stopBackground stops what background commands started: SIGTERM to each
+// group, then SIGKILL to what is left after a grace period.
+func (e *readmeEnv) stopBackground() {
+	alive := func(pgid int) bool { return syscall.Kill(-pgid, 0) == nil }
+	for _, pgid := range e.bg {
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, pgid := range e.bg {
+		for alive(pgid) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
 }
 
 // natsCLI returns the directory of a nats CLI: the one on PATH, else one
@@ -235,7 +303,8 @@ func natsCLI(t *testing.T) string {
 func startReadmeNode(t *testing.T, needNATS bool) (*readmeEnv, []string) {
 	t.Helper()
 	dir := t.TempDir()
-	e := &readmeEnv{dir: dir, natsAddr: freeAddr(t), httpAddr: freeAddr(t)}
+	e := &readmeEnv{t: t, dir: dir, natsAddr: freeAddr(t), httpAddr: freeAddr(t), ports: map[string]string{}}
+	t.Cleanup(e.stopBackground) // runs after the node's cleanup below: LIFO
 	bin := filepath.Join(dir, ".bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
