@@ -11,7 +11,8 @@ package e2e
 //     here (keep them few).
 //   - A command fails the test if it exits non-zero. curl runs with
 //     --fail-with-body, so an HTTP error (a 422 because an example reused an
-//     id) fails it too.
+//     id) fails it too — except a curl that prints the status itself
+//     (-w '%{http_code}'): its shown output is the status it must answer.
 //   - `# → text` after a command, on its line or on the lines below it
 //     (continued by lines starting with "#  "), is the command's shown
 //     output: its stdout must match. Whitespace is ignored (pretty or compact
@@ -22,6 +23,9 @@ package e2e
 //     asynchronously ("a moment later"). Other `#` comments are prose.
 //   - The block after `<!-- readme-test: node output -->` is what the node
 //     prints when it starts; it must match a line of its stdout.
+//   - The block after `<!-- readme-test: file NAME -->` (a config file a
+//     guide shows as yaml, say) is written to NAME in the working directory
+//     when the test reaches it, with a guide's ports mapped as below.
 //
 // The node listens on free ports instead of 4222 and 8080 (other tests run
 // beside this one), and the commands reach it unchanged:
@@ -182,12 +186,26 @@ func readsOnly(cmd string) bool {
 	case strings.Contains(c, " nats stream "):
 		return true
 	}
-	for _, sub := range []string{" state ", " events ", " outbox ", " streams ", " dlq ls ", " dlq show ", " reconcile "} {
+	for _, sub := range []string{" state ", " events ", " outbox ", " streams ", " dlq ls ", " dlq show ", " reconcile ", " sites "} {
 		if strings.Contains(c, " ./cmd/node"+sub) && !strings.Contains(c, "--repair") {
 			return true
 		}
 	}
 	return false
+}
+
+// showsStatus reports whether cmd is a curl that prints the HTTP status.
+func showsStatus(cmd string) bool {
+	return strings.Contains(cmd, "curl ") && strings.Contains(cmd, "%{http_code}")
+}
+
+// exitCode is err's exit status, -1 when err is not an exit.
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
 }
 
 // outputPattern turns a shown output into a regexp over whitespace-free text.
@@ -264,6 +282,23 @@ func (e *readmeEnv) run(ctx context.Context, cmd string) (stdout, stderr string,
 		err = c.Wait()
 	}
 	return e.normalize(o.String()), s.String(), err
+}
+
+// logTails is the end of each *.log a guide's background command wrote in
+// the working directory, for a failure's message.
+func (e *readmeEnv) logTails() string {
+	logs, _ := filepath.Glob(filepath.Join(e.dir, "*.log"))
+	var b strings.Builder
+	for _, l := range logs {
+		raw, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+		lines = lines[max(0, len(lines)-15):]
+		fmt.Fprintf(&b, "\n%s (last lines):\n  %s", filepath.Base(l), strings.Join(lines, "\n  "))
+	}
+	return e.normalize(b.String())
 }
 
 // stopBackground stops what background commands started: SIGTERM to each
@@ -413,8 +448,17 @@ func TestReadmeCommands(t *testing.T) {
 		case b.marker == "node output":
 			checkNodeOutput(t, b, printed)
 			continue
+		case strings.HasPrefix(b.marker, "file "):
+			name := strings.TrimSpace(strings.TrimPrefix(b.marker, "file "))
+			if name == "" || filepath.Base(name) != name {
+				t.Fatalf("%s:%d: a file marker names a file of the working directory: <!-- readme-test: file NAME -->, not %q", b.file, b.line, b.marker)
+			}
+			if err := os.WriteFile(filepath.Join(e.dir, name), []byte(e.mapPorts(b.text)+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			continue
 		case b.marker != "":
-			t.Errorf("%s:%d: unknown marker %q (use skip (reason) or node output)", b.file, b.line, b.marker)
+			t.Errorf("%s:%d: unknown marker %q (use skip (reason), node output or file NAME)", b.file, b.line, b.marker)
 			continue
 		}
 		for _, c := range b.commands {
@@ -482,13 +526,17 @@ func runReadmeCommand(t *testing.T, e *readmeEnv, c readmeCommand) {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		// Three minutes: a wait for a cluster's nodes on a loaded machine.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		stdout, stderr, err := e.run(ctx, c.text)
 		cancel()
+		if showsStatus(c.text) && exitCode(err) == 22 { // curl's "HTTP error", shown
+			err = nil
+		}
 		if err != nil {
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || !readsOnly(c.text) || time.Now().After(deadline) {
-				t.Fatalf("%s:%d: %s\nfailed: %v\nstdout:\n%s\nstderr:\n%s", c.file, c.line, c.text, err, stdout, stderr)
+				t.Fatalf("%s:%d: %s\nfailed: %v\nstdout:\n%s\nstderr:\n%s%s", c.file, c.line, c.text, err, stdout, stderr, e.logTails())
 			}
 		} else if re == nil || re.MatchString(squeeze(stdout)) {
 			return
@@ -529,5 +577,27 @@ func TestReadmeParse(t *testing.T) {
 		if got := readsOnly(cmd); got != want {
 			t.Errorf("readsOnly(%q) = %v, want %v", cmd, got, want)
 		}
+	}
+}
+
+// TestReadmeGuidePorts pins the port rule: a guide's port (14000–17999 after
+// 127.0.0.1: or localhost:) gets one free port wherever it is named, nothing
+// else is touched, and outputs show the guide's port again.
+func TestReadmeGuidePorts(t *testing.T) {
+	e := &readmeEnv{t: t, natsAddr: "192.0.2.1:4222", httpAddr: "192.0.2.1:8080", ports: map[string]string{}}
+	cmd := e.mapPorts(`--listen 127.0.0.1:14222 --url nats://localhost:14222 -d '{"budget":15000}' 127.0.0.1:4222 127.0.0.1:18080 x:14223`)
+	real := e.ports["14222"]
+	if real == "" || real == "14222" || len(e.ports) != 1 {
+		t.Fatalf("ports = %v", e.ports)
+	}
+	want := `--listen 127.0.0.1:` + real + ` --url nats://localhost:` + real + ` -d '{"budget":15000}' 127.0.0.1:4222 127.0.0.1:18080 x:14223`
+	if cmd != want {
+		t.Fatalf("mapped\n  %s\nwant\n  %s", cmd, want)
+	}
+	if again := e.mapPorts("127.0.0.1:14222"); again != "127.0.0.1:"+real {
+		t.Fatalf("named again: %s", again)
+	}
+	if out := e.normalize("listening on 127.0.0.1:" + real); out != "listening on 127.0.0.1:14222" {
+		t.Fatalf("normalized: %s", out)
 	}
 }
