@@ -13,7 +13,7 @@ import unittest
 import nats
 import nats.js.errors as jserrors
 
-from esjet_client import Receiver, digest_of, encode_key, parse_fence, retryable
+from esjet_client import Failure, Receiver, digest_of, encode_key, parse_fence, retryable
 
 URL = os.environ.get("ESJET_NATS_URL", "nats://127.0.0.1:4222")
 BUCKET = "esjet_python_tests"
@@ -53,11 +53,10 @@ class ReceiverTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(json.loads(resp.data), {"result": {"ok": True}})
         self.assertFalse(resp.headers, f"the reply carries headers {resp.headers}: want none (the worker reads the body)")
 
-    async def test_a_failure_releases_the_key_after_its_revision_moved(self) -> None:
-        # As when a renewal's ack was lost: the claim is still ours but at a
-        # newer revision than the receiver last saw. The release must still
-        # happen, or the next delivery waits a whole lease.
-        key = self.key("k")
+    def moves_then_fails(self, key: str):
+        """An effect that rewrites its own claim, as a renewal whose ack was
+        lost does (the claim is still ours, at a newer revision than the
+        receiver last saw), then fails."""
         k = encode_key(key)
 
         async def effect():
@@ -65,21 +64,19 @@ class ReceiverTest(unittest.IsolatedAsyncioTestCase):
             await self.rcv.kv.update(k, e.value, last=e.revision)
             raise retryable("effect failed")
 
-        with self.assertRaises(Exception):
-            await self.rcv.do(key, b"{}", effect)
+        return effect
+
+    async def test_a_failure_releases_the_key_after_its_revision_moved(self) -> None:
+        # Else the next delivery waits a whole lease.
+        key = self.key("k")
+        with self.assertRaises(Failure):
+            await self.rcv.do(key, b"{}", self.moves_then_fails(key))
         self.assertIsNone(await self.record(key), "the failed claim was not released")
 
     async def test_a_fenced_failure_keeps_the_fence_after_the_revision_moved(self) -> None:
         key = self.key("k")
-        k = encode_key(key)
-
-        async def effect():
-            e = await self.rcv.kv.get(k)
-            await self.rcv.kv.update(k, e.value, last=e.revision)
-            raise retryable("effect failed")
-
-        with self.assertRaises(Exception):
-            await self.rcv.do_fenced(key, 7, b"{}", effect)
+        with self.assertRaises(Failure):
+            await self.rcv.do_fenced(key, 7, b"{}", self.moves_then_fails(key))
         rec = await self.record(key)
         self.assertEqual((rec or {}).get("state"), "released", rec)
         self.assertEqual(rec.get("fence"), 7, rec)
