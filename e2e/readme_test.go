@@ -30,8 +30,11 @@ package e2e
 // The node listens on free ports instead of 4222 and 8080 (other tests run
 // beside this one), and the commands reach it unchanged:
 // ESJET_NATS_EMBEDDED_LISTEN and ESJET_HTTP_LISTEN point the node and esjet's
-// subcommands there, NATS_URL the nats CLI, a .curlrc (connect-to) curl;
-// outputs show the real ports mapped back to the defaults.
+// subcommands there, NATS_URL the nats CLI (and the Python example), a
+// .curlrc (connect-to) curl; outputs show the real ports mapped back to the
+// defaults. The commands run in a temporary directory where `clients` is a
+// link to the repository's, so a guide's `clients/…` paths (the Python
+// client, run from the repository's root) reach it.
 //
 // A guide that starts processes of its own (a cluster, a hub and sites) names
 // their ports as 127.0.0.1:P or localhost:P with P in 14000–17999, the
@@ -42,9 +45,10 @@ package e2e
 // sleep 0.2; done), and its processes are stopped (SIGTERM, then SIGKILL)
 // when the test ends. Those processes set the listen addresses they need
 // (ESJET_NATS_EMBEDDED_LISTEN, ESJET_HTTP_LISTEN or flags), since every
-// command inherits the node's. `go run ./cmd/node ARGS` runs the binary this package built (a
-// `go` on PATH that refuses anything else). The nats CLI is the one on PATH,
-// else natscli is installed by `go install` from the module proxy.
+// command inherits the node's. `go run ./cmd/node ARGS` runs the binary this
+// package built (a `go` on PATH that refuses anything else). The nats CLI is
+// the one on PATH, else natscli is installed by `go install` from the module
+// proxy.
 
 import (
 	"bufio"
@@ -352,6 +356,13 @@ exit 127
 	if err := os.WriteFile(filepath.Join(bin, "go"), []byte(goShim), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	clients, err := filepath.Abs("../clients")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(clients, filepath.Join(dir, "clients")); err != nil {
+		t.Fatal(err)
+	}
 	curlrc := fmt.Sprintf("fail-with-body\nconnect-to = localhost:8080:%[1]s\nconnect-to = 127.0.0.1:8080:%[1]s\n", e.httpAddr)
 	if err := os.WriteFile(filepath.Join(dir, ".curlrc"), []byte(curlrc), 0o644); err != nil {
 		t.Fatal(err)
@@ -366,6 +377,7 @@ exit 127
 		"NATS_URL=nats://"+e.natsAddr,
 		"README_TEST_ESJET="+binary,
 		"ESJET_NATS_EMBEDDED_LISTEN="+e.natsAddr, "ESJET_HTTP_LISTEN="+e.httpAddr,
+		"PYTHONDONTWRITEBYTECODE=1", // no __pycache__ written into the repository's clients/python
 	)
 
 	cmd := exec.Command(binary) // `go run ./cmd/node`: esjet run with the defaults
