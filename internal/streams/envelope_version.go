@@ -26,9 +26,13 @@ type EnvelopeError struct {
 }
 
 func (e *EnvelopeError) Error() string {
-	return fmt.Sprintf("message seq %d on %s has envelope version %d, newer than this node reads (%d): a newer build wrote it; "+
+	where := "a message"
+	if e.Subject != "" {
+		where = fmt.Sprintf("message seq %d on %s", e.Seq, e.Subject)
+	}
+	return fmt.Sprintf("%s has envelope version %d, newer than this node reads (%d): a newer build wrote it; "+
 		"this aggregate is served by nodes of that build only (upgrade this node), the node refuses rather than guess",
-		e.Seq, e.Subject, e.Version, wire.EnvelopeVersion)
+		where, e.Version, wire.EnvelopeVersion)
 }
 
 func (e *EnvelopeError) Unwrap() error { return ErrEnvelopeTooNew }
