@@ -121,6 +121,9 @@ func upcastEvent(aggType string, e streams.Event, u *upcasts) (streams.Event, er
 	if v > cur {
 		return e, &SchemaError{AggregateType: aggType, EventType: e.Type, Schema: v, Known: cur}
 	}
+	if v < cur {
+		e.StoredSchema = v
+	}
 	for ; v < cur; v++ {
 		data, err := u.steps[v-1](e.Data)
 		if err != nil {

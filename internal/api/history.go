@@ -32,15 +32,18 @@ type History struct {
 
 // HistoryEvent is one stored event.
 type HistoryEvent struct {
-	ID         string    `json:"id"`
-	Type       string    `json:"type"`
-	Schema     int       `json:"schema"`
-	Version    uint64    `json:"version"`
-	Time       time.Time `json:"time"`
-	Seq        uint64    `json:"seq"`
-	Position   uint64    `json:"position"` // global: seq×10000 + index in the decision
-	DecisionID string    `json:"decision_id"`
-	Data       any       `json:"data,omitempty"`
+	ID     string `json:"id"`
+	Type   string `json:"type"`
+	Schema int    `json:"schema"`
+	// StoredSchema is the schema version the log holds, when upcasters
+	// brought the event to Schema (absent: stored as shown).
+	StoredSchema int       `json:"stored_schema,omitempty"`
+	Version      uint64    `json:"version"`
+	Time         time.Time `json:"time"`
+	Seq          uint64    `json:"seq"`
+	Position     uint64    `json:"position"` // global: seq×10000 + index in the decision
+	DecisionID   string    `json:"decision_id"`
+	Data         any       `json:"data,omitempty"`
 }
 
 // HistoryCommand is one recorded command.
@@ -142,7 +145,7 @@ func (s *Service) history(ctx context.Context, typ, id string, after uint64, lim
 				skipped(h.Events[len(h.Events)-1].Seq)
 				return h, nil
 			}
-			h.Events = append(h.Events, HistoryEvent{ID: e.ID, Type: e.Type, Schema: e.Schema, Version: e.Version,
+			h.Events = append(h.Events, HistoryEvent{ID: e.ID, Type: e.Type, Schema: e.Schema, StoredSchema: e.StoredSchema, Version: e.Version,
 				Time: e.Time, Seq: r.Seq, Position: r.EventPosition(i), DecisionID: r.ID, Data: rawJSON(e.Data)})
 		}
 		for _, c := range r.Commands {
