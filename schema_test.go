@@ -120,6 +120,10 @@ func TestSchemaEvolution(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(body, `"refused"`) || !strings.Contains(body, "counter.c1") {
 		t.Fatalf("readyz on the v2 node: %d %s; want ready, naming the refused c1", code, body)
 	}
+	code, body = httpGet(t, "http://"+n.HTTPAddr()+"/console/api/overview")
+	if code != http.StatusOK || !strings.Contains(body, `"refused":[{`) || !strings.Contains(body, "counter.c1") {
+		t.Fatalf("the console's overview on the v2 node: %d %s; want it to list the refused c1", code, body)
+	}
 }
 
 func httpGet(t *testing.T, url string) (int, string) {
