@@ -32,18 +32,19 @@ type History struct {
 
 // HistoryEvent is one stored event.
 type HistoryEvent struct {
-	ID     string `json:"id"`
-	Type   string `json:"type"`
-	Schema int    `json:"schema"`
+	ID         string    `json:"id"`
+	Type       string    `json:"type"`
+	Schema     int       `json:"schema"`
+	Version    uint64    `json:"version"`
+	Time       time.Time `json:"time"`
+	Seq        uint64    `json:"seq"`
+	Position   uint64    `json:"position"` // global: seq×10000 + index in the decision
+	DecisionID string    `json:"decision_id"`
+	Data       any       `json:"data,omitempty"`
+
 	// StoredSchema is the schema version the log holds, when upcasters
 	// brought the event to Schema (absent: stored as shown).
-	StoredSchema int       `json:"stored_schema,omitempty"`
-	Version      uint64    `json:"version"`
-	Time         time.Time `json:"time"`
-	Seq          uint64    `json:"seq"`
-	Position     uint64    `json:"position"` // global: seq×10000 + index in the decision
-	DecisionID   string    `json:"decision_id"`
-	Data         any       `json:"data,omitempty"`
+	StoredSchema int `json:"stored_schema,omitempty"`
 }
 
 // HistoryCommand is one recorded command.
