@@ -1,6 +1,9 @@
 package esjet
 
-import "github.com/esjet/esjet/internal/aggregate"
+import (
+	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/aggregate"
+)
 
 // UpcastFunc turns an event's JSON data of schema version n into version
 // n+1. It must be pure: every read of an old event runs it again.
@@ -27,3 +30,11 @@ type SchemaError = aggregate.SchemaError
 // (API code schema_too_new) until a node that knows the version serves them;
 // other aggregates are served as usual.
 var ErrSchemaTooNew = aggregate.ErrSchemaTooNew
+
+// Raw types' schema evolution, in the configuration
+// (aggregates.raw.<type>.events): per event type, the steps from version 1.
+type (
+	RawType   = config.RawType
+	RawEvent  = config.RawEvent
+	Transform = config.Transform
+)

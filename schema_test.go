@@ -136,3 +136,40 @@ func httpGet(t *testing.T, url string) (int, string) {
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
+
+// TestRawTypeTransforms: a raw type's steps from the configuration apply
+// to its history (rename, default, remove, chained), and an event of a
+// version beyond them is refused (503 schema_too_new) without touching
+// another raw aggregate.
+func TestRawTypeTransforms(t *testing.T) {
+	cfg := esjettest.Config(t)
+	cfg.Aggregates.Raw = map[string]esjet.RawType{"invoice": {Events: map[string]esjet.RawEvent{"issued": {Upcast: []esjet.Transform{
+		{Rename: map[string]string{"amt": "amount"}, Default: map[string]any{"currency": "EUR"}},
+		{Remove: []string{"legacy"}},
+	}}}}}
+	n := esjettest.StartWith(t, cfg)
+	base := "http://" + n.HTTPAddr() + "/v1/raw/invoice/"
+	for _, c := range []struct{ id, body string }{
+		{"i1", `{"expected_version":0,"events":[{"type":"issued","schema":1,"data":{"amt":12,"legacy":true}}]}`},
+		{"i2", `{"expected_version":0,"events":[{"type":"issued","schema":4,"data":{"x":1}}]}`},
+	} {
+		resp, err := http.Post(base+c.id+"/events", "application/json", strings.NewReader(c.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("raw append to %s: %d %s", c.id, resp.StatusCode, b)
+		}
+	}
+	code, body := httpGet(t, base+"i1/events")
+	if code != http.StatusOK || !strings.Contains(body, `"schema":3`) || !strings.Contains(body, `"stored_schema":1`) ||
+		!strings.Contains(body, `"data":{"amount":12,"currency":"EUR"}`) {
+		t.Fatalf("history of i1: %d %s; want issued at schema 3 (stored 1) as {amount, currency}", code, body)
+	}
+	code, body = httpGet(t, base+"i2/events")
+	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"schema_too_new"`) {
+		t.Fatalf("history of i2 (schema 4, the configuration knows 3): %d %s; want 503 schema_too_new", code, body)
+	}
+}
