@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -172,4 +173,24 @@ func TestRawTypeTransforms(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"schema_too_new"`) {
 		t.Fatalf("history of i2 (schema 4, the configuration knows 3): %d %s; want 503 schema_too_new", code, body)
 	}
+}
+
+// Version 2 of the counter's "added" event names its field "amount"; one
+// function turns a stored version 1 into it, one line registers it.
+func ExampleUpcast() {
+	def := esjet.Define("counter", 1, func(s Counter, e esjet.Event) Counter {
+		var a struct{ Amount int }
+		_ = e.Decode(&a)
+		s.N += a.Amount
+		return s
+	})
+	esjet.Upcast(def, "added", 1, func(data json.RawMessage) (json.RawMessage, error) {
+		var v1 struct{ By int }
+		if err := json.Unmarshal(data, &v1); err != nil {
+			return nil, err
+		}
+		return json.Marshal(map[string]int{"amount": v1.By})
+	})
+	fmt.Println("added is at schema", def.Definition().EventSchema("added"))
+	// Output: added is at schema 2
 }
