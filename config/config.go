@@ -248,6 +248,9 @@ type RawType struct {
 	// Commands are the command kinds its appends may issue; an append that
 	// issues any other is refused (403) and writes nothing. Empty: none.
 	Commands []string `yaml:"commands"`
+	// Events declare, per event type, how its stored data is brought to the
+	// current shape (rawschema.go). Empty: events are read as stored.
+	Events map[string]RawEvent `yaml:"events"`
 }
 
 // Projections tunes how the nodes that run the read models share their

@@ -345,6 +345,7 @@ func (a Aggregates) validateRaw(v *validator) {
 			}
 			seen[kind] = true
 		}
+		a.Raw[typ].validateEvents(v, field)
 	}
 }
 

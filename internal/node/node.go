@@ -138,11 +138,15 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	}
 	js := n.broker.JetStream()
 	n.receipts = receiptCommitter(cfg, js, logger)
-	n.log, err = streams.Open(ctx, js, cfg.Namespace, LogConfig(cfg), logger)
+	reg, err := aggregate.NewRegistry(opts.Aggregates...)
 	if err != nil {
 		return nil, err
 	}
-	reg, err := aggregate.NewRegistry(opts.Aggregates...)
+	lc := LogConfig(cfg)
+	if lc.Upcast, err = n.upcasters(cfg, reg); err != nil {
+		return nil, err
+	}
+	n.log, err = streams.Open(ctx, js, cfg.Namespace, lc, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -68,6 +68,9 @@ type Event struct {
 	Type string `json:"type"`
 	// Schema is the version of Data's shape; 0 means 1. Upcasters see it.
 	Schema int `json:"schema"`
+	// StoredSchema is the version the log holds when a reader's upcasters
+	// brought Data to Schema (0: as stored). Never written.
+	StoredSchema int `json:"-"`
 	// Version is the aggregate version, assigned by Append: expected+1, +2…
 	Version uint64 `json:"version"`
 	// Time is set by Append when zero.
