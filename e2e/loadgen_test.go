@@ -111,8 +111,11 @@ type effectLedger struct {
 	// the first (Esjet-Attempt > 1) takes instead: it keeps a redelivered
 	// call in flight (fencing_test.go).
 	redeliveryDelay time.Duration
-	lateInFlight    atomic.Int64 // effects of attempts after the first, running now
-	running         atomic.Int64 // effects running now
+	// delayOf, if set, says how long the effect of request m of kind
+	// takes (it replaces delay).
+	delayOf      func(kind string, m *nats.Msg) time.Duration
+	lateInFlight atomic.Int64 // effects of attempts after the first, running now
+	running      atomic.Int64 // effects running now
 
 	mu         sync.Mutex
 	deliveries map[string]int             // idempotency key → requests received
@@ -245,15 +248,18 @@ func (l *effectLedger) handle(kind string, m *nats.Msg) {
 	l.kindOf[key] = kind
 	l.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	delay := l.delay
+	if l.delayOf != nil {
+		delay = l.delayOf(kind, m)
+	}
+	if l.redeliveryDelay > 0 && m.Header.Get("Esjet-Attempt") != "1" {
+		delay = l.redeliveryDelay
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second+delay)
 	defer cancel()
 	fence, err := receiver.ParseFence(m.Header.Get(receiver.HeaderFence))
 	if err != nil {
 		l.problem("%s %s: %v", kind, key, err)
-	}
-	delay := l.delay
-	if l.redeliveryDelay > 0 && m.Header.Get("Esjet-Attempt") != "1" {
-		delay = l.redeliveryDelay
 	}
 	res, replayed, err := l.rcv.DoFenced(ctx, key, fence, m.Data, func(ctx context.Context) (json.RawMessage, error) {
 		l.running.Add(1)
