@@ -119,22 +119,27 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		AllowAtomicPublish: true,
 		Compression:        compression(c),
 	}, {
-		Name:              names.DLQ,
-		Description:       "esjet dead letters: exhausted or terminally failed commands on " + wire.DeadLetterSubject(names.Namespace, "<kind>"),
-		Subjects:          []string{names.DLQFilter()},
-		Retention:         jetstream.LimitsPolicy,
-		Storage:           jetstream.FileStorage,
-		Replicas:          c.Replicas,
-		MaxAge:            0,
-		MaxMsgs:           -1,
-		MaxBytes:          -1,
-		MaxMsgsPerSubject: -1,
+		Name:        names.DLQ,
+		Description: "esjet dead letters: exhausted or terminally failed commands, one subject each, " + wire.DeadLetterSubject(names.Namespace, "<kind>", 0) + "…",
+		Subjects:    []string{names.DLQFilter()},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+		MaxAge:      0,
+		MaxMsgs:     -1,
+		MaxBytes:    -1,
+		// One message per subject, and per-message TTLs: every letter,
+		// settled copy and audit record has a subject of its own, and a
+		// settled letter leaves by being replaced on its subject by a mark
+		// that expires (wire.SettleMark); its copy expires after
+		// streams.dlq_settled_max_age. Open letters carry no TTL.
+		MaxMsgsPerSubject: 1,
+		AllowMsgTTL:       true,
 		MaxMsgSize:        maxMsg,
 		Discard:           jetstream.DiscardNew,
-		// Nothing may delete or purge the dead letters: esjet dlq
-		// retry/discard settle an entry with an audit record that names
-		// it, and the entry stays. esjet provision turns them on for an
-		// older DLQ (false → true is allowed; the reverse is not).
+		// Nothing may delete or purge a dead letter: only settling one (an
+		// audit record first) replaces it. esjet provision turns them on
+		// for an older DLQ (false → true is allowed; the reverse is not).
 		DenyDelete:  true,
 		DenyPurge:   true,
 		AllowDirect: true,
@@ -371,6 +376,7 @@ func updated(have, want jetstream.StreamConfig) jetstream.StreamConfig {
 	upd.AllowDirect = want.AllowDirect
 	upd.Duplicates = want.Duplicates
 	upd.AllowMsgSchedules = want.AllowMsgSchedules
+	upd.AllowMsgTTL = want.AllowMsgTTL
 	// The server takes a new compression in place; its file store applies
 	// it to the blocks it writes after a restart.
 	upd.Compression = want.Compression
