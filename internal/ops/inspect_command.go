@@ -177,11 +177,6 @@ func (in *Inspector) Command(ctx context.Context, id string) (CommandInfo, error
 				rng.Filter = f
 			}
 		}
-		if info.Cause == nil {
-			if hist, err = OpenDLQ(in.js, in.names.Namespace).History(ctx, id, info.Kind); err != nil {
-				return info, err
-			}
-		}
 		// A settled letter is replaced on its subject by a mark that
 		// expires: it is no longer dead.
 		if err := in.find(ctx, in.names.DLQ, rng, id, func(c Copy, m *jetstream.RawStreamMsg) {
