@@ -212,6 +212,7 @@ func ProvisionConfig(cfg config.Config) streams.ProvisionConfig {
 		OutboxMaxAge:          cfg.Streams.OutboxMaxAge.Std(),
 		MaxMessageSize:        int(cfg.Streams.MaxMessageSize),
 		Compression:           cfg.Streams.Compression != config.CompressionNone,
+		DLQSettledMaxAge:      cfg.Streams.DLQSettledMaxAge.Std(),
 	}
 }
 

@@ -27,6 +27,10 @@ type ProvisionConfig struct {
 	// Compression keeps EVENTS and OUTBOX blocks S2-compressed on disk
 	// (a sealed block is compressed whole; readers see the same messages).
 	Compression bool
+	// DLQSettledMaxAge is how long a settled dead letter's copy stays
+	// (streams.dlq_settled_max_age): provisioning gives an older DLQ's
+	// settled letters what is left of it. Zero means 720h.
+	DLQSettledMaxAge time.Duration
 }
 
 // setDefaults fills what is zero with config.Default()'s values: the
@@ -43,6 +47,9 @@ func (c *ProvisionConfig) setDefaults() {
 	}
 	if c.OutboxDuplicateWindow == 0 {
 		c.OutboxDuplicateWindow = d.OutboxDuplicateWindow.Std()
+	}
+	if c.DLQSettledMaxAge == 0 {
+		c.DLQSettledMaxAge = d.DLQSettledMaxAge.Std()
 	}
 	if c.OutboxMaxAge == 0 {
 		c.OutboxMaxAge = d.OutboxMaxAge.Std()
@@ -232,6 +239,7 @@ func BucketStreamConfig(kv jetstream.KeyValueConfig) jetstream.StreamConfig {
 type Object struct {
 	Name   string // the stream's name, or the bucket's
 	Config jetstream.StreamConfig
+	dlq    *legacyDLQ // the DLQ's: an older one's letters to move first (dlqmigrate.go)
 }
 
 // Objects are the namespace's streams (EVENTS, OUTBOX, DLQ) and buckets
@@ -242,7 +250,7 @@ func Objects(ns string, c ProvisionConfig) []Object {
 	for _, s := range StreamConfigs(names, c) {
 		out = append(out, Object{Name: s.Name, Config: s})
 	}
-	return append(out, bucketObjects(names, c)...)
+	return withLegacyDLQ(names, c, append(out, bucketObjects(names, c)...))
 }
 
 // bucketObjects are the namespace's buckets; receipts allow atomic
@@ -342,6 +350,9 @@ func provisionStream(ctx context.Context, js jetstream.JetStream, o Object, mode
 	}
 	if len(immutable) > 0 {
 		return Change{}, &ImmutableError{Stream: want.Name, Fields: immutable}
+	}
+	if o.dlq != nil {
+		return o.dlq.provision(ctx, js, st, o, diffs, mode)
 	}
 	if len(diffs) == 0 {
 		return Change{Name: o.Name, Action: "unchanged"}, nil

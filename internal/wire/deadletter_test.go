@@ -80,7 +80,7 @@ func TestARedriveGoesToItsBandAboveTheFenceItDiedWith(t *testing.T) {
 	m := DeadLetterMsg("ns", delivered, 7, "no", 3, "node-1", now)
 	m.Header.Set(HeaderDeadFence, "912")
 	raw := &jetstream.RawStreamMsg{Subject: m.Subject, Sequence: 11, Header: m.Header, Data: m.Data}
-	if m.Subject != "ns.dlq.pay" || DeadFence(raw) != 912 {
+	if m.Subject != "ns.dlq.letter.pay.7" || DeadFence(raw) != 912 {
 		t.Fatalf("dead letter on %s, fence %d", m.Subject, DeadFence(raw))
 	}
 	out := RedriveMsg("ns", raw, PriorityLow, 912)
