@@ -9,8 +9,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -96,23 +94,13 @@ func (c *keyCalls) overlaps() []string {
 // well above it.
 func keyNodeConfig(t *testing.T, name string) string {
 	t.Helper()
-	var b strings.Builder
-	b.WriteString("workers:\n")
-	for _, k := range slices.Sorted(mapKeys(ledgerSubjects)) {
-		if k == "book_hotel" {
-			fmt.Fprintf(&b, "  %s:\n    target: nats\n    subject: %s.%s\n    ack_wait: %s\n    timeout: %s\n    max_attempts: 50\n    backoff_initial: 50ms\n    backoff_max: 500ms\n    concurrency_key: traveler\n    concurrency: 1\n",
-				k, ledgerSubjects[k], name, faultAckWait, keyCallTimeout)
-			continue
+	return writeLedgerConfig(t, slices.Sorted(mapKeys(ledgerSubjects)), func(k string) ledgerKind {
+		if k != "book_hotel" {
+			return ledgerKind{timeout: "5s"}
 		}
-		fmt.Fprintf(&b, "  %s:\n    target: nats\n    subject: %s\n    ack_wait: %s\n    timeout: 5s\n    max_attempts: 50\n    backoff_initial: 50ms\n    backoff_max: 500ms\n",
-			k, ledgerSubjects[k], faultAckWait)
-	}
-	fmt.Fprintf(&b, "outbox:\n  ack_wait: %s\n  failover_after: 2s\n", faultRelayAckWait)
-	path := filepath.Join(t.TempDir(), "esjet.yaml")
-	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+		return ledgerKind{subject: ledgerSubjects[k] + "." + name, timeout: keyCallTimeout.String(),
+			more: "    concurrency_key: traveler\n    concurrency: 1\n"}
+	}, "")
 }
 
 const (
