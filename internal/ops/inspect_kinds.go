@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/esjet/esjet/internal/wire"
@@ -145,8 +144,6 @@ func subjectCounts(ctx context.Context, st jetstream.Stream, filter string) (map
 	}
 	return info.State.Subjects, nil
 }
-
-func lastTokens(subject, prefix string) string { return strings.TrimPrefix(subject, prefix) }
 
 // lastActive is the later of a consumer's last delivery and last ack.
 func lastActive(ci *jetstream.ConsumerInfo) time.Time {
