@@ -188,6 +188,12 @@ type Streams struct {
 	OutboxDuplicateWindow Duration `yaml:"outbox_duplicate_window"`
 	// OutboxMaxAge is how long OUTBOX keeps commands for audit. Default 168h (7 days).
 	OutboxMaxAge Duration `yaml:"outbox_max_age"`
+	// DLQSettledMaxAge is how long a dead letter that was retried or
+	// discarded stays in the DLQ, whole (`esjet dlq show` still shows it),
+	// before it expires; its audit record (who, when, what, why; no
+	// payload) is kept. Open dead letters never expire. At least 1s.
+	// Default 720h (30 days).
+	DLQSettledMaxAge Duration `yaml:"dlq_settled_max_age"`
 	// MaxMessageSize is the largest message (one decision) a stream accepts, between
 	// 1KiB and 8MiB; the embedded server's max_payload is raised to match. Default 1MiB.
 	MaxMessageSize ByteSize `yaml:"max_message_size"`
@@ -382,6 +388,7 @@ func Default() Config {
 			DuplicateWindow:       Duration(2 * time.Minute),
 			OutboxDuplicateWindow: Duration(10 * time.Minute),
 			OutboxMaxAge:          Duration(168 * time.Hour),
+			DLQSettledMaxAge:      Duration(720 * time.Hour),
 			MaxMessageSize:        MiB,
 			Compression:           CompressionNone,
 		},

@@ -240,6 +240,9 @@ func (s *Streams) validate(v *validator) {
 	} else if s.DuplicateWindow > 0 && s.OutboxMaxAge < s.DuplicateWindow {
 		v.add("streams.outbox_max_age", s.OutboxMaxAge, fmt.Sprintf("must be at least streams.duplicate_window (%s)", s.DuplicateWindow))
 	}
+	if s.DLQSettledMaxAge < Duration(time.Second) {
+		v.add("streams.dlq_settled_max_age", s.DLQSettledMaxAge, "must be at least 1s (JetStream's shortest message TTL), e.g. 720h")
+	}
 	if s.MaxMessageSize < KiB || s.MaxMessageSize > 8*MiB {
 		v.add("streams.max_message_size", s.MaxMessageSize, "use a size between 1KiB and 8MiB")
 	}

@@ -16,7 +16,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -67,18 +66,7 @@ func (r *finishedOnly) DoFenced(ctx context.Context, key string, fence uint64, _
 // the ledger's redelivery delay, so the replacing call is not cut short.
 func fencingNodeConfig(t *testing.T) string {
 	t.Helper()
-	var b strings.Builder
-	b.WriteString("workers:\n")
-	for _, k := range slices.Sorted(mapKeys(ledgerSubjects)) {
-		fmt.Fprintf(&b, "  %s:\n    target: nats\n    subject: %s\n    ack_wait: %s\n    timeout: 20s\n    max_attempts: 50\n    backoff_initial: 50ms\n    backoff_max: 500ms\n",
-			k, ledgerSubjects[k], faultAckWait)
-	}
-	fmt.Fprintf(&b, "outbox:\n  ack_wait: %s\n  failover_after: 2s\n", faultRelayAckWait)
-	path := filepath.Join(t.TempDir(), "esjet.yaml")
-	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
+	return writeLedgerConfig(t, slices.Sorted(mapKeys(ledgerSubjects)), func(string) ledgerKind { return ledgerKind{timeout: "20s"} }, "")
 }
 
 // stopped reports whether process pid is stopped (state T in /proc).

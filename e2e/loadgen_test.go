@@ -23,8 +23,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -70,34 +68,6 @@ const (
 	faultAttemptTimout = 3 * time.Second
 )
 
-// ledgerNodeConfig writes a node config routing the trip's six kinds to the
-// ledger's subjects with short timings; extra is top-level YAML appended
-// as is (it must not repeat workers: or outbox:). Run the node with
-// ESJET_DEMO_SERVICES=false.
-func ledgerNodeConfig(t *testing.T, extra string) string {
-	t.Helper()
-	return ledgerNodeConfigKinds(t, slices.Sorted(mapKeys(ledgerSubjects)), extra)
-}
-
-// ledgerNodeConfigKinds is ledgerNodeConfig with workers for kinds only:
-// the other kinds wait in OUTBOX for another node's workers.
-func ledgerNodeConfigKinds(t *testing.T, kinds []string, extra string) string {
-	t.Helper()
-	var b strings.Builder
-	b.WriteString("workers:\n")
-	for _, k := range kinds {
-		fmt.Fprintf(&b, "  %s:\n    target: nats\n    subject: %s\n    ack_wait: %s\n    timeout: 5s\n    max_attempts: 50\n    backoff_initial: 50ms\n    backoff_max: 500ms\n",
-			k, ledgerSubjects[k], faultAckWait)
-	}
-	fmt.Fprintf(&b, "outbox:\n  ack_wait: %s\n  failover_after: 2s\n", faultRelayAckWait)
-	b.WriteString(extra)
-	path := filepath.Join(t.TempDir(), "esjet.yaml")
-	if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // effectLedger is the services' side, in the test process: it answers the
 // ledger subjects as the demo services answer theirs, folds repeated
 // deliveries with package receiver on a KV bucket of its own NATS server
@@ -111,8 +81,11 @@ type effectLedger struct {
 	// the first (Esjet-Attempt > 1) takes instead: it keeps a redelivered
 	// call in flight (fencing_test.go).
 	redeliveryDelay time.Duration
-	lateInFlight    atomic.Int64 // effects of attempts after the first, running now
-	running         atomic.Int64 // effects running now
+	// delayOf, if set, says how long the effect of request m of kind
+	// takes (it replaces delay).
+	delayOf      func(kind string, m *nats.Msg) time.Duration
+	lateInFlight atomic.Int64 // effects of attempts after the first, running now
+	running      atomic.Int64 // effects running now
 
 	mu         sync.Mutex
 	deliveries map[string]int             // idempotency key → requests received
@@ -245,15 +218,18 @@ func (l *effectLedger) handle(kind string, m *nats.Msg) {
 	l.kindOf[key] = kind
 	l.mu.Unlock()
 
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second)
+	delay := l.delay
+	if l.delayOf != nil {
+		delay = l.delayOf(kind, m)
+	}
+	if l.redeliveryDelay > 0 && m.Header.Get("Esjet-Attempt") != "1" {
+		delay = l.redeliveryDelay
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Second+delay)
 	defer cancel()
 	fence, err := receiver.ParseFence(m.Header.Get(receiver.HeaderFence))
 	if err != nil {
 		l.problem("%s %s: %v", kind, key, err)
-	}
-	delay := l.delay
-	if l.redeliveryDelay > 0 && m.Header.Get("Esjet-Attempt") != "1" {
-		delay = l.redeliveryDelay
 	}
 	res, replayed, err := l.rcv.DoFenced(ctx, key, fence, m.Data, func(ctx context.Context) (json.RawMessage, error) {
 		l.running.Add(1)

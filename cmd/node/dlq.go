@@ -65,7 +65,7 @@ func (g *globals) dlqOpenActions(cmd *cobra.Command, actions bool) (*ops.DLQ, *d
 			return nil, nil, "", nil, err
 		}
 	}
-	return ops.OpenDLQ(js, cfg.Namespace), a, cfg.Namespace, closeConn, nil
+	return ops.OpenDLQ(js, cfg.Namespace).WithSettledMaxAge(cfg.Streams.DLQSettledMaxAge.Std()), a, cfg.Namespace, closeConn, nil
 }
 
 func newDLQListCmd(g *globals) *cobra.Command {
@@ -364,7 +364,8 @@ func printDeadLetter(w io.Writer, d ops.DeadLetterDetail, now time.Time) {
 }
 
 // printSettled shows a dead letter that a retry or discard took out of the
-// DLQ: what its audit trail kept, and the trail.
+// DLQ: the letter while its settled copy stays, else what its audit trail
+// kept, and the trail.
 func printSettled(w io.Writer, d ops.DeadLetterDetail) {
 	a := d.Settled
 	fmt.Fprintf(w, "dead letter seq %d: command %s (%s) is settled, no longer a dead letter: %s by %s at %s\n\n",
@@ -372,6 +373,10 @@ func printSettled(w io.Writer, d ops.DeadLetterDetail) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "error\t%s\n", d.Error)
 	fmt.Fprintf(tw, "attempts\t%d\n", d.Attempts)
+	if p := string(d.Payload); p != "" && p != "null" {
+		// Its whole copy, until streams.dlq_settled_max_age.
+		fmt.Fprintf(tw, "payload\t%s\n", p)
+	}
 	switch a.Action {
 	case ops.AuditDiscarded:
 		fmt.Fprintf(tw, "reason\t%s\n", a.Reason)

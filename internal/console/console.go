@@ -47,6 +47,10 @@ type Config struct {
 	// SetPaused pauses or resumes a kind on every node, recording by and
 	// reason (an action: only with AllowActions); nil answers 404.
 	SetPaused func(ctx context.Context, kind string, pause bool, by, reason string) (wire.PauseRecord, error)
+	// SettledMaxAge is how long a dead letter it retries or discards stays
+	// in the DLQ, whole (streams.dlq_settled_max_age); zero means the
+	// default.
+	SettledMaxAge time.Duration
 }
 
 // Console serves the web console of one namespace. It is safe for
@@ -75,7 +79,7 @@ func New(js jetstream.JetStream, repo *aggregate.Repository, cfg Config, logger 
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Console{cfg: cfg, js: js, repo: repo, names: streams.NamesFor(cfg.Namespace),
-		insp: ops.Inspect(js, cfg.Namespace), dlq: ops.OpenDLQ(js, cfg.Namespace),
+		insp: ops.Inspect(js, cfg.Namespace), dlq: ops.OpenDLQ(js, cfg.Namespace).WithSettledMaxAge(cfg.SettledMaxAge),
 		logger: logger.With("component", "console")}
 }
 

@@ -20,9 +20,12 @@ import (
 // aggregate's id). A call in flight holds one of the value's slots, the KV
 // key wire.KeyLeaseKey(kind, value, slot) of <ns>_workers, taken with
 // Create (one winner across every node) and a per-key TTL a bit longer
-// than AckWait, renewed every third of it while the call runs and purged
-// when the call is over. A node that dies holding a slot frees it when the
-// TTL runs out.
+// than the kind's timeout (or AckWait, if longer), renewed every third of
+// it while the call runs and purged when the call is over. A node that dies
+// holding a slot frees it when the TTL runs out: the call it left running
+// at the target, which the node would have given up at its timeout, is
+// over by then (the slot is renewed right before the call, so the TTL
+// counts from the call's start at the latest).
 //
 // A delivery whose key is busy waits for it holding its lease (renewed
 // with in-progress acks) but not its place in the pool, so the pool pulls
@@ -61,15 +64,16 @@ type keyLimit struct {
 
 func newKeyLimit(cfg KindConfig, js jetstream.JetStream, bucket string) *keyLimit {
 	k := &keyLimit{kind: cfg.Kind, node: cfg.Node, max: max(cfg.Concurrency, 1), js: js, bucket: bucket,
-		kv: cfg.Control.kv, ttl: keyTTL(cfg.AckWait), changed: map[string]chan struct{}{}}
+		kv: cfg.Control.kv, ttl: keyTTL(max(cfg.AckWait, cfg.Timeout)), changed: map[string]chan struct{}{}}
 	if cfg.ConcurrencyKey != ConcurrencyKeyAggregateID {
 		k.path = strings.Split(cfg.ConcurrencyKey, ".")
 	}
 	return k
 }
 
-// keyTTL is a lease's TTL for AckWait a: a bit longer than the command's
-// lease, in whole seconds (the server counts Nats-TTL in seconds).
+// keyTTL is a slot's TTL for a call that may last a (the kind's timeout,
+// or AckWait if longer): a bit longer, in whole seconds (the server counts
+// Nats-TTL in seconds).
 func keyTTL(a time.Duration) time.Duration {
 	return (a + time.Second + time.Second - 1).Truncate(time.Second)
 }
@@ -161,8 +165,10 @@ type keySlot struct {
 	k           *keyLimit
 	key         string
 	value       []byte
+	renewMu     sync.Mutex // one renewal at a time: each expects the last one's revision
 	mu          sync.Mutex
 	rev         uint64
+	renewed     time.Time // when the last renewal (or the create) that landed was sent
 	stop        context.CancelFunc
 	renewing    sync.WaitGroup
 	releaseOnce sync.Once
@@ -175,10 +181,11 @@ func (k *keyLimit) tryAcquire(ctx context.Context, value, id string) (*keySlot, 
 	b, _ := json.Marshal(wire.KeyLease{CommandID: id, Node: k.node, At: time.Now().UTC().Format(time.RFC3339Nano)})
 	for slot := range k.max {
 		key := wire.KeyLeaseKey(k.kind, value, slot)
+		sent := time.Now()
 		rev, err := k.kv.Create(ctx, key, b, jetstream.KeyTTL(k.ttl))
 		switch {
 		case err == nil:
-			s := &keySlot{k: k, key: key, value: b, rev: rev}
+			s := &keySlot{k: k, key: key, value: b, rev: rev, renewed: sent}
 			rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 			s.stop = cancel
 			s.renewing.Go(func() { s.keep(rctx) })
@@ -203,23 +210,66 @@ func (s *keySlot) keep(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		s.mu.Lock()
-		rev := s.rev
-		s.mu.Unlock()
-		m := &nats.Msg{Subject: wire.KeyLeaseSubject(s.k.bucket, s.key), Data: s.value, Header: nats.Header{}}
-		ack, err := s.k.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(s.k.ttl))
-		switch {
-		case err == nil:
-			s.mu.Lock()
-			s.rev = ack.Sequence
-			s.mu.Unlock()
-		case isWrongLast(err):
-			s.mu.Lock()
-			s.lost = true
-			s.mu.Unlock()
+		if err := s.renew(ctx); errors.Is(err, errKeyLost) {
 			return
 		}
 	}
+}
+
+// errKeyLost: a slot's key expired under its holder (no renewal landed
+// for a whole TTL) and may be someone else's now.
+var errKeyLost = errors.New("concurrency key expired under its holder")
+
+// renew restarts the slot's TTL from now.
+func (s *keySlot) renew(ctx context.Context) error {
+	s.renewMu.Lock()
+	defer s.renewMu.Unlock()
+	s.mu.Lock()
+	rev, lost := s.rev, s.lost
+	s.mu.Unlock()
+	if lost {
+		return errKeyLost
+	}
+	m := &nats.Msg{Subject: wire.KeyLeaseSubject(s.k.bucket, s.key), Data: s.value, Header: nats.Header{}}
+	sent := time.Now()
+	ack, err := s.k.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(rev), jetstream.WithMsgTTL(s.k.ttl))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err == nil:
+		s.rev, s.renewed = ack.Sequence, sent
+		return nil
+	case isWrongLast(err):
+		s.lost = true
+		return errKeyLost
+	}
+	return err
+}
+
+// keyFreshFor is how recently a slot must have been renewed for a call to
+// start under it without renewing it first: the TTL must outlast the
+// call's timeout, counted from the call's start.
+func (s *keySlot) keyFreshFor(timeout time.Duration) time.Duration {
+	return max(s.k.ttl-timeout-time.Second/2, 0)
+}
+
+// fresh makes sure the slot outlives a call of up to timeout that starts
+// now (a node killed mid-call holds the key until that call is over),
+// renewing it unless it was renewed just now. An error: the key may not
+// be ours for that long, so the call must not start.
+func (s *keySlot) fresh(ctx context.Context, timeout time.Duration) error {
+	s.mu.Lock()
+	age := time.Since(s.renewed)
+	s.mu.Unlock()
+	if age <= s.keyFreshFor(timeout) {
+		return nil
+	}
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.renew(rctx); err != nil {
+		return fmt.Errorf("renew concurrency key %s before the call: %w", s.key, err)
+	}
+	return nil
 }
 
 // release gives the slot back (purged only if it is still ours; the purge

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/esjet/esjet/internal/natstest"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // keyTarget is a slow target that counts its calls in flight, per key and
@@ -157,6 +158,53 @@ func TestAKeyHeldByADeadNodeFreesWithinItsTTL(t *testing.T) {
 	defer target.mu.Unlock()
 	if target.calls[first] != 1 || target.calls[second] != 1 {
 		t.Fatalf("calls on the live node %v, want each of %s and %s once", target.calls, first, second)
+	}
+}
+
+// A slot outlives the longest call its holder may still be making when
+// it dies: its TTL covers the kind's timeout when that is longer than
+// AckWait, and a slot taken a while before its call (a rate limit's wait)
+// is renewed right before the call, so the TTL counts from the call's
+// start. A slot renewed just now is not written again.
+func TestAKeySlotOutlivesTheCallsTimeout(t *testing.T) {
+	s := natstest.RunServer(t)
+	e := newWEnv(t, s)
+	ctl, err := OpenControl(t.Context(), e.js, e.ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(ctl.Stop)
+	kc := fast("book_hotel", nil)
+	kc.AckWait, kc.Timeout, kc.ConcurrencyKey, kc.Control = time.Second, 5*time.Second, "booking_id", ctl
+	k := newKeyLimit(kc, e.js, wire.NamesFor(e.ns).Workers)
+	if k.ttl != 6*time.Second {
+		t.Fatalf("TTL %v for ack_wait 1s and timeout 5s, want 6s (the timeout and a second)", k.ttl)
+	}
+	slot, err := k.tryAcquire(t.Context(), "b1", "c1")
+	if err != nil || slot == nil {
+		t.Fatalf("slot %v, %v", slot, err)
+	}
+	t.Cleanup(func() { _ = slot.release(context.Background()) })
+	rev := func() uint64 {
+		slot.mu.Lock()
+		defer slot.mu.Unlock()
+		return slot.rev
+	}
+	taken := rev()
+	if err := slot.fresh(t.Context(), kc.Timeout); err != nil {
+		t.Fatal(err)
+	}
+	if rev() != taken {
+		t.Fatal("a slot taken just now was renewed before its call")
+	}
+	slot.mu.Lock()
+	slot.renewed = slot.renewed.Add(-2 * time.Second) // taken 2 s before the call: a rate limit's wait
+	slot.mu.Unlock()
+	if err := slot.fresh(t.Context(), kc.Timeout); err != nil {
+		t.Fatal(err)
+	}
+	if rev() == taken {
+		t.Fatal("a slot taken 2 s before a call of up to 5 s under a 6 s TTL was not renewed before the call")
 	}
 }
 

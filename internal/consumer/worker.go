@@ -355,6 +355,15 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 	if !w.waitRate(ctx, stop, log, m, l) {
 		return
 	}
+	if slot != nil {
+		if err := slot.fresh(ctx, w.cfg.Timeout); err != nil {
+			// Not sure the key is ours for as long as the call may run:
+			// do not call; the next delivery takes the key again.
+			log.Warn("concurrency key not renewed before the call; giving the command back", "error", err)
+			_ = m.NakWithDelay(w.backoff(d.Attempt))
+			return
+		}
+	}
 	if w.pause != nil {
 		w.pause(d)
 	}

@@ -9,8 +9,12 @@
 //	worker ─▶ worker-before-call ─▶ target ─▶ worker-after-call ─▶ receipt
 //	       ─▶ worker-after-receipt ─▶ outcome to the aggregate ─▶ worker-before-ack ─▶ ack
 //
-// internal/aggregate, internal/outbox and internal/consumer call [Hit] at
-// them; the e2e fault suite arms them in the built binary through the
+// and, once, on esjet provision's move of an older DLQ (internal/streams):
+//
+//	copy each older letter ─▶ dlq-migrate-copy ─▶ … ─▶ update the DLQ ─▶ dlq-migrate-updated ─▶ empty the older subjects
+//
+// internal/aggregate, internal/outbox, internal/consumer and
+// internal/streams call [Hit] at them; the e2e fault suite arms them in the built binary through the
 // environment and checks that nothing acknowledged is lost and no effect
 // is applied twice after the restart.
 //

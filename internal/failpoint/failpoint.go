@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -29,9 +30,20 @@ const (
 	WorkerBeforeAck    = "worker-before-ack"    // the result is reported, the command not yet acked
 )
 
-// Known lists every point, for validation and docs.
+// Points of esjet provision's move of an older DLQ (internal/streams).
+const (
+	DLQMigrateCopy    = "dlq-migrate-copy"    // an older dead letter was copied to today's subjects
+	DLQMigrateUpdated = "dlq-migrate-updated" // the DLQ keeps one message per subject now; its older subjects not yet emptied
+)
+
+// Known lists every point a node reaches under load (the fault suite
+// kills a node at each in turn).
 var Known = []string{BeforeAppend, AfterAppend, RelayBeforePublish, RelayAfterPublish,
 	WorkerBeforeCall, WorkerAfterCall, WorkerAfterReceipt, WorkerBeforeAck}
+
+// Upgrade lists the points of one-time upgrades, reached only when there
+// is something older to move.
+var Upgrade = []string{DLQMigrateCopy, DLQMigrateUpdated}
 
 type action struct {
 	kill  bool
@@ -87,11 +99,11 @@ func Parse(spec string) (map[string]*action, error) {
 			return nil, fmt.Errorf("%q: want point=kill[@N], point=stop[@N] or point=sleep(d)[@N]", item)
 		}
 		known := false
-		for _, k := range Known {
+		for _, k := range append(slices.Clone(Known), Upgrade...) {
 			known = known || k == name
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown failpoint %q (known: %s)", name, strings.Join(Known, ", "))
+			return nil, fmt.Errorf("unknown failpoint %q (known: %s)", name, strings.Join(append(slices.Clone(Known), Upgrade...), ", "))
 		}
 		a := &action{at: 1}
 		if body, n, ok := strings.Cut(act, "@"); ok {

@@ -16,6 +16,8 @@ func (n *Node) mountConsole(mux *http.ServeMux) {
 		Projections:  n.projectionLags,
 		Workers:      n.workerStatuses,
 		SetPaused:    n.control.SetPaused,
+		// A letter the console settles stays, whole, this long.
+		SettledMaxAge: n.cfg.Streams.DLQSettledMaxAge.Std(),
 	}, n.logger)
 	if n.cfg.Console.AllowActions && !n.cfg.HTTP.Auth.Set() {
 		n.logger.Warn("console: write actions on (console.allow_actions) without http.auth: whoever reaches the HTTP listener can retry and discard dead letters as the node; set http.auth to give them to operators only",

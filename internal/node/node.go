@@ -163,7 +163,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 		return nil, err
 	}
 	n.api, err = api.New(n.repo, api.Config{Namespace: cfg.Namespace, MaxBody: int(cfg.Streams.MaxMessageSize),
-		Ops: opsHandler(ctx, n.broker.Conn(), js, cfg.Namespace, logger, n.workersAction), Telemetry: n.tel, Views: n.views,
+		Ops: opsHandler(ctx, n.broker.Conn(), js, cfg.Namespace, cfg.Streams.DLQSettledMaxAge.Std(), logger, n.workersAction), Telemetry: n.tel, Views: n.views,
 		GuardedReplies: broker.NodeSpec(cfg).Targets}, logger)
 	if err != nil {
 		return nil, err
@@ -216,6 +216,7 @@ func ProvisionConfig(cfg config.Config) streams.ProvisionConfig {
 		OutboxMaxAge:          cfg.Streams.OutboxMaxAge.Std(),
 		MaxMessageSize:        int(cfg.Streams.MaxMessageSize),
 		Compression:           cfg.Streams.Compression != config.CompressionNone,
+		DLQSettledMaxAge:      cfg.Streams.DLQSettledMaxAge.Std(),
 	}
 }
 

@@ -21,12 +21,13 @@ import (
 // republishes to OUTBOX, clears the receipt and writes the audit record, so
 // an operator needs no write access to them. Whether the server has users
 // (and so checked the user token against the operator's permissions) is
-// asked once: the node's own connection has a user exactly then.
+// asked once: the node's own connection has a user exactly then. A letter
+// it settles stays, whole, for settledMaxAge.
 //
 // The workers' actions (esjet workers ls|pause|resume, on
 // esjet.<ns>.ops.<user>.workers.<action>) go to workers, with the user as
 // the audit names it.
-func opsHandler(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, ns string, logger *slog.Logger, workers workersOps) api.OpsHandler {
+func opsHandler(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, ns string, settledMaxAge time.Duration, logger *slog.Logger, workers workersOps) api.OpsHandler {
 	mode := ops.WithUsers
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -38,7 +39,7 @@ func opsHandler(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, ns s
 	case id.User == "":
 		mode = ops.NoUsers
 	}
-	srv := ops.NewServer(ops.OpenDLQ(js, ns), mode)
+	srv := ops.NewServer(ops.OpenDLQ(js, ns).WithSettledMaxAge(settledMaxAge), mode)
 	return func(ctx context.Context, user, action string, body []byte) (any, error) {
 		if a, ok := strings.CutPrefix(action, "workers."); ok {
 			if err := ops.CheckUserToken(user); err != nil {

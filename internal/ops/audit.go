@@ -13,10 +13,11 @@ import (
 )
 
 // Every retry or discard of a dead letter writes an audit record to the DLQ
-// stream on <ns>.dlq.audit.<kind> (wire.AuditSubject) naming the entry's
-// sequence: that record settles it. The DLQ denies delete and purge, so the
-// entry itself stays: nothing leaves the DLQ, and nothing settles without a
-// trace.
+// stream on <ns>.dlq.audit.<kind>.<dlq seq> (wire.AuditSubject) before the
+// letter leaves: a settle mark replaces it on its subject and expires, and
+// a whole copy stays on <ns>.dlq.settled.<kind>.<dlq seq> for
+// streams.dlq_settled_max_age. The audit record, compact (no payload), is
+// kept: nothing settles without a trace.
 
 // HeaderDLQAction is the action ([AuditRetried], [AuditDiscarded]) of an
 // audit record.
@@ -54,12 +55,8 @@ type AuditRecord struct {
 	Attempts int    `json:"attempts"`
 }
 
-// oldest first.
-func (d *DLQ) audits(ctx context.Context, kind string, match func(AuditRecord) bool) ([]AuditRecord, error) {
-	filter := wire.AuditFilter(d.names.Namespace)
-	if kind != "" {
-		filter = wire.AuditSubject(d.names.Namespace, kind)
-	}
+// audits returns the audit records on filter that match, oldest first.
+func (d *DLQ) audits(ctx context.Context, filter string, match func(AuditRecord) bool) ([]AuditRecord, error) {
 	out := []AuditRecord{}
 	err := d.scan(ctx, streams.ScanRange{Filter: filter}, func(m *jetstream.RawStreamMsg) error {
 		var a AuditRecord

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,22 +54,43 @@ type DLQ struct {
 	names streams.Names
 	batch int
 	now   func() time.Time
+	// settledMaxAge is how long a settled letter's copy stays.
+	settledMaxAge time.Duration
+	// reads counts the DLQ messages read (a listing costs what it shows).
+	reads atomic.Int64
 }
 
-// OpenDLQ returns the DLQ of namespace ns. It does no I/O.
+// OpenDLQ returns the DLQ of namespace ns. A letter it settles stays, whole,
+// for config.Default()'s streams.dlq_settled_max_age: see
+// [DLQ.WithSettledMaxAge]. It does no I/O.
 func OpenDLQ(js jetstream.JetStream, ns string) *DLQ {
-	return &DLQ{js: js, names: streams.NamesFor(ns), batch: 1000, now: time.Now}
+	return &DLQ{js: js, names: streams.NamesFor(ns), batch: 1000, now: time.Now,
+		settledMaxAge: config.Default().Streams.DLQSettledMaxAge.Std()}
+}
+
+// WithSettledMaxAge sets how long a letter it settles stays in the DLQ,
+// whole, before it expires (streams.dlq_settled_max_age); its audit record
+// stays. Ages under a second (JetStream's shortest TTL) keep the default.
+// It returns d.
+func (d *DLQ) WithSettledMaxAge(age time.Duration) *DLQ {
+	if age >= time.Second {
+		d.settledMaxAge = age
+	}
+	return d
 }
 
 // List returns the dead letters that pass f, oldest first.
 func (d *DLQ) List(ctx context.Context, f Filter) ([]DeadLetter, error) {
+	// One subject per open letter: the scan reads the open letters (and
+	// the marks of the ones settled in the last second or two), never the
+	// settled copies or the audit trail.
 	rng := streams.ScanRange{Filter: wire.DeadLetterFilter(d.names.Namespace)}
 	if f.Kind != "" {
-		subj, err := wire.DeadLetterSubjectFor(d.names.Namespace, f.Kind)
+		filter, err := wire.DeadLetterFilterFor(d.names.Namespace, f.Kind)
 		if err != nil {
 			return nil, err
 		}
-		rng.Filter = subj
+		rng.Filter = filter
 	}
 	if f.OlderThan < 0 || f.NewerThan < 0 {
 		return nil, fmt.Errorf("dlq list: ages must not be negative (older than %s, newer than %s)", f.OlderThan, f.NewerThan)
@@ -79,16 +102,12 @@ func (d *DLQ) List(ctx context.Context, f Filter) ([]DeadLetter, error) {
 		rng.Since = now.Add(-f.NewerThan - clockSkew)
 	}
 	text := strings.ToLower(f.ErrorContains)
-	settled, err := d.settledSeqs(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("dlq list: %w", err)
-	}
 	out := []DeadLetter{}
-	err = d.scan(ctx, rng, func(m *jetstream.RawStreamMsg) error {
+	err := d.scan(ctx, rng, func(m *jetstream.RawStreamMsg) error {
 		dl := wire.DecodeDeadLetter(m)
 		age := now.Sub(dl.DeadAt)
 		switch {
-		case settled[dl.Seq]:
+		case wire.IsSettleMark(m.Header):
 		case f.OlderThan > 0 && age < f.OlderThan:
 		case f.NewerThan > 0 && age > f.NewerThan:
 		case text != "" && !strings.Contains(strings.ToLower(dl.Error), text):
@@ -138,14 +157,16 @@ func (d *DLQ) Show(ctx context.Context, idOrSeq string) (DeadLetterDetail, error
 	return DeadLetterDetail{DeadLetter: dl, History: hist, OtherSeqs: others}, nil
 }
 
-// settled finds the audit trail of a settled dead letter: by
-// the DLQ sequence it had when idOrSeq is a number, else by command id.
+// settled finds a settled dead letter: by the DLQ sequence it had when
+// idOrSeq is a number (one read of its audit record), else by command id
+// (the audit trail). The letter is whole while its settled copy stays
+// (streams.dlq_settled_max_age), then what its audit record kept.
 func (d *DLQ) settled(ctx context.Context, idOrSeq string) (DeadLetterDetail, bool, error) {
-	match := func(a AuditRecord) bool { return a.CommandID == idOrSeq }
+	filter, match := wire.AuditFilter(d.names.Namespace), func(a AuditRecord) bool { return a.CommandID == idOrSeq }
 	if seq, err := strconv.ParseUint(idOrSeq, 10, 64); err == nil {
-		match = func(a AuditRecord) bool { return a.DLQSeq == seq }
+		filter, match = wire.AuditSeqFilter(d.names.Namespace, seq), func(a AuditRecord) bool { return a.DLQSeq == seq }
 	}
-	recs, err := d.audits(ctx, "", match)
+	recs, err := d.audits(ctx, filter, match)
 	if err != nil || len(recs) == 0 {
 		return DeadLetterDetail{}, false, err
 	}
@@ -156,13 +177,27 @@ func (d *DLQ) settled(ctx context.Context, idOrSeq string) (DeadLetterDetail, bo
 	}
 	dl := DeadLetter{Seq: last.DLQSeq, ID: last.CommandID, Kind: last.Kind, Error: last.Error, Attempts: last.Attempts,
 		Payload: json.RawMessage("null")}
+	if st, err := d.stream(ctx); err == nil {
+		m, err := st.GetLastMsgForSubject(ctx, wire.SettledSubject(d.names.Namespace, last.Kind, last.DLQSeq))
+		switch {
+		case err == nil:
+			d.reads.Add(1)
+			dl, _ = wire.DecodeSettled(m)
+		case !errors.Is(err, jetstream.ErrMsgNotFound):
+			return DeadLetterDetail{}, false, fmt.Errorf("dlq: settled seq %d: %w", last.DLQSeq, err)
+		}
+	}
 	return DeadLetterDetail{DeadLetter: dl, History: hist, Settled: &last}, true, nil
 }
 
 // History returns command id's audit records, oldest first. kind narrows
 // the scan; "" scans every kind.
 func (d *DLQ) History(ctx context.Context, id, kind string) ([]AuditRecord, error) {
-	return d.audits(ctx, kind, func(a AuditRecord) bool { return a.CommandID == id })
+	filter := wire.AuditFilter(d.names.Namespace)
+	if kind != "" && wire.ValidateToken("command kind", kind) == nil {
+		filter = wire.AuditKindFilter(d.names.Namespace, kind)
+	}
+	return d.audits(ctx, filter, func(a AuditRecord) bool { return a.CommandID == id })
 }
 
 func (d *DLQ) get(ctx context.Context, idOrSeq string) (DeadLetter, []uint64, error) {
@@ -174,13 +209,9 @@ func (d *DLQ) get(ctx context.Context, idOrSeq string) (DeadLetter, []uint64, er
 	if _, err := wire.ParseCommandID(id); err != nil {
 		return DeadLetter{}, nil, fmt.Errorf("%w (or a DLQ sequence number)", err)
 	}
-	settled, err := d.settledSeqs(ctx)
-	if err != nil {
-		return DeadLetter{}, nil, fmt.Errorf("dlq: find %s: %w", id, err)
-	}
 	var found []DeadLetter
-	err = d.scan(ctx, streams.ScanRange{Filter: wire.DeadLetterFilter(d.names.Namespace)}, func(m *jetstream.RawStreamMsg) error {
-		if m.Header.Get(wire.HeaderCommandID) == id && !settled[m.Sequence] {
+	err := d.scan(ctx, streams.ScanRange{Filter: wire.DeadLetterFilter(d.names.Namespace)}, func(m *jetstream.RawStreamMsg) error {
+		if m.Header.Get(wire.HeaderCommandID) == id && !wire.IsSettleMark(m.Header) {
 			found = append(found, wire.DecodeDeadLetter(m))
 		}
 		return nil
@@ -189,7 +220,7 @@ func (d *DLQ) get(ctx context.Context, idOrSeq string) (DeadLetter, []uint64, er
 		return DeadLetter{}, nil, fmt.Errorf("dlq: find %s: %w", id, err)
 	}
 	if len(found) == 0 {
-		return DeadLetter{}, nil, d.notFound(ctx, "command "+id, func(a AuditRecord) bool { return a.CommandID == id })
+		return DeadLetter{}, nil, d.notFound(ctx, "command "+id, wire.AuditFilter(d.names.Namespace), func(a AuditRecord) bool { return a.CommandID == id })
 	}
 	newest := found[len(found)-1]
 	var others []uint64
@@ -200,59 +231,48 @@ func (d *DLQ) get(ctx context.Context, idOrSeq string) (DeadLetter, []uint64, er
 }
 
 func (d *DLQ) bySeq(ctx context.Context, seq uint64) (DeadLetter, error) {
-	st, err := d.stream(ctx)
+	m, err := d.letterAt(ctx, seq)
 	if err != nil {
-		return DeadLetter{}, err
-	}
-	m, err := st.GetMsg(ctx, seq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return DeadLetter{}, d.notFound(ctx, fmt.Sprintf("seq %d", seq), func(a AuditRecord) bool { return a.DLQSeq == seq })
-	}
-	if err != nil {
-		return DeadLetter{}, fmt.Errorf("dlq: seq %d: %w", seq, err)
-	}
-	if !wire.IsDeadLetterSubject(d.names.Namespace, m.Subject) {
-		return DeadLetter{}, fmt.Errorf("%w: seq %d of %s is %s (an audit record), not a dead letter; `esjet dlq ls` lists the dead letters", ErrDeadLetterNotFound, seq, d.names.DLQ, m.Subject)
-	}
-	if err := d.unsettled(ctx, seq); err != nil {
 		return DeadLetter{}, err
 	}
 	return wire.DecodeDeadLetter(m), nil
 }
 
-// settledSeqs are the DLQ sequences of the dead letters an audit record
-// settled (retried or discarded). The DLQ denies deletes: a settled entry
-// stays in the stream, and is no longer a dead letter.
-func (d *DLQ) settledSeqs(ctx context.Context) (map[uint64]bool, error) {
-	recs, err := d.audits(ctx, "", func(AuditRecord) bool { return true })
+// letterAt reads the open dead letter at DLQ sequence seq. A settled one
+// is gone from its subject (the DLQ keeps one message per subject, and its
+// mark replaced it): the error then says what became of it.
+func (d *DLQ) letterAt(ctx context.Context, seq uint64) (*jetstream.RawStreamMsg, error) {
+	st, err := d.stream(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[uint64]bool, len(recs))
-	for _, a := range recs {
-		out[a.DLQSeq] = true
+	m, err := st.GetMsg(ctx, seq)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, d.notFoundSeq(ctx, seq)
 	}
-	return out, nil
+	if err != nil {
+		return nil, fmt.Errorf("dlq: seq %d: %w", seq, err)
+	}
+	d.reads.Add(1)
+	if !wire.IsDeadLetterSubject(d.names.Namespace, m.Subject) || wire.IsSettleMark(m.Header) {
+		if _, ok := wire.KindOfAudit(d.names.Namespace, m.Subject); ok || wire.IsSettleMark(m.Header) {
+			return nil, fmt.Errorf("%w: seq %d of %s is %s (an audit record or a settle mark), not a dead letter; `esjet dlq ls` lists the dead letters", ErrDeadLetterNotFound, seq, d.names.DLQ, m.Subject)
+		}
+		return nil, fmt.Errorf("%w: seq %d of %s is %s, not a dead letter; `esjet dlq ls` lists the dead letters", ErrDeadLetterNotFound, seq, d.names.DLQ, m.Subject)
+	}
+	return m, nil
 }
 
-// unsettled returns ErrDeadLetterNotFound, saying what became of it, when an
-// audit record settled the dead letter at seq.
-func (d *DLQ) unsettled(ctx context.Context, seq uint64) error {
-	match := func(a AuditRecord) bool { return a.DLQSeq == seq }
-	recs, err := d.audits(ctx, "", match)
-	if err != nil {
-		return fmt.Errorf("dlq: seq %d: %w", seq, err)
-	}
-	if len(recs) == 0 {
-		return nil
-	}
-	return d.notFound(ctx, fmt.Sprintf("seq %d", seq), match)
+// notFoundSeq is ErrDeadLetterNotFound for the letter once at seq, saying
+// what became of it when its audit record knows.
+func (d *DLQ) notFoundSeq(ctx context.Context, seq uint64) error {
+	return d.notFound(ctx, fmt.Sprintf("seq %d", seq), wire.AuditSeqFilter(d.names.Namespace, seq), func(a AuditRecord) bool { return a.DLQSeq == seq })
 }
 
 // notFound is ErrDeadLetterNotFound for what, with the last audit record
-// that matches when there is one.
-func (d *DLQ) notFound(ctx context.Context, what string, match func(AuditRecord) bool) error {
-	recs, err := d.audits(ctx, "", match)
+// on filter that matches when there is one.
+func (d *DLQ) notFound(ctx context.Context, what, filter string, match func(AuditRecord) bool) error {
+	recs, err := d.audits(ctx, filter, match)
 	if err != nil || len(recs) == 0 {
 		return fmt.Errorf("%w: no dead letter for %s in %s", ErrDeadLetterNotFound, what, d.names.DLQ)
 	}
@@ -275,6 +295,9 @@ func (d *DLQ) scan(ctx context.Context, rng streams.ScanRange, fn func(*jetstrea
 	}
 	sc := streams.NewScanner(d.js, d.names.DLQ, d.batch)
 	defer sc.Close()
-	_, err := sc.Scan(ctx, rng, fn)
+	_, err := sc.Scan(ctx, rng, func(m *jetstream.RawStreamMsg) error {
+		d.reads.Add(1)
+		return fn(m)
+	})
 	return err
 }

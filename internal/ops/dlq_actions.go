@@ -30,9 +30,9 @@ import (
 //     Esjet-Command-Id, so receivers still dedupe, a fence base above every
 //     fence the command had, and Nats-Msg-Id [wire.RedriveMsgID] — and wait
 //     for OUTBOX's ack;
-//  4. write the audit record (action retried), which settles the entry:
-//     the DLQ denies deletes, so it stays in the stream, no longer a dead
-//     letter (`esjet dlq ls` and reconcile skip it).
+//  4. settle the entry ([DLQ.settle]): its audit record (action retried),
+//     its whole copy kept for streams.dlq_settled_max_age, and the mark
+//     that takes its place.
 //
 // by names the operator; "" means [Operator].
 func (d *DLQ) Retry(ctx context.Context, dl DeadLetter, by string, mode RetryMode) (string, error) {
@@ -70,14 +70,15 @@ func (d *DLQ) RetryAt(ctx context.Context, dl DeadLetter, by string, mode RetryM
 		return "", fmt.Errorf("retry %s: publish to %s: %w", cur.ID, out.Subject, err)
 	}
 	rec := AuditRecord{Action: AuditRetried, NewOutboxMsgID: msgID, NewOutboxSeq: ack.Sequence}
-	if err := d.settle(ctx, cur, rec, by); err != nil {
+	if err := d.settle(ctx, m, rec, by); err != nil {
 		return msgID, fmt.Errorf("retry %s: re-driven to OUTBOX (seq %d), then: %w", cur.ID, ack.Sequence, err)
 	}
 	return msgID, nil
 }
 
-// Discard settles dead letter dl for good with an audit record carrying
-// reason (the entry stays in the stream; the DLQ denies deletes). An empty reason is [ErrReasonRequired] and removes nothing.
+// Discard settles dead letter dl for good ([DLQ.settle]) with an audit
+// record carrying reason. An empty reason is [ErrReasonRequired] and
+// removes nothing.
 // by names the operator; "" means [Operator].
 func (d *DLQ) Discard(ctx context.Context, dl DeadLetter, reason, by string) error {
 	reason = strings.TrimSpace(reason)
@@ -88,7 +89,7 @@ func (d *DLQ) Discard(ctx context.Context, dl DeadLetter, reason, by string) err
 	if err != nil {
 		return fmt.Errorf("discard: %w", err)
 	}
-	if err := d.settle(ctx, wire.DecodeDeadLetter(m), AuditRecord{Action: AuditDiscarded, Reason: reason}, by); err != nil {
+	if err := d.settle(ctx, m, AuditRecord{Action: AuditDiscarded, Reason: reason}, by); err != nil {
 		return fmt.Errorf("discard %s: %w", dl.ID, err)
 	}
 	return nil
@@ -100,28 +101,30 @@ func (d *DLQ) reread(ctx context.Context, dl DeadLetter) (*jetstream.RawStreamMs
 	if dl.Seq == 0 {
 		return nil, fmt.Errorf("%w: no DLQ sequence given", ErrDeadLetterNotFound)
 	}
-	st, err := d.stream(ctx)
+	m, err := d.letterAt(ctx, dl.Seq)
 	if err != nil {
 		return nil, err
 	}
-	m, err := st.GetMsg(ctx, dl.Seq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, d.notFound(ctx, fmt.Sprintf("seq %d", dl.Seq), func(a AuditRecord) bool { return a.DLQSeq == dl.Seq })
-	}
-	if err != nil {
-		return nil, fmt.Errorf("seq %d: %w", dl.Seq, err)
-	}
-	if !wire.IsDeadLetterSubject(d.names.Namespace, m.Subject) || (dl.ID != "" && m.Header.Get(wire.HeaderCommandID) != dl.ID) {
+	if dl.ID != "" && m.Header.Get(wire.HeaderCommandID) != dl.ID {
 		return nil, fmt.Errorf("%w: seq %d of %s is not a dead letter of %s", ErrDeadLetterNotFound, dl.Seq, d.names.DLQ, dl.ID)
-	}
-	if err := d.unsettled(ctx, dl.Seq); err != nil {
-		return nil, err
 	}
 	return m, nil
 }
 
-// settle writes the audit record of cur, which settles it.
-func (d *DLQ) settle(ctx context.Context, cur DeadLetter, rec AuditRecord, by string) error {
+// settle settles the dead letter m, in order, each step safe to repeat:
+//  1. its audit record rec, kept (compact: no payload);
+//  2. its whole copy on [wire.SettledSubject], with a TTL of
+//     streams.dlq_settled_max_age (`esjet dlq show` reads it until then);
+//  3. the mark that replaces it on its subject (the DLQ keeps one message
+//     per subject), expected to find the letter there, with a TTL of
+//     [wire.SettleMarkTTL]: then the letter is gone from `esjet dlq ls`,
+//     and a second later its subject holds nothing.
+//
+// A crash before 3 leaves the letter open, with its audit record: acting
+// on it again finishes (the streams drop the repeats inside their dedup
+// windows).
+func (d *DLQ) settle(ctx context.Context, m *jetstream.RawStreamMsg, rec AuditRecord, by string) error {
+	cur := wire.DecodeDeadLetter(m)
 	if by == "" {
 		by = Operator()
 	}
@@ -132,7 +135,7 @@ func (d *DLQ) settle(ctx context.Context, cur DeadLetter, rec AuditRecord, by st
 	if err != nil {
 		return err
 	}
-	am := &nats.Msg{Subject: wire.AuditSubject(d.names.Namespace, cur.Kind), Data: data, Header: nats.Header{
+	am := &nats.Msg{Subject: wire.AuditSubject(d.names.Namespace, cur.Kind, cur.Seq), Data: data, Header: nats.Header{
 		wire.HeaderCommandID:   {cur.ID},
 		wire.HeaderCommandKind: {cur.Kind},
 		HeaderDLQAction:        {rec.Action},
@@ -142,7 +145,38 @@ func (d *DLQ) settle(ctx context.Context, cur DeadLetter, rec AuditRecord, by st
 	if _, err := d.js.PublishMsg(ctx, am, jetstream.WithExpectStream(d.names.DLQ)); err != nil {
 		return fmt.Errorf("audit record on %s: %w (the dead letter is still there)", am.Subject, err)
 	}
+	sm := wire.SettledMsg(d.names.Namespace, m, rec.Action)
+	if _, err := d.js.PublishMsg(ctx, sm, jetstream.WithExpectStream(d.names.DLQ), jetstream.WithMsgTTL(d.settledMaxAge)); err != nil {
+		return fmt.Errorf("settled copy on %s: %w (the dead letter is still there; if the DLQ refuses per-message TTLs, run esjet provision)", sm.Subject, err)
+	}
+	mark := wire.SettleMark(m.Subject, rec.Action, m.Sequence)
+	_, err = d.js.PublishMsg(ctx, mark, jetstream.WithExpectStream(d.names.DLQ), jetstream.WithMsgTTL(wire.SettleMarkTTL),
+		jetstream.WithExpectLastSequencePerSubject(m.Sequence))
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant) {
+		// Settled already: by a repeat of this action (the mark is
+		// there, or gone after its TTL), or by someone else.
+		if m, gerr := d.lastOn(ctx, m.Subject); gerr == nil && (m == nil || wire.IsSettleMark(m.Header)) {
+			return nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("settle mark on %s: %w (the dead letter is still there)", mark.Subject, err)
+	}
 	return nil
+}
+
+// lastOn is the last message on subject of the DLQ, nil when there is none.
+func (d *DLQ) lastOn(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	st, err := d.stream(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := st.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	return m, err
 }
 
 // clearFailedReceipt deletes id's receipt when its outcome is failed. A
@@ -171,8 +205,6 @@ func (d *DLQ) clearFailedReceipt(ctx context.Context, id string) error {
 	}
 	return nil
 }
-
-// audits returns the audit records of kind ("" every kind) that match,
 
 // Operator names who runs a DLQ action: $USER@host, else the OS user.
 func Operator() string {

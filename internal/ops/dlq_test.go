@@ -124,7 +124,7 @@ func TestDeadLetterMsgCarriesTheCommandAndIsWrittenOncePerDeliveredCopy(t *testi
 	m := wire.DeadLetterMsg(e.ns, delivered, seq, "supplier said no\nat line 2\r\n", 4, "node-7", at)
 
 	id := rec.Commands[0].ID
-	if m.Subject != e.ns+".dlq.book_hotel" || string(m.Data) != `{"hotel":"h1"}` {
+	if m.Subject != wire.DeadLetterSubject(e.ns, "book_hotel", seq) || string(m.Data) != `{"hotel":"h1"}` {
 		t.Fatalf("subject %q, body %s", m.Subject, m.Data)
 	}
 	for _, k := range []string{wire.HeaderCommandID, wire.HeaderCommandKind, wire.HeaderAggregateType, wire.HeaderAggregateID, wire.HeaderVersion,
@@ -346,9 +346,10 @@ func TestDLQRetryPutsTheCommandBackInOutboxWithANewMsgID(t *testing.T) {
 	if n := e.deadCount(); n != 0 {
 		t.Fatalf("dead letters after retry: %d", n)
 	}
-	// The DLQ denies deletes: the entry stays, settled by its audit record.
-	if n := e.dlqCount(wire.DeadLetterFilter(e.ns)); n != 1 {
-		t.Fatalf("DLQ entries after retry: %d, want the settled one kept", n)
+	// The letter leaves its subject (its mark expires); its whole copy stays
+	// for streams.dlq_settled_max_age.
+	if n := e.dlqCount(wire.SettledFilter(e.ns)); n != 1 {
+		t.Fatalf("settled copies after retry: %d, want 1", n)
 	}
 	hist, err := d.History(ctx, id, "")
 	if err != nil || len(hist) != 1 || hist[0].Action != AuditRetried || hist[0].NewOutboxSeq != re.Sequence {

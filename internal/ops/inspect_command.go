@@ -173,21 +173,14 @@ func (in *Inspector) Command(ctx context.Context, id string) (CommandInfo, error
 	} else if dlq != nil {
 		rng := streams.ScanRange{Filter: wire.DeadLetterFilter(in.names.Namespace)} // not the audit records
 		if info.Kind != "" {
-			rng.Filter = wire.DeadLetterSubject(in.names.Namespace, info.Kind)
-		}
-		// A retried or discarded entry stays (the DLQ denies deletes): its
-		// audit record settles it, and it is no longer dead.
-		if info.Cause == nil {
-			if hist, err = OpenDLQ(in.js, in.names.Namespace).History(ctx, id, info.Kind); err != nil {
-				return info, err
+			if f, err := wire.DeadLetterFilterFor(in.names.Namespace, info.Kind); err == nil {
+				rng.Filter = f
 			}
 		}
-		settled := map[uint64]bool{}
-		for _, a := range hist {
-			settled[a.DLQSeq] = true
-		}
+		// A settled letter is replaced on its subject by a mark that
+		// expires: it is no longer dead.
 		if err := in.find(ctx, in.names.DLQ, rng, id, func(c Copy, m *jetstream.RawStreamMsg) {
-			if settled[m.Sequence] {
+			if wire.IsSettleMark(m.Header) {
 				return
 			}
 			c.Error = m.Header.Get(wire.HeaderError)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/esjet/esjet/internal/wire"
@@ -86,26 +85,15 @@ func (in *Inspector) Kinds(ctx context.Context) ([]KindStats, error) {
 	if dlq, err := optionalStream(ctx, in.js, in.names.DLQ); err != nil {
 		return nil, err
 	} else if dlq != nil {
-		counts, err := subjectCounts(ctx, dlq, wire.DeadLetterFilter(in.names.Namespace)) // not the audit records
+		// The open letters only (never the audit trail or the settled
+		// copies): a read of each, which also skips the marks of letters
+		// settled in the last second.
+		open, err := OpenDLQ(in.js, in.names.Namespace).List(ctx, Filter{})
 		if err != nil {
 			return nil, err
 		}
-		for subj, n := range counts {
-			get(lastTokens(subj, in.names.DLQPrefix())).Dead += n
-		}
-		// Entries an audit record settled stay (the DLQ denies deletes).
-		recs, err := OpenDLQ(in.js, in.names.Namespace).audits(ctx, "", func(AuditRecord) bool { return true })
-		if err != nil {
-			return nil, err
-		}
-		settled := map[uint64]string{}
-		for _, a := range recs {
-			settled[a.DLQSeq] = a.Kind
-		}
-		for _, kind := range settled {
-			if ks := get(kind); ks.Dead > 0 {
-				ks.Dead--
-			}
+		for _, dl := range open {
+			get(dl.Kind).Dead++
 		}
 	}
 	if err := scanReceipts(ctx, in.js, in.names, in.batch, func(re receiptEntry) {
@@ -156,8 +144,6 @@ func subjectCounts(ctx context.Context, st jetstream.Stream, filter string) (map
 	}
 	return info.State.Subjects, nil
 }
-
-func lastTokens(subject, prefix string) string { return strings.TrimPrefix(subject, prefix) }
 
 // lastActive is the later of a consumer's last delivery and last ack.
 func lastActive(ci *jetstream.ConsumerInfo) time.Time {

@@ -107,13 +107,18 @@ func (r *Reconciler) scanOutbox(ctx context.Context, s *scan, after, to uint64, 
 }
 
 func (r *Reconciler) scanDLQ(ctx context.Context, s *scan, after, to uint64, tick func()) error {
-	prefix, auditPrefix := r.names.DLQPrefix(), r.names.AuditPrefix()
-	// The DLQ denies deletes: a retried or discarded dead letter stays, and
-	// the audit record naming its sequence (written after it) settles it.
+	ns := r.names.Namespace
+	// A dead letter has a subject of its own; its audit record (written
+	// before the mark that replaces it and the copy that outlives it for a
+	// while) settles it.
 	err := s.read(ctx, r.names.DLQ, streams.ScanRange{Filter: r.onlyFilter(ctx, r.names.DLQ, r.names.DLQFilter()), From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
 		tick()
 		s.scanned.DLQ++
 		id := m.Header.Get(wire.HeaderCommandID)
+		letterKind, isLetter := wire.KindOfDeadLetter(ns, m.Subject)
+		if isLetter && wire.IsSettleMark(m.Header) {
+			return nil // its audit record came first
+		}
 		if id == "" {
 			s.scanned.Unidentified++
 			return nil
@@ -121,7 +126,7 @@ func (r *Reconciler) scanDLQ(ctx context.Context, s *scan, after, to uint64, tic
 		if err := s.touched(ctx, id, "DLQ seq %d", m.Sequence); err != nil {
 			return err
 		}
-		if kind, ok := strings.CutPrefix(m.Subject, auditPrefix); ok {
+		if kind, ok := wire.KindOfAudit(ns, m.Subject); ok {
 			// Stream order: the last action on the command wins.
 			s.get(id, kind).discarded = m.Header.Get(HeaderDLQAction) == AuditDiscarded
 			var a AuditRecord
@@ -133,7 +138,10 @@ func (r *Reconciler) scanDLQ(ctx context.Context, s *scan, after, to uint64, tic
 			}
 			return nil
 		}
-		s.unsettled[m.Sequence] = s.get(id, strings.TrimPrefix(m.Subject, prefix))
+		if !isLetter {
+			return nil // a settled letter's copy: its audit record came first
+		}
+		s.unsettled[m.Sequence] = s.get(id, letterKind)
 		return nil
 	})
 	return err

@@ -133,7 +133,7 @@ func (e *rcEnv) putReceipt(id, kind, outcome string) {
 func (e *rcEnv) deadLetter(rec streams.Record, i int, reason string) {
 	e.t.Helper()
 	m := wire.EncodeCommand(e.ns, rec, rec.Commands[i], time.Now())
-	m.Subject = wire.DeadLetterSubject(e.ns, rec.Commands[i].Kind)
+	m.Subject = wire.DeadLetterSubject(e.ns, rec.Commands[i].Kind, rec.Seq*1000+uint64(i))
 	m.Header.Del(jetstream.MsgIDHeader)
 	m.Header.Set(wire.HeaderError, reason)
 	m.Header.Set(wire.HeaderAttempts, "5")

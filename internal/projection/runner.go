@@ -76,6 +76,9 @@ type Runner struct {
 
 	mu      sync.Mutex
 	running map[string]*partition
+	// switchMarks: per generation being built, the log's end at the last
+	// look (maybeSwitch).
+	switchMarks map[string]uint64
 }
 
 // NewRunner returns a Runner of defs over log. It creates the control
@@ -106,7 +109,7 @@ func NewRunner(ctx context.Context, js jetstream.JetStream, log *streams.Log, de
 	}
 	r := &Runner{js: js, nc: js.Conn(), log: log, names: names, ns: names.Namespace, defs: defs, cfg: cfg,
 		logger: logger.With("component", "projection"), nodeID: cfg.NodeID, ctl: controlStore{kv: kv}, events: events,
-		running: map[string]*partition{}}
+		running: map[string]*partition{}, switchMarks: map[string]uint64{}}
 	// Every projection exists (control record, bucket) once the runner
 	// does: a query right after the node starts finds it.
 	for _, d := range defs {
@@ -296,22 +299,38 @@ func (r *Runner) acquire(ctx context.Context, key string) (uint64, bool, error) 
 }
 
 // maybeSwitch makes the generation being built the active one once every
-// partition of it has caught up with the log.
+// partition of it has caught up with the log: has passed where the log
+// ended at this node's previous look (or at this one, the first time).
+// The log's very end is not the mark: the partitions report their
+// positions at each heartbeat, and under steady writes the log has always
+// moved on since, so a rebuild that keeps up would never switch in. A
+// switched-in generation is then at most about a heartbeat of writes
+// behind, and reads after a position wait for it as for any generation.
 func (r *Runner) maybeSwitch(ctx context.Context, d Definition, ctl Control) {
 	info, err := r.events.Info(ctx)
 	if err != nil {
 		return
 	}
-	end := info.State.LastSeq
+	key := fmt.Sprintf("%s/%d", d.Name, ctl.Building)
+	r.mu.Lock()
+	mark, seen := r.switchMarks[key]
+	r.switchMarks[key] = info.State.LastSeq
+	r.mu.Unlock()
+	if !seen {
+		mark = info.State.LastSeq
+	}
 	for part := range d.partitions() {
 		l, rev, err := r.ctl.lease(ctx, d.Name, ctl.Building, part)
 		if err != nil || rev == 0 || time.Since(l.Heartbeat) > r.cfg.LeaseTTL {
 			return
 		}
-		if seq, _ := wire.SplitPosition(l.Position); seq < end {
+		if seq, _ := wire.SplitPosition(l.Position); seq < mark {
 			return
 		}
 	}
+	r.mu.Lock()
+	delete(r.switchMarks, key)
+	r.mu.Unlock()
 	_, err = r.ctl.update(ctx, d.Name, func(c *Control) error {
 		if c.Building != ctl.Building {
 			return errors.New("changed")

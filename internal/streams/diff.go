@@ -191,7 +191,11 @@ func diffStream(have, want jetstream.StreamConfig) []Diff {
 	if have.SubjectTransform != nil && want.SubjectTransform == nil {
 		add("subject_transform", have.SubjectTransform.Source+" → "+have.SubjectTransform.Destination, "none", DiffLossy, "messages are stored under other subjects than the ones written")
 	}
-	if have.AllowMsgTTL && !want.AllowMsgTTL {
+	switch {
+	case have.AllowMsgTTL == want.AllowMsgTTL:
+	case want.AllowMsgTTL:
+		add("allow_msg_ttl", false, true, DiffNeeded, "settled dead letters expire by per-message TTLs")
+	default:
 		add("allow_msg_ttl", true, false, DiffLossy, "a message can carry its own expiry").Immutable = true
 	}
 	if have.NoAck && !want.NoAck {

@@ -90,6 +90,11 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, o Object) (Change
 		}
 		return Change{Name: o.Name, Action: "updated", Fields: append([]string{sources.String()}, fields(benign)...)}, nil
 	}
+	if o.dlq != nil {
+		if err := o.dlq.pending(ctx, st); err != nil {
+			return Change{}, err
+		}
+	}
 	if len(benign) > 0 {
 		return Change{Name: o.Name, Action: "differs", Fields: fields(benign)}, nil
 	}

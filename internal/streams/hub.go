@@ -205,7 +205,7 @@ func HubObjects(ns string, c ProvisionConfig, h HubConfig) []Object {
 	for _, s := range HubStreamConfigs(names, c, h) {
 		out = append(out, Object{Name: s.Name, Config: s})
 	}
-	return append(out, bucketObjects(names, c)...)
+	return withLegacyDLQ(names, c, append(out, bucketObjects(names, c)...))
 }
 
 // ProvisionHub creates or updates the hub's objects ([HubObjects]), as

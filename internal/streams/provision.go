@@ -27,6 +27,10 @@ type ProvisionConfig struct {
 	// Compression keeps EVENTS and OUTBOX blocks S2-compressed on disk
 	// (a sealed block is compressed whole; readers see the same messages).
 	Compression bool
+	// DLQSettledMaxAge is how long a settled dead letter's copy stays
+	// (streams.dlq_settled_max_age): provisioning gives an older DLQ's
+	// settled letters what is left of it. Zero means 720h.
+	DLQSettledMaxAge time.Duration
 }
 
 // setDefaults fills what is zero with config.Default()'s values: the
@@ -43,6 +47,9 @@ func (c *ProvisionConfig) setDefaults() {
 	}
 	if c.OutboxDuplicateWindow == 0 {
 		c.OutboxDuplicateWindow = d.OutboxDuplicateWindow.Std()
+	}
+	if c.DLQSettledMaxAge == 0 {
+		c.DLQSettledMaxAge = d.DLQSettledMaxAge.Std()
 	}
 	if c.OutboxMaxAge == 0 {
 		c.OutboxMaxAge = d.OutboxMaxAge.Std()
@@ -119,22 +126,27 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		AllowAtomicPublish: true,
 		Compression:        compression(c),
 	}, {
-		Name:              names.DLQ,
-		Description:       "esjet dead letters: exhausted or terminally failed commands on " + wire.DeadLetterSubject(names.Namespace, "<kind>"),
-		Subjects:          []string{names.DLQFilter()},
-		Retention:         jetstream.LimitsPolicy,
-		Storage:           jetstream.FileStorage,
-		Replicas:          c.Replicas,
-		MaxAge:            0,
-		MaxMsgs:           -1,
-		MaxBytes:          -1,
-		MaxMsgsPerSubject: -1,
+		Name:        names.DLQ,
+		Description: "esjet dead letters: exhausted or terminally failed commands, one subject each, " + wire.DeadLetterSubject(names.Namespace, "<kind>", 0) + "…",
+		Subjects:    []string{names.DLQFilter()},
+		Retention:   jetstream.LimitsPolicy,
+		Storage:     jetstream.FileStorage,
+		Replicas:    c.Replicas,
+		MaxAge:      0,
+		MaxMsgs:     -1,
+		MaxBytes:    -1,
+		// One message per subject, and per-message TTLs: every letter,
+		// settled copy and audit record has a subject of its own, and a
+		// settled letter leaves by being replaced on its subject by a mark
+		// that expires (wire.SettleMark); its copy expires after
+		// streams.dlq_settled_max_age. Open letters carry no TTL.
+		MaxMsgsPerSubject: 1,
+		AllowMsgTTL:       true,
 		MaxMsgSize:        maxMsg,
 		Discard:           jetstream.DiscardNew,
-		// Nothing may delete or purge the dead letters: esjet dlq
-		// retry/discard settle an entry with an audit record that names
-		// it, and the entry stays. esjet provision turns them on for an
-		// older DLQ (false → true is allowed; the reverse is not).
+		// Nothing may delete or purge a dead letter: only settling one (an
+		// audit record first) replaces it. esjet provision turns them on
+		// for an older DLQ (false → true is allowed; the reverse is not).
 		DenyDelete:  true,
 		DenyPurge:   true,
 		AllowDirect: true,
@@ -227,6 +239,7 @@ func BucketStreamConfig(kv jetstream.KeyValueConfig) jetstream.StreamConfig {
 type Object struct {
 	Name   string // the stream's name, or the bucket's
 	Config jetstream.StreamConfig
+	dlq    *legacyDLQ // the DLQ's: an older one's letters to move first (dlqmigrate.go)
 }
 
 // Objects are the namespace's streams (EVENTS, OUTBOX, DLQ) and buckets
@@ -237,7 +250,7 @@ func Objects(ns string, c ProvisionConfig) []Object {
 	for _, s := range StreamConfigs(names, c) {
 		out = append(out, Object{Name: s.Name, Config: s})
 	}
-	return append(out, bucketObjects(names, c)...)
+	return withLegacyDLQ(names, c, append(out, bucketObjects(names, c)...))
 }
 
 // bucketObjects are the namespace's buckets; receipts allow atomic
@@ -338,6 +351,9 @@ func provisionStream(ctx context.Context, js jetstream.JetStream, o Object, mode
 	if len(immutable) > 0 {
 		return Change{}, &ImmutableError{Stream: want.Name, Fields: immutable}
 	}
+	if o.dlq != nil {
+		return o.dlq.provision(ctx, js, st, o, diffs, mode)
+	}
 	if len(diffs) == 0 {
 		return Change{Name: o.Name, Action: "unchanged"}, nil
 	}
@@ -371,6 +387,7 @@ func updated(have, want jetstream.StreamConfig) jetstream.StreamConfig {
 	upd.AllowDirect = want.AllowDirect
 	upd.Duplicates = want.Duplicates
 	upd.AllowMsgSchedules = want.AllowMsgSchedules
+	upd.AllowMsgTTL = want.AllowMsgTTL
 	// The server takes a new compression in place; its file store applies
 	// it to the blocks it writes after a restart.
 	upd.Compression = want.Compression

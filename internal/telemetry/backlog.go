@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -120,20 +119,17 @@ func (b *Backlog) readDLQ(ctx context.Context, js jetstream.JetStream, names str
 	if err != nil {
 		return fmt.Errorf("stream %s: %w", names.DLQ, err)
 	}
-	info, err := dlq.Info(ctx, jetstream.WithSubjectFilter(names.DLQFilter()))
+	// One subject per open letter; a settled one is replaced by a mark
+	// that leaves within a second or two (wire.SettleMark), counted until
+	// then.
+	info, err := dlq.Info(ctx, jetstream.WithSubjectFilter(wire.DeadLetterFilter(names.Namespace)))
 	if err != nil {
 		return fmt.Errorf("DLQ subjects: %w", err)
 	}
-	letters, audits := map[string]int64{}, map[string]int64{}
 	for subj, n := range info.State.Subjects {
-		if kind, ok := strings.CutPrefix(subj, wire.AuditSubject(names.Namespace, "")); ok {
-			audits[kind] += int64(n)
-		} else if kind, ok := strings.CutPrefix(subj, wire.DeadLetterSubject(names.Namespace, "")); ok && !strings.Contains(kind, ".") {
-			letters[kind] += int64(n)
+		if kind, ok := wire.KindOfDeadLetter(names.Namespace, subj); ok {
+			b.kind(kind).Dead += int64(n)
 		}
-	}
-	for kind, n := range letters {
-		b.kind(kind).Dead = max(n-audits[kind], 0)
 	}
 	return nil
 }

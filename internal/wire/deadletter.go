@@ -98,7 +98,7 @@ func DeadLetterMsg(ns string, delivered *nats.Msg, outboxSeq uint64, reason stri
 	h[HeaderDeadAt] = []string{at.UTC().Format(time.RFC3339Nano)}
 	h[HeaderOutboxSeq] = []string{strconv.FormatUint(outboxSeq, 10)}
 	h[jetstream.MsgIDHeader] = []string{DeadLetterMsgID(id, outboxSeq)}
-	return &nats.Msg{Subject: DeadLetterSubject(ns, kind), Header: h, Data: delivered.Data}
+	return &nats.Msg{Subject: DeadLetterSubject(ns, kind, outboxSeq), Header: h, Data: delivered.Data}
 }
 
 // DeadFence is the fence the dead letter's command died with (0 for a
@@ -122,7 +122,7 @@ func DecodeDeadLetter(m *jetstream.RawStreamMsg) DeadLetter {
 		Header: h,
 	}
 	if dl.Kind == "" {
-		dl.Kind = m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]
+		dl.Kind = kindOfLetter(m.Subject)
 	}
 	dl.Attempts, _ = strconv.Atoi(h.Get(HeaderAttempts))
 	dl.OutboxSeq, _ = strconv.ParseUint(h.Get(HeaderOutboxSeq), 10, 64)
@@ -173,6 +173,69 @@ func RedriveMsg(ns string, m *jetstream.RawStreamMsg, priority string, fenceBase
 	}
 	out.Header[jetstream.MsgIDHeader] = []string{RedriveMsgID(dl.ID, dl.Seq)}
 	return out
+}
+
+// kindOfLetter is the kind token of a dead letter's or a settled letter's
+// subject (<ns>.dlq.letter|settled.<kind>.<seq>), else its last token (an
+// older esjet's <ns>.dlq.<kind>).
+func kindOfLetter(subject string) string {
+	tok := strings.Split(subject, ".")
+	if n := len(tok); n >= 5 && (tok[n-3] == "letter" || tok[n-3] == "settled") {
+		return tok[n-2]
+	}
+	return tok[len(tok)-1]
+}
+
+// SettleMarkTTL is how long the mark that replaces a settled dead letter
+// stays (JetStream's shortest per-message TTL): after it the letter's
+// subject holds nothing.
+const SettleMarkTTL = time.Second
+
+// SettleMark is what replaces the dead letter at dlqSeq on its subject
+// once it is settled by action: no body, the action and the sequence it
+// settles. Publish it with a TTL of [SettleMarkTTL] and dlqSeq as the
+// subject's expected last sequence (the DLQ keeps one message per
+// subject): then no one else settled it first, and the subject empties.
+func SettleMark(letterSubject, action string, dlqSeq uint64) *nats.Msg {
+	seq := strconv.FormatUint(dlqSeq, 10)
+	return &nats.Msg{Subject: letterSubject, Header: nats.Header{
+		HeaderDLQAction:       {action},
+		HeaderDLQSeq:          {seq},
+		jetstream.MsgIDHeader: {"settle:" + seq},
+	}}
+}
+
+// IsSettleMark reports whether a message read on a dead letter's subject
+// ([IsDeadLetterSubject]) is the mark of a settled letter, not a letter.
+// (Audit records and settled copies carry the action too: ask only of a
+// dead letter's subject.)
+func IsSettleMark(h nats.Header) bool { return h.Get(HeaderDLQAction) != "" }
+
+// SettledMsg is the copy of the dead letter m, settled by action, kept on
+// [SettledSubject] until the TTL it is published with: its headers and
+// body, the action and the DLQ sequence it had. [DecodeSettled] reads it.
+func SettledMsg(ns string, m *jetstream.RawStreamMsg, action string) *nats.Msg {
+	dl := DecodeDeadLetter(m)
+	out := &nats.Msg{Subject: SettledSubject(ns, dl.Kind, m.Sequence), Header: make(nats.Header, len(m.Header)+3), Data: m.Data}
+	for k, vs := range m.Header {
+		if carried(k) {
+			out.Header[k] = append([]string(nil), vs...)
+		}
+	}
+	seq := strconv.FormatUint(m.Sequence, 10)
+	out.Header[HeaderDLQAction] = []string{action}
+	out.Header[HeaderDLQSeq] = []string{seq}
+	out.Header[jetstream.MsgIDHeader] = []string{"settled:" + seq}
+	return out
+}
+
+// DecodeSettled reads a settled letter stored by [SettledMsg]: the dead
+// letter as it was (its DLQ sequence the one it had) and the action that
+// settled it.
+func DecodeSettled(m *jetstream.RawStreamMsg) (DeadLetter, string) {
+	dl := DecodeDeadLetter(m)
+	dl.Seq, _ = strconv.ParseUint(m.Header.Get(HeaderDLQSeq), 10, 64)
+	return dl, m.Header.Get(HeaderDLQAction)
 }
 
 // carried says whether a header of an OUTBOX message travels with it into

@@ -15,7 +15,7 @@ func TestDeadLetterMsgTakesTheKindFromTheSubjectAndCapsTheError(t *testing.T) {
 		jetstream.MsgIDHeader: {"x:1"}, "Nats-Schedule-Next": {"purge"}, "Esjet-Custom": {"kept"},
 	}, Data: []byte("not json")}
 	m := DeadLetterMsg("ns", in, 9, strings.Repeat("é", 2000), 1, "w", time.Now())
-	if m.Subject != "ns.dlq.pay" || m.Header.Get(jetstream.MsgIDHeader) != "dlq:x:1:9" {
+	if m.Subject != "ns.dlq.letter.pay.9" || m.Header.Get(jetstream.MsgIDHeader) != "dlq:x:1:9" {
 		t.Fatalf("subject %q msg id %q", m.Subject, m.Header.Get(jetstream.MsgIDHeader))
 	}
 	if m.Header.Get("Nats-Schedule-Next") != "" || m.Header.Get("Esjet-Custom") != "kept" {
@@ -38,8 +38,18 @@ func TestDeadLetterRoundTripsAndRedrivesWithoutItsDLQHeaders(t *testing.T) {
 		dl.CorrelationID != "corr-1" || string(dl.Payload) != "null" {
 		t.Fatalf("decoded %+v", dl)
 	}
-	if !IsDeadLetterSubject("ns", m.Subject) || IsDeadLetterSubject("ns", AuditSubject("ns", "pay")) {
-		t.Fatal("dead letter and audit subjects not told apart")
+	if !IsDeadLetterSubject("ns", m.Subject) || IsDeadLetterSubject("ns", AuditSubject("ns", "pay", 11)) ||
+		IsDeadLetterSubject("ns", SettledSubject("ns", "pay", 11)) || IsDeadLetterSubject("ns", "ns.dlq.letter.pay") {
+		t.Fatal("dead letter, settled and audit subjects not told apart")
+	}
+	if k, ok := KindOfAudit("ns", AuditSubject("ns", "pay", 11)); !ok || k != "pay" {
+		t.Fatalf("audit kind %q %v", k, ok)
+	}
+	raw := &jetstream.RawStreamMsg{Subject: m.Subject, Sequence: 11, Header: m.Header, Data: m.Data, Time: now}
+	set, action := DecodeSettled(&jetstream.RawStreamMsg{Subject: SettledSubject("ns", "pay", 11), Sequence: 30,
+		Header: SettledMsg("ns", raw, "discarded").Header, Data: m.Data, Time: now})
+	if set.Seq != 11 || set.Kind != "pay" || set.ID != dl.ID || action != "discarded" || set.Error != "card declined" {
+		t.Fatalf("settled copy decodes as %+v, %q", set, action)
 	}
 	out := RedriveMsg("ns", &jetstream.RawStreamMsg{Subject: m.Subject, Sequence: 11, Header: m.Header, Data: m.Data}, PriorityNormal, 0)
 	if out.Subject != "ns.outbox.pay" || out.Header.Get(jetstream.MsgIDHeader) != "trip:t1:4:0:redrive:11" ||
@@ -70,7 +80,7 @@ func TestARedriveGoesToItsBandAboveTheFenceItDiedWith(t *testing.T) {
 	m := DeadLetterMsg("ns", delivered, 7, "no", 3, "node-1", now)
 	m.Header.Set(HeaderDeadFence, "912")
 	raw := &jetstream.RawStreamMsg{Subject: m.Subject, Sequence: 11, Header: m.Header, Data: m.Data}
-	if m.Subject != "ns.dlq.pay" || DeadFence(raw) != 912 {
+	if m.Subject != "ns.dlq.letter.pay.7" || DeadFence(raw) != 912 {
 		t.Fatalf("dead letter on %s, fence %d", m.Subject, DeadFence(raw))
 	}
 	out := RedriveMsg("ns", raw, PriorityLow, 912)

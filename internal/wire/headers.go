@@ -62,6 +62,10 @@ const (
 // <ns>.dlq.audit.<kind>.
 const HeaderDLQAction = "Esjet-Dlq-Action"
 
+// HeaderDLQSeq is the DLQ sequence of the dead letter a settle mark or a
+// settled copy stands for.
+const HeaderDLQSeq = "Esjet-Dlq-Seq"
+
 // HeaderExpectedPrefix starts every JetStream expectation header
 // (Nats-Expected-Last-Subject-Sequence …): sourcing strips them, and a
 // message read back from a stream still carries them.

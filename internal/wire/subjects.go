@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"strconv"
 	"strings"
 )
 
@@ -48,38 +49,108 @@ func KindOfSchedule(ns, subject string) string {
 	return kind
 }
 
-// Dead letters live in <NS>_DLQ on <ns>.dlq.<kind> (three tokens). Every
-// retry or discard first writes an audit record to the same stream on
-// <ns>.dlq.audit.<kind> (four tokens), then removes the dead letter.
-// Readers tell them apart by subject: [DeadLetterFilter] and
-// [AuditFilter], never <ns>.dlq.> (which holds both).
+// Dead letters live in <NS>_DLQ, one subject per letter, so that a settled
+// letter can leave a stream that denies deletes (the DLQ keeps one message
+// per subject, and a message can carry its own expiry, Nats-TTL):
+//
+//	<ns>.dlq.letter.<kind>.<outbox seq>   a dead letter (the OUTBOX copy that
+//	                                      failed names it); when it is
+//	                                      settled, a settle mark with a short
+//	                                      TTL replaces it, so the subject
+//	                                      empties
+//	<ns>.dlq.settled.<kind>.<dlq seq>     the settled letter, whole, until its
+//	                                      TTL (streams.dlq_settled_max_age)
+//	<ns>.dlq.audit.<kind>.<dlq seq>       the audit record of its retry or
+//	                                      discard: compact, kept
+//
+// Readers tell them apart by subject ([DeadLetterFilter], [SettledFilter],
+// [AuditFilter]); never by <ns>.dlq.>, which holds all three. Reading the
+// open letters reads only them (and the marks of the last second).
 
-// DeadLetterSubject is where dead letters of kind are stored.
-func DeadLetterSubject(ns, kind string) string { return ns + ".dlq." + kind }
+// DeadLetterSubject is where the dead letter of the OUTBOX copy at
+// outboxSeq of a command of kind is stored.
+func DeadLetterSubject(ns, kind string, outboxSeq uint64) string {
+	return ns + ".dlq.letter." + kind + "." + strconv.FormatUint(outboxSeq, 10)
+}
 
-// DeadLetterSubjectFor is [DeadLetterSubject] for a kind from input.
-func DeadLetterSubjectFor(ns, kind string) (string, error) {
+// DeadLetterFilter matches every dead letter of namespace ns (and the
+// settle marks that replace settled ones), no audit record and no settled
+// copy.
+func DeadLetterFilter(ns string) string { return ns + ".dlq.letter.*.*" }
+
+// DeadLetterFilterFor matches every dead letter of kind, a kind from input:
+// it returns the token's error and builds nothing from bad input.
+func DeadLetterFilterFor(ns, kind string) (string, error) {
 	if err := ValidateToken("command kind", kind); err != nil {
 		return "", err
 	}
-	return DeadLetterSubject(ns, kind), nil
+	return ns + ".dlq.letter." + kind + ".*", nil
 }
 
-// AuditSubject is where the audit records of kind's dead letters are stored.
-func AuditSubject(ns, kind string) string { return ns + ".dlq.audit." + kind }
+// KindOfDeadLetter returns the kind token of a dead letter's subject, and
+// false when subject is not one of namespace ns.
+func KindOfDeadLetter(ns, subject string) (string, bool) {
+	return middleToken(subject, ns+".dlq.letter.")
+}
 
-// DeadLetterFilter matches every dead letter of namespace ns, and no audit
-// record.
-func DeadLetterFilter(ns string) string { return ns + ".dlq.*" }
-
-// AuditFilter matches every audit record of namespace ns.
-func AuditFilter(ns string) string { return ns + ".dlq.audit.*" }
-
-// IsDeadLetterSubject reports whether subject is a dead letter of namespace
-// ns (not an audit record).
+// IsDeadLetterSubject reports whether subject is a dead letter's of
+// namespace ns (not an audit record or a settled copy).
 func IsDeadLetterSubject(ns, subject string) bool {
-	rest, ok := strings.CutPrefix(subject, ns+".dlq.")
-	return ok && rest != "" && !strings.Contains(rest, ".")
+	_, ok := KindOfDeadLetter(ns, subject)
+	return ok
+}
+
+// SettledSubject is where the settled letter once at DLQ sequence dlqSeq
+// is kept until its TTL.
+func SettledSubject(ns, kind string, dlqSeq uint64) string {
+	return ns + ".dlq.settled." + kind + "." + strconv.FormatUint(dlqSeq, 10)
+}
+
+// SettledFilter matches every settled letter of namespace ns.
+func SettledFilter(ns string) string { return ns + ".dlq.settled.*.*" }
+
+// AuditSubject is where the audit record of the dead letter of kind at DLQ
+// sequence dlqSeq is stored.
+func AuditSubject(ns, kind string, dlqSeq uint64) string {
+	return ns + ".dlq.audit." + kind + "." + strconv.FormatUint(dlqSeq, 10)
+}
+
+// AuditFilter matches every audit record of namespace ns (and those of an
+// older esjet, one subject per kind: <ns>.dlq.audit.<kind>).
+func AuditFilter(ns string) string { return ns + ".dlq.audit.>" }
+
+// AuditKindFilter matches the audit records of kind's dead letters.
+func AuditKindFilter(ns, kind string) string { return ns + ".dlq.audit." + kind + ".*" }
+
+// AuditSeqFilter matches the audit record of the dead letter at DLQ
+// sequence dlqSeq, whatever its kind.
+func AuditSeqFilter(ns string, dlqSeq uint64) string {
+	return ns + ".dlq.audit.*." + strconv.FormatUint(dlqSeq, 10)
+}
+
+// KindOfAudit returns the kind token of an audit record's subject, and
+// false when subject is not one of namespace ns.
+func KindOfAudit(ns, subject string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, ns+".dlq.audit.")
+	if !ok || rest == "" {
+		return "", false
+	}
+	kind, _, _ := strings.Cut(rest, ".")
+	return kind, true
+}
+
+// middleToken returns the token between prefix and one last token of
+// subject.
+func middleToken(subject, prefix string) (string, bool) {
+	rest, ok := strings.CutPrefix(subject, prefix)
+	if !ok {
+		return "", false
+	}
+	kind, last, ok := strings.Cut(rest, ".")
+	if !ok || kind == "" || last == "" || strings.Contains(last, ".") {
+		return "", false
+	}
+	return kind, true
 }
 
 // Priorities are the bands, highest first.
