@@ -248,6 +248,21 @@ type RawType struct {
 	// Commands are the command kinds its appends may issue; an append that
 	// issues any other is refused (403) and writes nothing. Empty: none.
 	Commands []string `yaml:"commands"`
+	// Personal marks the personal fields of its events and commands, by
+	// event type or command kind: stored sealed under the data key of the
+	// data subject named in member Subject (docs/personal-data.md).
+	// Empty: nothing is personal.
+	Personal map[string]PersonalFields `yaml:"personal"`
+}
+
+// PersonalFields are the personal members of one event type's data or one
+// command kind's payload (top-level JSON members).
+type PersonalFields struct {
+	// Subject is the member holding the data subject's id (a string; it
+	// may be one of Fields).
+	Subject string `yaml:"subject"`
+	// Fields are the members sealed under the subject's data key.
+	Fields []string `yaml:"fields"`
 }
 
 // Projections tunes how the nodes that run the read models share their

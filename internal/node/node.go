@@ -19,6 +19,7 @@ import (
 	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/outbox"
 	"github.com/esjet/esjet/internal/projection"
+	"github.com/esjet/esjet/internal/shred"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/telemetry"
 )
@@ -54,6 +55,9 @@ type Node struct {
 	logger  *slog.Logger
 	broker  *broker.Broker
 	log     *streams.Log
+	keys    *shred.Lazy // personal data's keyring (personal.go)
+	// personalViews are the views a forget resets (personal.go).
+	personalViews []string
 	changes []streams.Change
 	// receipts group-commits the workers' receipt writes (groupcommit.go).
 	receipts *streams.Committer
@@ -138,7 +142,11 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	}
 	js := n.broker.JetStream()
 	n.receipts = receiptCommitter(cfg, js, logger)
-	n.log, err = streams.Open(ctx, js, cfg.Namespace, LogConfig(cfg), logger)
+	n.startKeys(ctx, cfg)
+	n.personalViews = personalViews(opts.Projections)
+	lc := LogConfig(cfg)
+	lc.Open = opening(n.keys)
+	n.log, err = streams.Open(ctx, js, cfg.Namespace, lc, logger)
 	if err != nil {
 		return nil, err
 	}
@@ -152,6 +160,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	}
 	rc := RepositoryConfig(cfg)
 	rc.Telemetry = n.tel
+	rc.Sealer, rc.Personal = &shred.Sealer{Keys: n.keys}, personalSpecs(cfg)
 	n.repo = aggregate.NewRepository(n.log, snaps, reg, rc, logger)
 	n.views = projection.NewViews(js, cfg.Namespace, cfg.Projections.LeaseTTL.Std())
 	n.control, err = consumer.OpenControl(ctx, js, cfg.Namespace, logger)
@@ -159,7 +168,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 		return nil, err
 	}
 	n.api, err = api.New(n.repo, api.Config{Namespace: cfg.Namespace, MaxBody: int(cfg.Streams.MaxMessageSize),
-		Ops: opsHandler(ctx, n.broker.Conn(), js, cfg.Namespace, logger, n.workersAction), Telemetry: n.tel, Views: n.views,
+		Ops: opsHandler(ctx, n.broker.Conn(), js, cfg.Namespace, logger, n.workersAction, n.personalAction), Telemetry: n.tel, Views: n.views,
 		GuardedReplies: broker.NodeSpec(cfg).Targets}, logger)
 	if err != nil {
 		return nil, err
@@ -338,6 +347,7 @@ func (n *Node) startWorkers(ctx context.Context, opts Options, logger *slog.Logg
 	n.workersDone.Go(func() { _ = n.control.Run(wctx) })
 	fb := n.feedbackFor()
 	for _, kc := range kinds {
+		kc.Handler = openingHandler{next: kc.Handler, s: &shred.Sealer{Keys: n.keys}}
 		w, err := consumer.NewWorker(ctx, n.broker.JetStream(), n.cfg.Namespace, kc, fb, logger)
 		if err != nil {
 			return err

@@ -11,6 +11,9 @@ var (
 	// says it was forgotten — a lost or partly restored bucket. Never
 	// shown as erased.
 	ErrKeyMissing = errors.New("shred: data key missing (no tombstone: the keys bucket lost it)")
+	// ErrNoBucket: personal data was read but the keys bucket is gone
+	// (lost, or not restored): an error, never taken for erased.
+	ErrNoBucket = errors.New("shred: no keys bucket")
 	// ErrCorrupt: a sealed value does not parse or does not authenticate.
 	ErrCorrupt = errors.New("shred: sealed value corrupt")
 )

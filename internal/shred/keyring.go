@@ -71,8 +71,15 @@ func BucketStream(ns string, replicas int) jetstream.StreamConfig {
 // Open opens the namespace's keyring, creating the bucket and its salt
 // when missing.
 func Open(ctx context.Context, js jetstream.JetStream, ns string, replicas int) (*Keyring, error) {
+	return open(ctx, js, ns, replicas, true)
+}
+
+func open(ctx context.Context, js jetstream.JetStream, ns string, replicas int, create bool) (*Keyring, error) {
 	sc := BucketStream(ns, replicas)
 	st, err := js.Stream(ctx, sc.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) && !create {
+		return nil, fmt.Errorf("%w: keys bucket %s does not exist", ErrNoBucket, wire.KeysBucket(ns))
+	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		st, err = js.CreateStream(ctx, sc)
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {

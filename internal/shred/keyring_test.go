@@ -82,7 +82,7 @@ func TestForgetErasesKeyOnDisk(t *testing.T) {
 	if want := []string{"phone", "traveler"}; !equal(erased, want) {
 		t.Fatalf("erased %v, want %v", erased, want)
 	}
-	if string(out) != `{"destination":"Lima","phone":null,"traveler":null}` {
+	if string(out) != `{"destination":"Lima","esjet:erased":["phone","traveler"],"phone":null,"traveler":null}` {
 		t.Fatalf("after forget: %s", out)
 	}
 	// A second node's keyring (nothing cached) reads the same.

@@ -96,7 +96,7 @@ func (s *Sealer) SealJSON(ctx context.Context, data []byte, spec Spec) ([]byte, 
 
 // OpenJSON returns data with every sealed top-level member replaced by its
 // plaintext, or by null when its subject was forgotten; erased lists those
-// members (sorted). Data without a sealed value comes back as it is. A
+// members (sorted), which the object's "esjet:erased" member lists too. Data without a sealed value comes back as it is. A
 // missing key or an unreachable keys bucket is an error: nothing is ever
 // shown as erased that was not forgotten.
 func (s *Sealer) OpenJSON(ctx context.Context, data []byte) (out []byte, erased []string, err error) {
@@ -123,7 +123,10 @@ func (s *Sealer) OpenJSON(ctx context.Context, data []byte) (out []byte, erased 
 		}
 		obj[name] = plain
 	}
-	slices.Sort(erased)
+	if len(erased) > 0 {
+		slices.Sort(erased)
+		obj[wire.ErasedMember], _ = json.Marshal(erased)
+	}
 	out, err = json.Marshal(obj)
 	return out, erased, err
 }

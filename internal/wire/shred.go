@@ -57,11 +57,12 @@ func RefOfKey(key string) string {
 //	{"esjet:sealed": "v1.<ref>.<version>.<base64url(nonce || ciphertext)>"}
 //
 // and read back as its plaintext while the key exists, as JSON null after
-// the subject was forgotten (the event then lists the field in its
-// "erased" member).
+// the subject was forgotten; the object then also has the member
+// "esjet:erased": the sorted names of its erased members.
 const (
 	SealedMember  = "esjet:sealed"
 	SealedVersion = "v1"
+	ErasedMember  = "esjet:erased"
 )
 
 // TagName is the Go struct tag that marks personal fields:

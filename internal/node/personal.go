@@ -1,0 +1,106 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/consumer"
+	"github.com/esjet/esjet/internal/projection"
+	"github.com/esjet/esjet/internal/shred"
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// Personal data (docs/personal-data.md): the node's keyring, opened on
+// first use; the log's reader opens sealed fields before anything else
+// sees an event (history, state, views, the console, the raw API); the
+// repository seals on append and snapshot; workers open a command's
+// payload just before its target gets it.
+
+// startKeys makes the node's keyring; its watch runs until Close.
+func (n *Node) startKeys(ctx context.Context, cfg config.Config) {
+	wctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	n.keys = &shred.Lazy{JS: n.broker.JetStream(), Namespace: cfg.Namespace, Replicas: cfg.Streams.Replicas, Watch: wctx,
+		OnForget: func(string) {
+			if n.repo != nil {
+				n.repo.Forgotten()
+			}
+		}}
+	n.onClose = append(n.onClose, func() { stop(); n.keys.Wait() })
+}
+
+// Keys is the node's keyring (the API's forget uses it).
+func (n *Node) Keys() *shred.Lazy { return n.keys }
+
+// opening returns the log's reader hook: sealed fields of the record's
+// events and commands opened (erased for a forgotten subject).
+func opening(keys shred.Keys) func(*streams.Record) error {
+	s := &shred.Sealer{Keys: keys}
+	return func(rec *streams.Record) error {
+		for i := range rec.Events {
+			if shred.IsSealed(rec.Events[i].Data) {
+				data, _, err := s.OpenJSON(context.Background(), rec.Events[i].Data)
+				if err != nil {
+					return fmt.Errorf("personal data of %s/%s event %d: %w", rec.AggregateType, rec.AggregateID, rec.Events[i].Version, err)
+				}
+				rec.Events[i].Data = data
+			}
+		}
+		for i := range rec.Commands {
+			if shred.IsSealed(rec.Commands[i].Payload) {
+				p, _, err := s.OpenJSON(context.Background(), rec.Commands[i].Payload)
+				if err != nil {
+					return fmt.Errorf("personal data of %s/%s command %s: %w", rec.AggregateType, rec.AggregateID, rec.Commands[i].ID, err)
+				}
+				rec.Commands[i].Payload = p
+			}
+		}
+		return nil
+	}
+}
+
+// personalSpecs are the raw types' personal fields from the config.
+func personalSpecs(cfg config.Config) shred.Registry {
+	reg := shred.Registry{}
+	for typ, raw := range cfg.Aggregates.Raw {
+		for kind, pf := range raw.Personal {
+			var s shred.Spec
+			for _, f := range pf.Fields {
+				s.Fields = append(s.Fields, shred.Field{Name: f, Subject: pf.Subject})
+			}
+			reg[typ+"."+kind] = s
+		}
+	}
+	return reg
+}
+
+// openingHandler opens a command's personal fields for its target: OUTBOX
+// and the DLQ hold them sealed; a forgotten subject's come as null.
+type openingHandler struct {
+	next consumer.Handler
+	s    *shred.Sealer
+}
+
+func (h openingHandler) Handle(ctx context.Context, d consumer.Delivery) (json.RawMessage, error) {
+	if shred.IsSealed(d.Payload) {
+		p, _, err := h.s.OpenJSON(ctx, d.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("open personal data of command %s: %w", d.CommandID, err)
+		}
+		d.Payload = p
+	}
+	return h.next.Handle(ctx, d)
+}
+
+// personalViews are the names of the views marked Personal that keep their
+// documents in the built-in store: a forget resets them.
+func personalViews(defs []projection.Definition) []string {
+	var names []string
+	for _, d := range defs {
+		if d.Personal && d.Handle != nil {
+			names = append(names, d.Name)
+		}
+	}
+	return names
+}
