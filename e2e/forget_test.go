@@ -87,12 +87,21 @@ func TestForgetTraveler(t *testing.T) {
 	}
 	// The views refill from the log: her document is gone, her trips
 	// counted under the anonymous traveler; the other's document stays.
-	natstest.Eventually(t, 30*time.Second, func() bool {
-		_, hers := viewDoc(t, n, "traveler_spend/Quintessa_Vandermolen")
+	var last string
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		hers, found := viewDoc(t, n, "traveler_spend/Quintessa_Vandermolen")
 		anon, ok := viewDoc(t, n, "traveler_spend/_")
 		otto, ok2 := viewDoc(t, n, "traveler_spend/Otto_Kontrollmann")
-		return !hers && ok && strings.Contains(anon, `"confirmed":2`) && ok2 && strings.Contains(otto, `"confirmed":1`)
-	})
+		if !found && ok && strings.Contains(anon, `"confirmed":2`) && ok2 && strings.Contains(otto, `"confirmed":1`) {
+			break
+		}
+		last = fmt.Sprintf("hers %v %s; anonymous %v %s; other's %v %s", found, hers, ok, anon, ok2, otto)
+		if time.Now().After(deadline) {
+			t.Fatalf("traveler_spend after the forget: %s", last)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 	natstest.Eventually(t, 30*time.Second, func() bool {
 		doc, ok := viewDoc(t, n, "trips_by_status/trip/q1")
 		return ok && strings.Contains(doc, `"traveler":""`) && strings.Contains(doc, `"status":"confirmed"`)
