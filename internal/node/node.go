@@ -51,14 +51,14 @@ type Options struct {
 
 // Node is a running esjet node. Its methods are safe for concurrent use.
 type Node struct {
-	cfg     config.Config
-	logger  *slog.Logger
-	broker  *broker.Broker
-	log     *streams.Log
-	keys    *shred.Lazy // personal data's keyring (personal.go)
+	cfg    config.Config
+	logger *slog.Logger
+	broker *broker.Broker
+	log    *streams.Log
+	keys   *shred.Lazy // personal data's keyring (personal.go)
 	// personalViews are the views a forget resets (personal.go).
 	personalViews []string
-	changes []streams.Change
+	changes       []streams.Change
 	// receipts group-commits the workers' receipt writes (groupcommit.go).
 	receipts *streams.Committer
 	repo     *aggregate.Repository
