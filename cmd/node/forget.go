@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -62,8 +64,15 @@ ref (a keyed digest), never by the id you gave.`,
 				return nil
 			}
 			t := rep.Tombstone
-			fmt.Fprintf(g.stdout, "forgot subject %s: key versions 1-%d destroyed (%d erased on disk now) by %s at %s; its personal fields read as erased\n",
-				rep.Ref, t.Through, t.Erased, t.By, t.At.Format("2006-01-02T15:04:05Z"))
+			keys := fmt.Sprintf("key versions 1-%d", t.Through)
+			if t.Through <= 1 {
+				keys = fmt.Sprintf("key version %d", t.Through)
+			}
+			fmt.Fprintf(g.stdout, "forgot subject %s: %s destroyed (%d erased on disk now) by %s at %s; its personal fields read as erased\n",
+				rep.Ref, keys, t.Erased, t.By, t.At.Format(time.RFC3339))
+			if len(rep.ViewsReset) > 0 {
+				fmt.Fprintf(g.stdout, "views reset, refilling from the log: %s\n", strings.Join(rep.ViewsReset, ", "))
+			}
 			return nil
 		},
 	}
