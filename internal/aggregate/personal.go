@@ -75,6 +75,21 @@ func (r *Repository) seal(ctx context.Context, d streams.Decision, events, comma
 	return out, nil
 }
 
+// sealAll seals each of sds, the decisions of decs at the indexes at.
+func (r *Repository) sealAll(ctx context.Context, sds []streams.Decision, decs []Decision, at []int) ([]streams.Decision, error) {
+	out := make([]streams.Decision, len(sds))
+	for n, sd := range sds {
+		events, commands, err := specsOf(decs[at[n]])
+		if err != nil {
+			return nil, err
+		}
+		if out[n], err = r.seal(ctx, sd, events, commands); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
 func anyPersonal(specs []shred.Spec) bool {
 	for _, s := range specs {
 		if !s.Empty() {

@@ -33,31 +33,11 @@ func (n *Node) startKeys(ctx context.Context, cfg config.Config) {
 // Keys is the node's keyring (the API's forget uses it).
 func (n *Node) Keys() *shred.Lazy { return n.keys }
 
-// opening returns the log's reader hook: sealed fields of the record's
-// events and commands opened (erased for a forgotten subject).
+// opening is the log's reader hook: sealed fields of every record's events
+// and commands opened (erased for a forgotten subject).
 func opening(keys shred.Keys) func(*streams.Record) error {
 	s := &shred.Sealer{Keys: keys}
-	return func(rec *streams.Record) error {
-		for i := range rec.Events {
-			if shred.IsSealed(rec.Events[i].Data) {
-				data, _, err := s.OpenJSON(context.Background(), rec.Events[i].Data)
-				if err != nil {
-					return fmt.Errorf("personal data of %s/%s event %d: %w", rec.AggregateType, rec.AggregateID, rec.Events[i].Version, err)
-				}
-				rec.Events[i].Data = data
-			}
-		}
-		for i := range rec.Commands {
-			if shred.IsSealed(rec.Commands[i].Payload) {
-				p, _, err := s.OpenJSON(context.Background(), rec.Commands[i].Payload)
-				if err != nil {
-					return fmt.Errorf("personal data of %s/%s command %s: %w", rec.AggregateType, rec.AggregateID, rec.Commands[i].ID, err)
-				}
-				rec.Commands[i].Payload = p
-			}
-		}
-		return nil
-	}
+	return func(rec *streams.Record) error { return s.OpenRecord(context.Background(), rec) }
 }
 
 // personalSpecs are the raw types' personal fields from the config.
