@@ -3,6 +3,7 @@ package aggregate
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/esjet/esjet/internal/shred"
 	"github.com/esjet/esjet/internal/streams"
@@ -34,6 +35,17 @@ func specsOf(dec Decision) (events, commands []shred.Spec, err error) {
 	return events, commands, nil
 }
 
+// plainKinds drops the specs of the commands whose kinds stay in
+// plaintext (Config.PlainKinds).
+func (r *Repository) plainKinds(d streams.Decision, commands []shred.Spec) []shred.Spec {
+	for i, c := range d.Commands {
+		if i < len(commands) && slices.Contains(r.cfg.PlainKinds, c.Kind) {
+			commands[i] = shred.Spec{}
+		}
+	}
+	return commands
+}
+
 // rawSpecs are the personal fields of a raw decision's events and commands,
 // from the configuration (Config.Personal).
 func (r *Repository) rawSpecs(d streams.Decision) (events, commands []shred.Spec) {
@@ -49,6 +61,7 @@ func (r *Repository) rawSpecs(d streams.Decision) (events, commands []shred.Spec
 // seal returns a copy of d with the personal fields of its events and
 // commands sealed; d itself keeps the plaintext.
 func (r *Repository) seal(ctx context.Context, d streams.Decision, events, commands []shred.Spec) (streams.Decision, error) {
+	commands = r.plainKinds(d, commands)
 	if !anyPersonal(events) && !anyPersonal(commands) {
 		return d, nil
 	}

@@ -63,6 +63,9 @@ type Config struct {
 	// Personal are the raw types' personal fields, by "<type>.<event type
 	// or command kind>" (config aggregates.raw.<type>.personal).
 	Personal shred.Registry
+	// PlainKinds are command kinds whose payloads are appended unsealed:
+	// at an edge site, the kinds its hub carries out (the hub has no keys).
+	PlainKinds []string
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 	// Telemetry records decide and append latency. Nil records nothing.

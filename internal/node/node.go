@@ -145,7 +145,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	n.startKeys(ctx, cfg)
 	n.personalViews = personalViews(opts.Projections)
 	lc := LogConfig(cfg)
-	lc.Open = opening(n.keys)
+	lc.Open = opening(n.keys, cfg)
 	n.log, err = streams.Open(ctx, js, cfg.Namespace, lc, logger)
 	if err != nil {
 		return nil, err
@@ -160,7 +160,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	}
 	rc := RepositoryConfig(cfg)
 	rc.Telemetry = n.tel
-	rc.Sealer, rc.Personal = &shred.Sealer{Keys: n.keys}, personalSpecs(cfg)
+	rc.Sealer, rc.Personal, rc.PlainKinds = &shred.Sealer{Keys: n.keys}, personalSpecs(cfg), plainKinds(cfg)
 	n.repo = aggregate.NewRepository(n.log, snaps, reg, rc, logger)
 	n.views = projection.NewViews(js, cfg.Namespace, cfg.Projections.LeaseTTL.Std())
 	n.control, err = consumer.OpenControl(ctx, js, cfg.Namespace, logger)
@@ -347,7 +347,7 @@ func (n *Node) startWorkers(ctx context.Context, opts Options, logger *slog.Logg
 	n.workersDone.Go(func() { _ = n.control.Run(wctx) })
 	fb := n.feedbackFor()
 	for _, kc := range kinds {
-		kc.Handler = openingHandler{next: kc.Handler, s: &shred.Sealer{Keys: n.keys}}
+		kc.Handler = openingHandler{next: kc.Handler, s: &shred.Sealer{Keys: n.keys, KeepUnopened: n.cfg.Edge.Role == config.EdgeHub}}
 		w, err := consumer.NewWorker(ctx, n.broker.JetStream(), n.cfg.Namespace, kc, fb, logger)
 		if err != nil {
 			return err

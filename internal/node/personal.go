@@ -35,8 +35,8 @@ func (n *Node) Keys() *shred.Lazy { return n.keys }
 
 // opening is the log's reader hook: sealed fields of every record's events
 // and commands opened (erased for a forgotten subject).
-func opening(keys shred.Keys) func(*streams.Record) error {
-	s := &shred.Sealer{Keys: keys}
+func opening(keys shred.Keys, cfg config.Config) func(*streams.Record) error {
+	s := &shred.Sealer{Keys: keys, KeepUnopened: cfg.Edge.Role == config.EdgeHub}
 	return func(rec *streams.Record) error { return s.OpenRecord(context.Background(), rec) }
 }
 
@@ -83,4 +83,13 @@ func personalViews(defs []projection.Definition) []string {
 		}
 	}
 	return names
+}
+
+// plainKinds are the command kinds a site leaves unsealed: its hub's,
+// which the hub carries out without the site's keys.
+func plainKinds(cfg config.Config) []string {
+	if cfg.Edge.Role != config.EdgeSite {
+		return nil
+	}
+	return cfg.Edge.HubKinds
 }

@@ -35,6 +35,11 @@ type Keys interface {
 // Sealer seals and opens personal fields of JSON objects.
 type Sealer struct {
 	Keys Keys
+	// KeepUnopened leaves a value whose key this node does not have (no
+	// bucket, or no such key and no tombstone) sealed instead of failing:
+	// an edge hub, which holds its sites' sealed values but never their
+	// keys. Elsewhere a missing key is an error.
+	KeepUnopened bool
 }
 
 var marker = []byte(`"` + wire.SealedMember + `"`)
@@ -116,6 +121,9 @@ func (s *Sealer) OpenJSON(ctx context.Context, data []byte) (out []byte, erased 
 		if errors.Is(err, ErrForgotten) {
 			obj[name] = json.RawMessage("null")
 			erased = append(erased, name)
+			continue
+		}
+		if s.KeepUnopened && (errors.Is(err, ErrKeyMissing) || errors.Is(err, ErrNoBucket)) {
 			continue
 		}
 		if err != nil {
