@@ -128,3 +128,33 @@ func TestPersonalSealedAndForgotten(t *testing.T) {
 		t.Errorf("no keyring: %v, want ErrInvalidDecision", err)
 	}
 }
+
+// TestRawPersonalSealed: a raw type's personal fields, named in the
+// configuration, are appended sealed.
+func TestRawPersonalSealed(t *testing.T) {
+	srv := natstest.RunServer(t)
+	f := newFixture(t, srv)
+	ring, err := shred.Open(t.Context(), f.js, f.ns, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := shred.Registry{"signup.user_registered": {Fields: []shred.Field{{Name: "email", Subject: "email"}, {Name: "name", Subject: "email"}}}}
+	r := f.repo(t, Config{Sealer: &shred.Sealer{Keys: ring}, Personal: reg})
+	_, err = r.AppendRaw(t.Context(), RawAppend{Type: "signup", ID: "u1", Events: []RawEvent{
+		{Type: "user_registered", Data: json.RawMessage(`{"email":"ada@example.org","name":"Ada","plan":"gold"}`)},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.js.Stream(t.Context(), streams.NamesFor(f.ns).Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetMsg(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(m.Data, []byte("ada@example")) || bytes.Contains(m.Data, []byte(`"Ada"`)) || !bytes.Contains(m.Data, []byte("gold")) {
+		t.Fatalf("stored raw decision: %s", m.Data)
+	}
+}
