@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -140,10 +141,16 @@ func grepTree(t *testing.T, dir, within, needle string) string {
 	t.Helper()
 	found := ""
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // a running server's staging file, gone meanwhile
+		}
 		if err != nil || d.IsDir() || found != "" || !strings.Contains(p, within) {
 			return err
 		}
 		b, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}

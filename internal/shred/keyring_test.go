@@ -141,6 +141,12 @@ func TestMissingKeyIsNotErased(t *testing.T) {
 	if _, _, err := (&shred.Sealer{Keys: fresh}).OpenJSON(t.Context(), sealed); err == nil || errors.Is(err, shred.ErrForgotten) {
 		t.Fatalf("open with the bucket gone: %v, want an error", err)
 	}
+	// An edge hub, which never has its sites' keys, reads them as unopened.
+	lazy := &shred.Lazy{JS: js, Namespace: ns, Replicas: 1}
+	out, erased, err := (&shred.Sealer{Keys: lazy, KeepUnopened: true}).OpenJSON(t.Context(), sealed)
+	if err != nil || len(erased) != 0 || string(out) != `{"destination":"Rome","esjet:unopened":["traveler"],"phone":"","traveler":null}` {
+		t.Fatalf("hub: %s %v %v", out, erased, err)
+	}
 }
 
 // TestRotateAndRace: keys created by racing keyrings are one key; a

@@ -35,10 +35,11 @@ type Keys interface {
 // Sealer seals and opens personal fields of JSON objects.
 type Sealer struct {
 	Keys Keys
-	// KeepUnopened leaves a value whose key this node does not have (no
-	// bucket, or no such key and no tombstone) sealed instead of failing:
-	// an edge hub, which holds its sites' sealed values but never their
-	// keys. Elsewhere a missing key is an error.
+	// KeepUnopened reads a value whose key this node does not have (no
+	// bucket, or no such key and no tombstone) as null, listed in the
+	// object's "esjet:unopened" member, instead of failing: an edge hub,
+	// which holds its sites' sealed values but never their keys. Elsewhere
+	// a missing key is an error.
 	KeepUnopened bool
 }
 
@@ -112,6 +113,7 @@ func (s *Sealer) OpenJSON(ctx context.Context, data []byte) (out []byte, erased 
 	if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
 		return data, nil, nil
 	}
+	var unopened []string
 	for name, raw := range obj {
 		sv, ok := sealedOf(raw)
 		if !ok {
@@ -124,6 +126,8 @@ func (s *Sealer) OpenJSON(ctx context.Context, data []byte) (out []byte, erased 
 			continue
 		}
 		if s.KeepUnopened && (errors.Is(err, ErrKeyMissing) || errors.Is(err, ErrNoBucket)) {
+			obj[name] = json.RawMessage("null")
+			unopened = append(unopened, name)
 			continue
 		}
 		if err != nil {
@@ -134,6 +138,10 @@ func (s *Sealer) OpenJSON(ctx context.Context, data []byte) (out []byte, erased 
 	if len(erased) > 0 {
 		slices.Sort(erased)
 		obj[wire.ErasedMember], _ = json.Marshal(erased)
+	}
+	if len(unopened) > 0 {
+		slices.Sort(unopened)
+		obj[wire.UnopenedMember], _ = json.Marshal(unopened)
 	}
 	out, err = json.Marshal(obj)
 	return out, erased, err

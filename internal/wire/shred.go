@@ -63,6 +63,9 @@ const (
 	SealedMember  = "esjet:sealed"
 	SealedVersion = "v1"
 	ErasedMember  = "esjet:erased"
+	// UnopenedMember lists the members an edge hub read as null because
+	// their keys are its sites' (not erased: the site reads them).
+	UnopenedMember = "esjet:unopened"
 )
 
 // TagName is the Go struct tag that marks personal fields:
