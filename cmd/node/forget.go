@@ -39,16 +39,7 @@ ref (a keyed digest), never by the id you gave.`,
 				action = "rotate"
 			}
 			body, _ := json.Marshal(node.PersonalAction{Subject: args[0]})
-			c, err := g.dial(cmd)
-			if err != nil {
-				return err
-			}
-			defer c.close()
-			user, err := dlqActor(cmd.Context(), c.nc)
-			if err != nil {
-				return err
-			}
-			data, err := c.call(cmd.Context(), "ops", "ops."+user+".personal."+action, body, nil)
+			data, err := g.opsCall(cmd, "personal."+action, body)
 			if err != nil {
 				return err
 			}
