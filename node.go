@@ -149,6 +149,9 @@ func (n *Node) Events(ctx context.Context, typ, id string) (History, error) {
 	return n.n.API().Events(ctx, typ, id, 0, false)
 }
 
+// Namespace is the namespace the node serves.
+func (n *Node) Namespace() string { return n.n.Config().Namespace }
+
 // NATSURL is where NATS clients reach the node ("" when it listens nowhere).
 func (n *Node) NATSURL() string { return n.n.Broker().ClientURL() }
 

@@ -248,6 +248,9 @@ type RawType struct {
 	// Commands are the command kinds its appends may issue; an append that
 	// issues any other is refused (403) and writes nothing. Empty: none.
 	Commands []string `yaml:"commands"`
+	// Events declare, per event type, how its stored data is brought to the
+	// current shape (rawschema.go). Empty: events are read as stored.
+	Events map[string]RawEvent `yaml:"events"`
 	// Personal marks the personal fields of its events and commands, by
 	// event type or command kind: stored sealed under the data key of the
 	// data subject named in member Subject (docs/personal-data.md).

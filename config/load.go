@@ -238,6 +238,12 @@ func unknownKeys(doc *yaml.Node, t reflect.Type) error {
 		for t.Kind() == reflect.Pointer {
 			t = t.Elem()
 		}
+		if n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice {
+			for i, item := range n.Content {
+				walk(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
+			}
+			return
+		}
 		if n.Kind != yaml.MappingNode || reflect.PointerTo(t).Implements(yamlUnmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType) {
 			return
 		}

@@ -54,6 +54,57 @@ func TestRawTypesThatAreRouteWordsAreRefused(t *testing.T) {
 	}
 }
 
+// A raw type's event transforms load from the file, and a step that
+// contradicts itself or asks for anything but rename, default and remove is
+// refused at load, naming the step.
+func TestRawEventTransformsLoadAndAreValidated(t *testing.T) {
+	path := writeFile(t, `aggregates:
+  raw:
+    invoice:
+      events:
+        issued:
+          upcast:
+            - rename: {amt: amount}
+              default: {currency: EUR, lines: []}
+            - remove: [legacy]
+`)
+	cfg, err := Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := cfg.Aggregates.Raw["invoice"].Events["issued"].Upcast
+	if len(steps) != 2 || steps[0].Rename["amt"] != "amount" || steps[0].Default["currency"] != "EUR" || !slices.Equal(steps[1].Remove, []string{"legacy"}) {
+		t.Fatalf("aggregates.raw.invoice.events.issued.upcast = %+v", steps)
+	}
+
+	bad := Default()
+	bad.Aggregates.Raw = map[string]RawType{"invoice": {Events: map[string]RawEvent{
+		"issued": {Upcast: []Transform{
+			{Rename: map[string]string{"a": "a"}},
+			{Rename: map[string]string{"a": "c", "b": "c"}},
+			{Default: map[string]any{"x": 1}, Remove: []string{"x"}},
+		}},
+		"a.b": {},
+	}}}
+	err = bad.Validate()
+	for _, want := range []string{
+		`aggregates.raw.invoice.events.issued.upcast[0].rename: "a" is not valid: renames a field to itself`,
+		`aggregates.raw.invoice.events.issued.upcast[1].rename: "c" is not valid: both a and b are renamed to it`,
+		`aggregates.raw.invoice.events.issued.upcast[2].default: "x" is not valid: is also removed in this step`,
+		`aggregates.raw.invoice.events: "a.b" is not valid: an event type is`,
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v; want it to say %s", err, want)
+		}
+	}
+
+	_, err = Load(writeFile(t, "aggregates:\n  raw:\n    invoice:\n      events:\n        issued:\n          upcast:\n            - move: {a: b.c}\n"), nil)
+	if err == nil || !strings.Contains(err.Error(), `unknown key "move" in aggregates.raw.invoice.events.issued.upcast[0]`) ||
+		!strings.Contains(err.Error(), `(the keys there: default, remove, rename)`) {
+		t.Errorf("a transform other than rename, default and remove: %v; want it refused, naming it", err)
+	}
+}
+
 func TestRawPersonalFieldsLoadAndAreValidated(t *testing.T) {
 	path := writeFile(t, "aggregates:\n  raw:\n    signup:\n      personal:\n        user_registered: {subject: email, fields: [email, name]}\n")
 	cfg, err := Load(path, nil)

@@ -345,6 +345,7 @@ func (a Aggregates) validateRaw(v *validator) {
 			}
 			seen[kind] = true
 		}
+		a.Raw[typ].validateEvents(v, field)
 		for _, kind := range slices.Sorted(maps.Keys(a.Raw[typ].Personal)) {
 			pf := a.Raw[typ].Personal[kind]
 			f := field + ".personal." + kind

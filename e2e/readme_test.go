@@ -11,7 +11,8 @@ package e2e
 //     here (keep them few).
 //   - A command fails the test if it exits non-zero. curl runs with
 //     --fail-with-body, so an HTTP error (a 422 because an example reused an
-//     id) fails it too.
+//     id) fails it too — except a curl that prints the status itself
+//     (-w '%{http_code}'): its shown output is the status it must answer.
 //   - `# → text` after a command, on its line or on the lines below it
 //     (continued by lines starting with "#  "), is the command's shown
 //     output: its stdout must match. Whitespace is ignored (pretty or compact
@@ -22,15 +23,32 @@ package e2e
 //     asynchronously ("a moment later"). Other `#` comments are prose.
 //   - The block after `<!-- readme-test: node output -->` is what the node
 //     prints when it starts; it must match a line of its stdout.
+//   - The block after `<!-- readme-test: file NAME -->` (a config file a
+//     guide shows as yaml, say) is written to NAME in the working directory
+//     when the test reaches it, with a guide's ports mapped as below.
 //
-// Nothing in the README is rewritten. The node listens on free ports instead
-// of 4222 and 8080 (other tests run beside this one), and the commands reach
-// it unchanged: ESJET_NATS_EMBEDDED_LISTEN and ESJET_HTTP_LISTEN point the
-// node and esjet's subcommands there, NATS_URL the nats CLI, a .curlrc
-// (connect-to) curl; outputs show the real ports mapped back to the
-// defaults. `go run ./cmd/node ARGS` runs the binary this package built (a
-// `go` on PATH that refuses anything else). The nats CLI is the one on PATH,
-// else natscli is installed by `go install` from the module proxy.
+// The node listens on free ports instead of 4222 and 8080 (other tests run
+// beside this one), and the commands reach it unchanged:
+// ESJET_NATS_EMBEDDED_LISTEN and ESJET_HTTP_LISTEN point the node and esjet's
+// subcommands there, NATS_URL the nats CLI (and the Python example), a
+// .curlrc (connect-to) curl; outputs show the real ports mapped back to the
+// defaults. The commands run in a temporary directory where `clients` is a
+// link to the repository's, so a guide's `clients/…` paths (the Python
+// client, run from the repository's root) reach it.
+//
+// A guide that starts processes of its own (a cluster, a hub and sites) names
+// their ports as 127.0.0.1:P or localhost:P with P in 14000–17999, the
+// guides' range: each such P gets a free port the first time a command names
+// it, the one rewrite a command gets, and outputs show P again. A command
+// that ends in & runs in the background: it redirects its output to a file
+// (the next command waits for it, say with until grep -q ready n1.log; do
+// sleep 0.2; done), and its processes are stopped (SIGTERM, then SIGKILL)
+// when the test ends. Those processes set the listen addresses they need
+// (ESJET_NATS_EMBEDDED_LISTEN, ESJET_HTTP_LISTEN or flags), since every
+// command inherits the node's. `go run ./cmd/node ARGS` runs the binary this
+// package built (a `go` on PATH that refuses anything else). The nats CLI is
+// the one on PATH, else natscli is installed by `go install` from the module
+// proxy.
 
 import (
 	"bufio"
@@ -42,7 +60,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -170,12 +190,26 @@ func readsOnly(cmd string) bool {
 	case strings.Contains(c, " nats stream "):
 		return true
 	}
-	for _, sub := range []string{" state ", " events ", " outbox ", " streams ", " dlq ls ", " dlq show ", " reconcile "} {
+	for _, sub := range []string{" state ", " events ", " outbox ", " streams ", " dlq ls ", " dlq show ", " reconcile ", " sites "} {
 		if strings.Contains(c, " ./cmd/node"+sub) && !strings.Contains(c, "--repair") {
 			return true
 		}
 	}
 	return false
+}
+
+// showsStatus reports whether cmd is a curl that prints the HTTP status.
+func showsStatus(cmd string) bool {
+	return strings.Contains(cmd, "curl ") && strings.Contains(cmd, "%{http_code}")
+}
+
+// exitCode is err's exit status, -1 when err is not an exit.
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	return -1
 }
 
 // outputPattern turns a shown output into a regexp over whitespace-free text.
@@ -193,25 +227,98 @@ func squeeze(s string) string {
 
 // readmeEnv is where the README's commands run.
 type readmeEnv struct {
+	t        *testing.T
 	dir      string // the working directory: the node's ./data is here
 	env      []string
 	natsAddr string // the node's real listen addresses
 	httpAddr string
+	ports    map[string]string // a guide's port (14000–17999) → the free one used
+	bg       []int             // process groups of background commands
 }
 
-// normalize maps the real addresses in out back to the README's defaults.
+// guidePortRe matches a guide's own port: 127.0.0.1:P or localhost:P with P
+// in 14000–17999.
+var guidePortRe = regexp.MustCompile(`\b(127\.0\.0\.1|localhost):(1[4-7][0-9]{3})\b`)
+
+// mapPorts gives each guide port in cmd a free port (the same one every time
+// it is named) and returns cmd with them.
+func (e *readmeEnv) mapPorts(cmd string) string {
+	return guidePortRe.ReplaceAllStringFunc(cmd, func(m string) string {
+		host, port, _ := strings.Cut(m, ":")
+		real, ok := e.ports[port]
+		if !ok {
+			real = strconv.Itoa(natstest.Ports(e.t, 1)[0])
+			e.ports[port] = real
+		}
+		return host + ":" + real
+	})
+}
+
+// normalize maps the real addresses in out back to the README's defaults
+// and the guides' ports.
 func (e *readmeEnv) normalize(out string) string {
 	out = strings.ReplaceAll(out, e.natsAddr, "127.0.0.1:4222")
-	return strings.ReplaceAll(out, e.httpAddr, "127.0.0.1:8080")
+	out = strings.ReplaceAll(out, e.httpAddr, "127.0.0.1:8080")
+	for shown, real := range e.ports {
+		for _, host := range []string{"127.0.0.1:", "localhost:"} {
+			out = strings.ReplaceAll(out, host+real, host+shown)
+		}
+	}
+	return out
 }
 
 func (e *readmeEnv) run(ctx context.Context, cmd string) (stdout, stderr string, err error) {
+	cmd = e.mapPorts(cmd)
 	c := exec.CommandContext(ctx, "bash", "-o", "pipefail", "-c", cmd)
 	c.Dir, c.Env = e.dir, e.env
+	// Its own process group, so what a background command started can be
+	// stopped at the end; and a background command that kept stdout open
+	// does not hold the test for ever.
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c.WaitDelay = 5 * time.Second
 	var o, s bytes.Buffer
 	c.Stdout, c.Stderr = &o, &s
-	err = c.Run()
+	err = c.Start()
+	if err == nil {
+		if strings.HasSuffix(strings.TrimSpace(cmd), "&") {
+			e.bg = append(e.bg, c.Process.Pid)
+		}
+		err = c.Wait()
+	}
 	return e.normalize(o.String()), s.String(), err
+}
+
+// logTails is the end of each *.log a guide's background command wrote in
+// the working directory, for a failure's message.
+func (e *readmeEnv) logTails() string {
+	logs, _ := filepath.Glob(filepath.Join(e.dir, "*.log"))
+	var b strings.Builder
+	for _, l := range logs {
+		raw, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+		lines = lines[max(0, len(lines)-15):]
+		fmt.Fprintf(&b, "\n%s (last lines):\n  %s", filepath.Base(l), strings.Join(lines, "\n  "))
+	}
+	return e.normalize(b.String())
+}
+
+// stopBackground stops what background commands started: SIGTERM to each
+// group, then SIGKILL to what is left after a grace period.
+func (e *readmeEnv) stopBackground() {
+	alive := func(pgid int) bool { return syscall.Kill(-pgid, 0) == nil }
+	for _, pgid := range e.bg {
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for _, pgid := range e.bg {
+		for alive(pgid) && time.Now().Before(deadline) {
+			time.Sleep(100 * time.Millisecond)
+		}
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	}
 }
 
 // natsCLI returns the directory of a nats CLI: the one on PATH, else one
@@ -235,7 +342,8 @@ func natsCLI(t *testing.T) string {
 func startReadmeNode(t *testing.T, needNATS bool) (*readmeEnv, []string) {
 	t.Helper()
 	dir := t.TempDir()
-	e := &readmeEnv{dir: dir, natsAddr: freeAddr(t), httpAddr: freeAddr(t)}
+	e := &readmeEnv{t: t, dir: dir, natsAddr: freeAddr(t), httpAddr: freeAddr(t), ports: map[string]string{}}
+	t.Cleanup(e.stopBackground) // runs after the node's cleanup below: LIFO
 	bin := filepath.Join(dir, ".bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
@@ -246,6 +354,13 @@ echo "readme test: only 'go run ./cmd/node …' runs here; mark the block <!-- r
 exit 127
 `
 	if err := os.WriteFile(filepath.Join(bin, "go"), []byte(goShim), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	clients, err := filepath.Abs("../clients")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(clients, filepath.Join(dir, "clients")); err != nil {
 		t.Fatal(err)
 	}
 	curlrc := fmt.Sprintf("fail-with-body\nconnect-to = localhost:8080:%[1]s\nconnect-to = 127.0.0.1:8080:%[1]s\n", e.httpAddr)
@@ -262,6 +377,7 @@ exit 127
 		"NATS_URL=nats://"+e.natsAddr,
 		"README_TEST_ESJET="+binary,
 		"ESJET_NATS_EMBEDDED_LISTEN="+e.natsAddr, "ESJET_HTTP_LISTEN="+e.httpAddr,
+		"PYTHONDONTWRITEBYTECODE=1", // no __pycache__ written into the repository's clients/python
 	)
 
 	cmd := exec.Command(binary) // `go run ./cmd/node`: esjet run with the defaults
@@ -344,8 +460,17 @@ func TestReadmeCommands(t *testing.T) {
 		case b.marker == "node output":
 			checkNodeOutput(t, b, printed)
 			continue
+		case strings.HasPrefix(b.marker, "file "):
+			name := strings.TrimSpace(strings.TrimPrefix(b.marker, "file "))
+			if name == "" || filepath.Base(name) != name {
+				t.Fatalf("%s:%d: a file marker names a file of the working directory: <!-- readme-test: file NAME -->, not %q", b.file, b.line, b.marker)
+			}
+			if err := os.WriteFile(filepath.Join(e.dir, name), []byte(e.mapPorts(b.text)+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			continue
 		case b.marker != "":
-			t.Errorf("%s:%d: unknown marker %q (use skip (reason) or node output)", b.file, b.line, b.marker)
+			t.Errorf("%s:%d: unknown marker %q (use skip (reason), node output or file NAME)", b.file, b.line, b.marker)
 			continue
 		}
 		for _, c := range b.commands {
@@ -413,13 +538,17 @@ func runReadmeCommand(t *testing.T, e *readmeEnv, c readmeCommand) {
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		// Three minutes: a wait for a cluster's nodes on a loaded machine.
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		stdout, stderr, err := e.run(ctx, c.text)
 		cancel()
+		if showsStatus(c.text) && exitCode(err) == 22 { // curl's "HTTP error", shown
+			err = nil
+		}
 		if err != nil {
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) || !readsOnly(c.text) || time.Now().After(deadline) {
-				t.Fatalf("%s:%d: %s\nfailed: %v\nstdout:\n%s\nstderr:\n%s", c.file, c.line, c.text, err, stdout, stderr)
+				t.Fatalf("%s:%d: %s\nfailed: %v\nstdout:\n%s\nstderr:\n%s%s", c.file, c.line, c.text, err, stdout, stderr, e.logTails())
 			}
 		} else if re == nil || re.MatchString(squeeze(stdout)) {
 			return
@@ -460,5 +589,27 @@ func TestReadmeParse(t *testing.T) {
 		if got := readsOnly(cmd); got != want {
 			t.Errorf("readsOnly(%q) = %v, want %v", cmd, got, want)
 		}
+	}
+}
+
+// TestReadmeGuidePorts pins the port rule: a guide's port (14000–17999 after
+// 127.0.0.1: or localhost:) gets one free port wherever it is named, nothing
+// else is touched, and outputs show the guide's port again.
+func TestReadmeGuidePorts(t *testing.T) {
+	e := &readmeEnv{t: t, natsAddr: "192.0.2.1:4222", httpAddr: "192.0.2.1:8080", ports: map[string]string{}}
+	cmd := e.mapPorts(`--listen 127.0.0.1:14222 --url nats://localhost:14222 -d '{"budget":15000}' 127.0.0.1:4222 127.0.0.1:18080 x:14223`)
+	real := e.ports["14222"]
+	if real == "" || real == "14222" || len(e.ports) != 1 {
+		t.Fatalf("ports = %v", e.ports)
+	}
+	want := `--listen 127.0.0.1:` + real + ` --url nats://localhost:` + real + ` -d '{"budget":15000}' 127.0.0.1:4222 127.0.0.1:18080 x:14223`
+	if cmd != want {
+		t.Fatalf("mapped\n  %s\nwant\n  %s", cmd, want)
+	}
+	if again := e.mapPorts("127.0.0.1:14222"); again != "127.0.0.1:"+real {
+		t.Fatalf("named again: %s", again)
+	}
+	if out := e.normalize("listening on 127.0.0.1:" + real); out != "listening on 127.0.0.1:14222" {
+		t.Fatalf("normalized: %s", out)
 	}
 }

@@ -13,4 +13,9 @@
 // pass it to [StartWith] to change a setting, such as workers' targets.
 // Decide and Evolve are pure functions: test a domain's rules without a
 // node, and use esjettest for what crosses the broker.
+//
+// Golden logs test that an old log still reads: [WriteLog] keeps a log an
+// older shape of your events wrote, [StartWithLog] loads it into a node of
+// today's definitions, [CheckStates] compares the states
+// (docs/schema-evolution.md).
 package esjettest

@@ -19,7 +19,19 @@ import (
 	"github.com/esjet/esjet/internal/natstest"
 )
 
-// twin is a running clients/ts/examples/hotels.js.
+// hotelsTwin is one language's twin of the demo's hotel supplier
+// (clients/ts/examples/hotels.ts, clients/python/examples/hotels.py): the
+// command that runs it, given ESJET_NATS_URL and HOTELS_SLOW_MS, and its
+// short name: it prints "hotels-<name> ready" once it serves, "effect
+// <command id>" when a booking starts, "booked <ref> for <command id>",
+// "already booked …" and "cancelled <ref>".
+type hotelsTwin struct {
+	name string
+	argv []string
+	env  []string // nil: this process's
+}
+
+// twin is a running hotelsTwin.
 type twin struct {
 	cmd    *exec.Cmd
 	mu     sync.Mutex
@@ -33,13 +45,15 @@ func (tw *twin) output() []string {
 	return append([]string(nil), tw.lines...)
 }
 
-// startTwin runs the TypeScript hotels twin against natsURL and waits for
-// its ready line.
-func startTwin(t *testing.T, nodeBin, natsURL string, slowMs int) *twin {
+// startTwin runs ht against natsURL and waits for its ready line.
+func startTwin(t *testing.T, ht hotelsTwin, natsURL string, slowMs int) *twin {
 	t.Helper()
-	dir, _ := filepath.Abs("../clients/ts")
-	cmd := exec.Command(nodeBin, filepath.Join(dir, "dist", "examples", "hotels.js"))
-	cmd.Env = append(os.Environ(), "ESJET_NATS_URL="+natsURL, fmt.Sprintf("HOTELS_SLOW_MS=%d", slowMs))
+	cmd := exec.Command(ht.argv[0], ht.argv[1:]...)
+	env := ht.env
+	if env == nil {
+		env = os.Environ()
+	}
+	cmd.Env = append(env, "ESJET_NATS_URL="+natsURL, fmt.Sprintf("HOTELS_SLOW_MS=%d", slowMs))
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -66,21 +80,39 @@ func startTwin(t *testing.T, nodeBin, natsURL string, slowMs int) *twin {
 			t.Fatalf("hotels twin exited:\n%s", stderr.String())
 		default:
 		}
-		return strings.Contains(strings.Join(tw.output(), "\n"), "hotels-ts ready")
+		return strings.Contains(strings.Join(tw.output(), "\n"), "hotels-"+ht.name+" ready")
 	})
 	return tw
 }
 
-// TestTypeScriptHotelsTwinBooksOnceThroughKill9 routes the demo trip's hotel
-// commands to the TypeScript twin, kills it with SIGKILL while it books,
-// restarts it, and wants the trip confirmed with exactly one booking in the
-// hotel's books, the one the trip holds; then a trip to Atlantis is
-// compensated: its hotel booking is cancelled by the twin.
+// TestTypeScriptHotelsTwinBooksOnceThroughKill9: testHotelsTwin with
+// clients/ts/examples/hotels.ts.
 func TestTypeScriptHotelsTwinBooksOnceThroughKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds and runs the esjet binary and Node.js")
 	}
 	nodeBin := requireTypeScript(t)
+	dir, _ := filepath.Abs("../clients/ts")
+	testHotelsTwin(t, hotelsTwin{name: "ts", argv: []string{nodeBin, filepath.Join(dir, "dist", "examples", "hotels.js")}})
+}
+
+// TestPythonHotelsTwinBooksOnceThroughKill9: testHotelsTwin with
+// clients/python/examples/hotels.py (on the vendored nats-py).
+func TestPythonHotelsTwinBooksOnceThroughKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds and runs the esjet binary and Python")
+	}
+	py, env := requirePython(t)
+	dir, _ := filepath.Abs("../clients/python")
+	testHotelsTwin(t, hotelsTwin{name: "py", argv: []string{py, filepath.Join(dir, "examples", "hotels.py")}, env: env})
+}
+
+// testHotelsTwin routes the demo trip's hotel commands to the twin ht,
+// kills it with SIGKILL while it books, restarts it, and wants the trip
+// confirmed with exactly one booking in the hotel's books, the one the trip
+// holds; then a trip to Atlantis is compensated: its hotel booking is
+// cancelled by the twin.
+func testHotelsTwin(t *testing.T, ht hotelsTwin) {
 	cfg := filepath.Join(t.TempDir(), "esjet.yaml")
 	if err := os.WriteFile(cfg, []byte(`workers:
   book_hotel:   {target: nats, subject: hotels.book, timeout: 2s, backoff_initial: 200ms, backoff_max: 1s}
@@ -96,9 +128,9 @@ func TestTypeScriptHotelsTwinBooksOnceThroughKill9(t *testing.T) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 
-	first := startTwin(t, nodeBin, n.natsURL, 5000)
+	first := startTwin(t, ht, n.natsURL, 5000)
 	send := func(id, dest string) {
-		body := fmt.Sprintf(`{"traveler":"ts-%s","destination":%q,"budget":100000,"flight_price":40000,"hotel_price":30000}`, id, dest)
+		body := fmt.Sprintf(`{"traveler":"%s-%s","destination":%q,"budget":100000,"flight_price":40000,"hotel_price":30000}`, ht.name, id, dest)
 		resp, err := nc.Request("esjet.demo.trip."+id+".request_trip", []byte(body), 10*time.Second)
 		if err != nil || resp.Header.Get("Nats-Service-Error-Code") != "" {
 			t.Fatalf("request_trip %s: %v %s", id, err, resp.Data)
@@ -111,7 +143,7 @@ func TestTypeScriptHotelsTwinBooksOnceThroughKill9(t *testing.T) {
 	})
 	_ = first.cmd.Process.Kill()
 	<-first.exited
-	second := startTwin(t, nodeBin, n.natsURL, 0)
+	second := startTwin(t, ht, n.natsURL, 0)
 
 	var state struct {
 		State struct {

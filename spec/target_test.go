@@ -139,7 +139,7 @@ func TestTargetReplyExamplesMeanWhatTheSpecSays(t *testing.T) {
 		_ = sub.Unsubscribe()
 		var re *consumer.RetryableError
 		var te *consumer.TerminalError
-		var se *consumer.StaleError
+		var se *consumer.FencedError
 		want := strings.TrimSuffix(file, ".json")
 		var got string
 		switch {

@@ -102,7 +102,7 @@ func newStateCmd(g *globals) *cobra.Command {
 }
 
 func newEventsCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var asJSON, withSchema bool
 	var pageSize int
 	cmd := &cobra.Command{
 		Use:   "events <type> <id>",
@@ -129,10 +129,11 @@ func newEventsCmd(g *globals) *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(h)
 			}
-			printHistory(g.stdout, h)
+			printHistory(g.stdout, h, withSchema)
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&withSchema, "schema", false, "add each event's schema version (stored→current when the node's upcasters changed it)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	cmd.Flags().IntVar(&pageSize, "page-size", api.MaxPageLimit, "events per request (1-"+strconv.Itoa(api.MaxPageLimit)+")")
 	return cmd
@@ -272,24 +273,36 @@ func printJSON(w io.Writer, data []byte) error {
 
 // printSkipped is the row of a message on the subject that esjet did not
 // write: the aggregate steps over it.
-func printSkipped(w io.Writer, f streams.Foreign) {
-	fmt.Fprintf(w, "-\t(skipped: not an esjet decision, %d bytes)\t%s\t%d\t-\t-\t-\n", f.Size, f.Stored.Format(time.RFC3339Nano), f.Seq)
+func printSkipped(w io.Writer, f streams.Foreign, withSchema bool) {
+	desc := fmt.Sprintf("(skipped: not an esjet decision, %d bytes)", f.Size)
+	if withSchema {
+		desc += "\t-"
+	}
+	fmt.Fprintf(w, "-\t%s\t%s\t%d\t-\t-\t-\n", desc, f.Stored.Format(time.RFC3339Nano), f.Seq)
 }
 
-func printHistory(w io.Writer, h api.History) {
+func printHistory(w io.Writer, h api.History, withSchema bool) {
 	fmt.Fprintf(w, "%s/%s at version %d (stream seq %d)\n\n", h.AggregateType, h.AggregateID, h.Version, h.Seq)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "VERSION\tEVENT\tTIME\tSEQ\tPOSITION\tEVENT ID\tDECISION ID")
+	if withSchema {
+		fmt.Fprintln(tw, "VERSION\tEVENT\tSCHEMA\tTIME\tSEQ\tPOSITION\tEVENT ID\tDECISION ID")
+	} else {
+		fmt.Fprintln(tw, "VERSION\tEVENT\tTIME\tSEQ\tPOSITION\tEVENT ID\tDECISION ID")
+	}
 	skipped := h.Skipped
 	for _, e := range h.Events {
 		for len(skipped) > 0 && skipped[0].Seq < e.Seq {
-			printSkipped(tw, skipped[0])
+			printSkipped(tw, skipped[0], withSchema)
 			skipped = skipped[1:]
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\n", e.Version, e.Type, e.Time.Format(time.RFC3339Nano), e.Seq, e.Position, e.ID, e.DecisionID)
+		typ := e.Type
+		if withSchema {
+			typ += "\t" + schemaText(e)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%s\t%s\n", e.Version, typ, e.Time.Format(time.RFC3339Nano), e.Seq, e.Position, e.ID, e.DecisionID)
 	}
 	for _, f := range skipped {
-		printSkipped(tw, f)
+		printSkipped(tw, f, withSchema)
 	}
 	_ = tw.Flush()
 	if len(h.Commands) == 0 {
@@ -306,6 +319,16 @@ func printHistory(w io.Writer, h api.History) {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%v\t%s\n", c.ID, c.Kind, c.Seq, c.Report, after)
 	}
 	_ = tw.Flush()
+}
+
+// schemaText is an event's schema version as `esjet events --schema`
+// shows it: "2", or "1→2" when the node's upcasters brought a stored 1 to 2.
+func schemaText(e api.HistoryEvent) string {
+	v := strconv.Itoa(max(e.Schema, 1))
+	if e.StoredSchema > 0 && e.StoredSchema != e.Schema {
+		return strconv.Itoa(e.StoredSchema) + "→" + v
+	}
+	return v
 }
 
 // connectJetStream connects as broker.Connect does and opens JetStream on

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"syscall"
@@ -100,6 +101,16 @@ func TestClientAgainstARunningNode(t *testing.T) {
 		if e.Version != uint64(i)+1 {
 			t.Fatalf("event %d has version %d: pages overlap or skip", i, e.Version)
 		}
+	}
+
+	// --schema adds each event's schema version: trip_requested is at 2.
+	out, err = esjet("events", "trip", "p1", "--schema")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`(?m)^SCHEMA|\bSCHEMA\b`).MatchString(out) || !regexp.MustCompile(`(?m)^1\s+trip_requested\s+2\s`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^2\s+note_added\s+1\s`).MatchString(out) {
+		t.Errorf("esjet events --schema:\n%s\nwant a SCHEMA column: trip_requested 2, note_added 1", out)
 	}
 
 	// esjet version and the micro service report the same version.

@@ -157,10 +157,12 @@ type BookingResult struct {
 
 // Event data.
 type (
+	// TripRequested is schema version 2: version 1 named the budget
+	// "budget" (see upcastTripRequested).
 	TripRequested struct {
 		Traveler    string `json:"traveler" esjet:"personal,subject=traveler"`
 		Destination string `json:"destination"`
-		Budget      int64  `json:"budget"`
+		Budget      int64  `json:"budget_cents"`
 		FlightPrice int64  `json:"flight_price"`
 		HotelPrice  int64  `json:"hotel_price"`
 	}
@@ -235,6 +237,7 @@ func Definition() *esjet.Definition {
 	def := esjet.Define(Type, StateSchema, evolve)
 	esjet.On(def, KindRequestTrip, requestTrip)
 	esjet.On(def, KindAddNote, addNote)
+	esjet.Upcast(def, EventTripRequested, 1, upcastTripRequested)
 	esjet.On(def, esjet.DoneKind(KindLockBudget), lockBudgetDone)
 	esjet.On(def, esjet.FailedKind(KindLockBudget), lockBudgetFailed)
 	for _, l := range []struct{ me, other leg }{{flight, hotel}, {hotel, flight}} {
@@ -250,6 +253,18 @@ func Definition() *esjet.Definition {
 		return s.BudgetStatus == BudgetStatusLocked
 	}))
 	return def.Definition()
+}
+
+// upcastTripRequested turns a trip_requested of schema version 1 into
+// version 2, which names the budget's unit: "budget" → "budget_cents".
+func upcastTripRequested(data json.RawMessage) (json.RawMessage, error) {
+	var v map[string]json.RawMessage
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, err
+	}
+	v["budget_cents"] = v["budget"]
+	delete(v, "budget")
+	return json.Marshal(v)
 }
 
 func requestTrip(s State, c RequestTrip) (esjet.Decision, error) {

@@ -1,38 +1,15 @@
 package aggregate
 
 import (
-	"encoding/json"
-	"fmt"
 	"time"
 
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 )
 
-// Event is a stored event as Evolve sees it.
-type Event struct {
-	ID      string
-	Type    string
-	Schema  int    // version of Data's shape (after upcasting)
-	Version uint64 // aggregate version
-	Time    time.Time
-	Data    json.RawMessage
-}
-
-// Decode unmarshals the event's data into v.
-func (e Event) Decode(v any) error {
-	if len(e.Data) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(e.Data, v); err != nil {
-		return fmt.Errorf("decode %s event v%d: %w", e.Type, e.Version, err)
-	}
-	return nil
-}
-
-func eventFrom(e streams.Event) Event {
-	return Event{ID: e.ID, Type: e.Type, Schema: e.Schema, Version: e.Version, Time: e.Time, Data: e.Data}
-}
+// Event is a stored event as Evolve sees it: the log's own event
+// (wire.Event), after upcasting, with its Decode method.
+type Event = wire.Event
 
 // Decision is what Decide returns: the events that happened and the commands
 // that must now be carried out. A decision with no events and no commands

@@ -21,6 +21,7 @@ type Definition struct {
 	encode   func(state any) (json.RawMessage, error)
 	decodeSt func(json.RawMessage) (any, error)
 	commands map[string]commandDef
+	events   map[string]*upcasts // event types with upcasters (schema.go)
 }
 
 type commandDef struct {

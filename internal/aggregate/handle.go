@@ -163,6 +163,9 @@ func (r *Repository) nothingToAppend(q *request, e *entry, dec Decision) (Result
 // after a conflict that left e refreshed: decide again on the new state.
 func (r *Repository) commit(ctx context.Context, q *request, e *entry, dec Decision, attempt int) (res Result, again bool, err error) {
 	sd, err := toStreams(q.cmd, q.decisionID, q.digest, dec)
+	if err == nil {
+		err = q.def.stamp(&sd)
+	}
 	if err != nil {
 		return Result{}, false, err
 	}

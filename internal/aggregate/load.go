@@ -75,7 +75,7 @@ func (r *Repository) fold(def *Definition, e *entry, rec streams.Record) (err er
 	}()
 	grew := 0
 	for _, ev := range rec.Events {
-		state = def.evolve(state, eventFrom(ev))
+		state = def.evolve(state, ev)
 		grew += len(ev.Data)
 	}
 	e.stateBytes += grew

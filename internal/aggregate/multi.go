@@ -188,6 +188,9 @@ func (r *Repository) commitAll(ctx context.Context, cmds []MultiCommand, qs []*r
 			continue
 		}
 		sd, err := toStreams(q.cmd, q.decisionID, q.digest, decs[i])
+		if err == nil {
+			err = q.def.stamp(&sd)
+		}
 		if err != nil {
 			return nil, false, err
 		}

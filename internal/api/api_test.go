@@ -432,7 +432,7 @@ func TestSendCommand_RecordsEventIssuesCommandAndShowsInStateAndHistory(t *testi
 			}
 			ev := h.Events[0]
 			if ev.ID != res.Events[0].ID || ev.Type != trip.EventTripRequested || ev.Version != 1 || ev.Seq != res.Seq ||
-				ev.DecisionID != res.DecisionID || ev.Schema != 1 || ev.Time.IsZero() {
+				ev.DecisionID != res.DecisionID || ev.Schema != 2 || ev.Time.IsZero() { // trip_requested is at schema 2
 				t.Errorf("history event %+v, want the recorded trip_requested of decision %s", ev, res.DecisionID)
 			}
 			jsonEqual(t, "event data", ev.Data, trip.TripRequested(request))

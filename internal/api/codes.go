@@ -14,6 +14,7 @@ const (
 	CodeCrossOrigin           = "cross_origin"
 	CodeDeadLetterNotFound    = "dead_letter_not_found"
 	CodeDuplicateKey          = "duplicate_key"
+	CodeEnvelopeTooNew        = "envelope_too_new" // a newer build wrote the aggregate's log: serve it from one
 	CodeForbidden             = "forbidden"
 	CodeHostNotAllowed        = "host_not_allowed"
 	CodeIdempotencyKeyReused  = "idempotency_key_reused"
@@ -33,6 +34,7 @@ const (
 	CodeRawCommandNotAllowed  = "raw_command_not_allowed"
 	CodeReportedFailure       = "reported_failure"
 	CodeRouteWord             = "route_word"
+	CodeSchemaTooNew          = "schema_too_new" // an event's schema version is newer than this node's definition
 	CodeStopping              = "stopping"
 	CodeStorageFull           = "storage_full"
 	CodeTooDeep               = "too_deep"

@@ -45,6 +45,10 @@ var sentinels = []Sentinel{
 	{Err: streams.ErrStorageFull, Status: http.StatusInsufficientStorage, Code: CodeStorageFull, say: func(err error) string {
 		return err.Error() + " — nothing was written; free space or raise the JetStream storage limits (nats.embedded.max_store), then retry"
 	}},
+	// A newer build wrote what the aggregate must read: another node (of
+	// that build) can answer, this one never guesses.
+	{Err: aggregate.ErrSchemaTooNew, Status: http.StatusServiceUnavailable, Code: CodeSchemaTooNew},
+	{Err: streams.ErrEnvelopeTooNew, Status: http.StatusServiceUnavailable, Code: CodeEnvelopeTooNew},
 	{Err: streams.ErrUnknownOutcome, Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown, say: func(err error) string {
 		return err.Error() + " — the command may have been recorded: retry with the same Idempotency-Key, or read the aggregate's events before sending it again without one"
 	}},

@@ -41,6 +41,10 @@ type HistoryEvent struct {
 	Position   uint64    `json:"position"` // global: seq×10000 + index in the decision
 	DecisionID string    `json:"decision_id"`
 	Data       any       `json:"data,omitempty"`
+
+	// StoredSchema is the schema version the log holds, when upcasters
+	// brought the event to Schema (absent: stored as shown).
+	StoredSchema int `json:"stored_schema,omitempty"`
 }
 
 // HistoryCommand is one recorded command.
@@ -142,7 +146,7 @@ func (s *Service) history(ctx context.Context, typ, id string, after uint64, lim
 				skipped(h.Events[len(h.Events)-1].Seq)
 				return h, nil
 			}
-			h.Events = append(h.Events, HistoryEvent{ID: e.ID, Type: e.Type, Schema: e.Schema, Version: e.Version,
+			h.Events = append(h.Events, HistoryEvent{ID: e.ID, Type: e.Type, Schema: e.Schema, StoredSchema: e.StoredSchema, Version: e.Version,
 				Time: e.Time, Seq: r.Seq, Position: r.EventPosition(i), DecisionID: r.ID, Data: rawJSON(e.Data)})
 		}
 		for _, c := range r.Commands {

@@ -22,8 +22,11 @@ type LogPage struct {
 
 // LogEvent is one event of the log with its global position.
 type LogEvent struct {
-	Position      uint64    `json:"position"`
-	Seq           uint64    `json:"seq"`
+	Position uint64 `json:"position"`
+	Seq      uint64 `json:"seq"`
+	// Index is the event's place in its decision (position = seq × 10000
+	// + index); Stored is when the server stored the decision.
+	Index         int       `json:"index"`
 	AggregateType string    `json:"aggregate_type"`
 	AggregateID   string    `json:"aggregate_id"`
 	ID            string    `json:"id"`
@@ -32,6 +35,7 @@ type LogEvent struct {
 	Version       uint64    `json:"version"`
 	Time          time.Time `json:"time"`
 	DecisionID    string    `json:"decision_id"`
+	Stored        time.Time `json:"stored"`
 	Data          any       `json:"data,omitempty"`
 }
 
@@ -55,8 +59,8 @@ func (s *Service) ReadLog(ctx context.Context, p Page) (LogPage, error) {
 	}
 	page := LogPage{Events: make([]LogEvent, len(evs)), Next: next}
 	for i, e := range evs {
-		page.Events[i] = LogEvent{Position: e.Position, Seq: e.Seq, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
-			ID: e.ID, Type: e.Type, Schema: e.Schema, Version: e.Version, Time: e.Time, DecisionID: e.DecisionID, Data: rawJSON(e.Data)}
+		page.Events[i] = LogEvent{Position: e.Position, Seq: e.Seq, Index: e.Index, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
+			ID: e.ID, Type: e.Type, Schema: e.Schema, Version: e.Version, Time: e.Time, DecisionID: e.DecisionID, Stored: e.Stored, Data: rawJSON(e.Data)}
 	}
 	return page, nil
 }

@@ -10,6 +10,8 @@ type logPage struct {
 	Events []struct {
 		Position      uint64 `json:"position"`
 		Seq           uint64 `json:"seq"`
+		Index         *int   `json:"index"`
+		Stored        string `json:"stored"`
 		AggregateType string `json:"aggregate_type"`
 		AggregateID   string `json:"aggregate_id"`
 		Type          string `json:"type"`
@@ -58,6 +60,10 @@ func TestEveryEventHasAGlobalPositionOnEveryRead(t *testing.T) {
 			t.Fatalf("%s: whole log holds %d events, want ≥ 4", name, len(all.Events))
 		}
 		for i, ev := range all.Events {
+			// The same fields as Go's Node.ReadLog: index and stored too.
+			if ev.Index == nil || ev.Position != ev.Seq*10000+uint64(*ev.Index) || ev.Stored == "" {
+				t.Fatalf("%s: event %d: position %d, seq %d, index %v, stored %q", name, i, ev.Position, ev.Seq, ev.Index, ev.Stored)
+			}
 			if i > 0 && ev.Position <= all.Events[i-1].Position {
 				t.Fatalf("%s: position %d after %d", name, ev.Position, all.Events[i-1].Position)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/ops"
+	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 )
 
@@ -31,6 +32,10 @@ type Overview struct {
 	// Note says why there is none to show.
 	Projections []ProjectionLag `json:"projections"`
 	Note        string          `json:"projections_note,omitempty"`
+	// Refused are the messages this node refused to read because a newer
+	// build wrote them (an envelope or event schema version it does not
+	// know): their aggregates are served by nodes of that build only.
+	Refused []streams.Refusal `json:"refused,omitempty"`
 }
 
 // StreamStats is one stream or KV bucket.
@@ -93,6 +98,7 @@ func (c *Console) sharedOverview(ctx context.Context) (Overview, error) {
 func (c *Console) overview(ctx context.Context) (Overview, error) {
 	ov := Overview{Namespace: c.cfg.Namespace, Time: time.Now().UTC(), AllowActions: c.cfg.AllowActions,
 		Projections: []ProjectionLag{}, Note: "no read models: this node runs no projections"}
+	_, ov.Refused = c.repo.Log().Refused()
 	var err error
 	if ov.Streams, err = c.streams(ctx); err != nil {
 		return ov, err

@@ -67,7 +67,7 @@ func (d Delivery) command() wire.OutboxCommand {
 
 // Handler carries out one command. It returns the result (JSON, may be nil)
 // or an error: a [*RetryableError] (see [Retry]), a [*TerminalError] (see
-// [Terminal]), a [*StaleError] (see [Stale]; receiver.ErrStale counts as
+// [Terminal]), a [*FencedError] (see [Fenced]; receiver.ErrStale counts as
 // one) or an [*UnavailableError] (see [Unavailable]); any other error
 // counts as retryable. It must honour ctx.
 type Handler interface {
@@ -97,13 +97,13 @@ type TerminalError struct{ Err error }
 func (e *TerminalError) Error() string { return e.Err.Error() }
 func (e *TerminalError) Unwrap() error { return e.Err }
 
-// StaleError says the receiver refused the attempt because it has seen a
+// FencedError says the receiver refused the attempt because it has seen a
 // newer one of the same command (a higher fence): this worker lost its
 // lease. The worker neither retries nor acks; the newer delivery finishes.
-type StaleError struct{ Err error }
+type FencedError struct{ Err error }
 
-func (e *StaleError) Error() string { return e.Err.Error() }
-func (e *StaleError) Unwrap() error { return e.Err }
+func (e *FencedError) Error() string { return e.Err.Error() }
+func (e *FencedError) Unwrap() error { return e.Err }
 
 // UnavailableError says nobody is there to take the command (a NATS
 // request with no responders, an HTTP connection refused): the target is
@@ -121,8 +121,10 @@ func Retry(err error, after time.Duration) error { return &RetryableError{Err: e
 // Terminal marks err terminal.
 func Terminal(err error) error { return &TerminalError{Err: err} }
 
-// Stale marks err as a receiver's refusal of a stale attempt.
-func Stale(err error) error { return &StaleError{Err: err} }
+// Fenced marks err as a receiver's refusal of a stale attempt (a newer
+// fence was seen). Not to be confused with aggregate.StaleError, an
+// append whose expected version is behind.
+func Fenced(err error) error { return &FencedError{Err: err} }
 
 // Unavailable marks err as "the target is not there".
 func Unavailable(err error) error { return &UnavailableError{Err: err} }
@@ -142,7 +144,7 @@ const (
 func classify(err error) (verdict, time.Duration) {
 	var (
 		te *TerminalError
-		se *StaleError
+		se *FencedError
 		ue *UnavailableError
 		re *RetryableError
 	)

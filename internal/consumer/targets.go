@@ -47,7 +47,7 @@ func (r reply) outcome() (json.RawMessage, error) {
 	}
 	err := errors.New(r.Error)
 	if r.Stale {
-		return nil, Stale(err)
+		return nil, Fenced(err)
 	}
 	if r.Retryable {
 		return nil, Retry(err, time.Duration(r.RetryAfterMs)*time.Millisecond)
@@ -90,7 +90,7 @@ func (t NATSTarget) Handle(ctx context.Context, d Delivery) (json.RawMessage, er
 
 // HTTPTarget carries out a command as an HTTP POST of its payload to URL.
 // 2xx → success (the body is the result); 412 → stale (the receiver saw a
-// newer attempt, see [Stale]); 409, 422 and other 4xx → terminal; 429,
+// newer attempt, see [Fenced]); 409, 422 and other 4xx → terminal; 429,
 // 5xx, timeouts and connection errors → retryable, honouring Retry-After; a
 // refused connection → [Unavailable].
 type HTTPTarget struct {
@@ -132,7 +132,7 @@ func (t HTTPTarget) Handle(ctx context.Context, d Delivery) (json.RawMessage, er
 		q, _ := json.Marshal(string(body))
 		return q, nil
 	case resp.StatusCode == http.StatusPreconditionFailed:
-		return nil, Stale(fmt.Errorf("POST %s: %s: %s", t.URL, resp.Status, snippet(body)))
+		return nil, Fenced(fmt.Errorf("POST %s: %s: %s", t.URL, resp.Status, snippet(body)))
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500:
 		return nil, Retry(fmt.Errorf("POST %s: %s: %s", t.URL, resp.Status, snippet(body)), retryAfter(resp.Header.Get("Retry-After")))
 	default:

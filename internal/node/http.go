@@ -81,6 +81,9 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body["status"] = "ready"
+	if r := n.refusedReport(); r != nil {
+		body["refused"] = r
+	}
 	writeJSON(w, http.StatusOK, body)
 }
 

@@ -142,15 +142,18 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	}
 	js := n.broker.JetStream()
 	n.receipts = receiptCommitter(cfg, js, logger)
-	n.startKeys(ctx, cfg)
-	n.personalViews = personalViews(opts.Projections)
-	lc := LogConfig(cfg)
-	lc.Open = opening(n.keys, cfg)
-	n.log, err = streams.Open(ctx, js, cfg.Namespace, lc, logger)
+	reg, err := aggregate.NewRegistry(opts.Aggregates...)
 	if err != nil {
 		return nil, err
 	}
-	reg, err := aggregate.NewRegistry(opts.Aggregates...)
+	n.startKeys(ctx, cfg)
+	n.personalViews = personalViews(opts.Projections)
+	lc := LogConfig(cfg)
+	if lc.Upcast, err = n.upcasters(cfg, reg); err != nil {
+		return nil, err
+	}
+	lc.Open = opening(n.keys, cfg)
+	n.log, err = streams.Open(ctx, js, cfg.Namespace, lc, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -114,7 +114,11 @@ func (n *Node) awaitWorkers(ctx context.Context, done <-chan struct{}) error {
 	var kinds []string
 	n.workersRunning.Range(func(k, _ any) bool { kinds = append(kinds, k.(string)); return true })
 	sort.Strings(kinds)
-	return n.await(ctx, fmt.Sprintf("the workers of %s to finish their in-flight commands", strings.Join(kinds, ", ")), done)
+	what := "the workers to stop" // none in a handler: they are leaving their pulls
+	if len(kinds) > 0 {
+		what = fmt.Sprintf("the workers of %s to finish their in-flight commands", strings.Join(kinds, ", "))
+	}
+	return n.await(ctx, what, done)
 }
 
 // await waits for done, logging what it waits for when that takes more than

@@ -78,7 +78,22 @@ type siteTrack struct {
 	// that never spoke gets restartIdle from then).
 	outboxRestart time.Time
 	seen          time.Time
-	flagged       string
+	// lagSince is when the hub last saw the site's lag go from 0 to more:
+	// a source cannot be late with decisions made after its last progress
+	// before they exist.
+	lagSince time.Time
+	flagged  string
+}
+
+// waitingSince is when the hub began to wait for the source: its last
+// progress, or when the lag it waits on appeared, whichever is later. (A
+// hub idle for an hour that sees a site's first new decision has not
+// waited an hour for it.)
+func (t *siteTrack) waitingSince() time.Time {
+	if t.lagSince.After(t.LastProgress) {
+		return t.lagSince
+	}
+	return t.LastProgress
 }
 
 func newSiteMonitor(n *Node) *siteMonitor {
@@ -206,26 +221,7 @@ func (m *siteMonitor) check(ctx context.Context) {
 				t.created = created
 			}
 		}
-		restart := false
-		switch {
-		case recreated != "":
-			t.State, t.Note = SiteRecreated, recreated+": its store was lost and recreated; see docs/edge.md (re-provisioning a lost site)"
-		case !t.Connected:
-			t.State, t.Note = SiteUnreachable, "link down: the site records on, the hub catches up when it returns"
-		case t.Lag == 0:
-			t.State, t.Note = SiteOK, ""
-		case now.Sub(t.LastProgress) >= m.n.cfg.Edge.StallAfter.Std():
-			t.State, t.Note = SiteStalled, fmt.Sprintf("lag %d with no progress since %s; the hub restarts the source every %s — if it stays stalled, restart the hub (docs/edge.md)", t.Lag, t.LastProgress.UTC().Format(time.RFC3339), restartBetween)
-			restart = true
-		default:
-			t.State, t.Note = SiteCatchingUp, ""
-			restart = now.Sub(t.LastProgress) >= restartIdle
-		}
-		restart = restart && reachable && now.Sub(t.lastRestart) >= restartBetween
-		if restart {
-			t.lastRestart = now
-			t.Restarts++
-		}
+		restart := t.assess(now, recreated, reachable, m.n.cfg.Edge.StallAfter.Std())
 		state, note := t.State, t.Note
 		flagged := t.flagged != state
 		t.flagged = state
@@ -240,6 +236,38 @@ func (m *siteMonitor) check(ctx context.Context) {
 			m.restart(ctx, sjs, site, st.Outbox)
 		}
 	}
+}
+
+// assess sets the site's state from what check read into t (recreated: why
+// the site's log looks recreated, "" if it does not) and reports whether
+// the hub should restart its source now. t's lock is held.
+func (t *siteTrack) assess(now time.Time, recreated string, reachable bool, stallAfter time.Duration) (restart bool) {
+	if t.Lag == 0 {
+		t.lagSince = time.Time{}
+	} else if t.lagSince.IsZero() {
+		t.lagSince = now
+	}
+	waited := now.Sub(t.waitingSince())
+	switch {
+	case recreated != "":
+		t.State, t.Note = SiteRecreated, recreated+": its store was lost and recreated; see docs/edge.md (re-provisioning a lost site)"
+	case !t.Connected:
+		t.State, t.Note = SiteUnreachable, "link down: the site records on, the hub catches up when it returns"
+	case t.Lag == 0:
+		t.State, t.Note = SiteOK, ""
+	case waited >= stallAfter:
+		t.State, t.Note = SiteStalled, fmt.Sprintf("lag %d with no progress since %s; the hub restarts the source every %s — if it stays stalled, restart the hub (docs/edge.md)", t.Lag, t.waitingSince().UTC().Format(time.RFC3339), restartBetween)
+		restart = true
+	default:
+		t.State, t.Note = SiteCatchingUp, ""
+		restart = waited >= restartIdle
+	}
+	restart = restart && reachable && now.Sub(t.lastRestart) >= restartBetween
+	if restart {
+		t.lastRestart = now
+		t.Restarts++
+	}
+	return restart
 }
 
 // staging reads site's staging streams' info (the outbox's nil without hub

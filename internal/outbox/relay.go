@@ -26,6 +26,7 @@ type RelayStats struct {
 	Scheduled   int64 // delayed commands published as schedules
 	Failures    int64 // publish failures (the decisions are redelivered)
 	Undecodable int64 // messages on EVENTS that are not esjet decisions (skipped)
+	TooNew      int64 // tries that stopped at a decision a newer build wrote (never skipped)
 	// Scanned: OUTBOX messages read to find what redelivered decisions had
 	// already published (zero while no decision comes back).
 	Scanned int64
@@ -47,6 +48,8 @@ type Relay struct {
 
 	decisions, commands, duplicates, scheduled, failures, undecodable, scanned, batches atomic.Int64
 	lastSeq                                                                             atomic.Uint64
+	tooNew                                                                              atomic.Int64
+	tooNewSeq                                                                           atomic.Uint64 // the last one logged
 
 	// Exactly once without a time limit (redelivery.go): decisions stored
 	// before this time (unix ns) may have been relayed before; OUTBOX's
@@ -127,7 +130,7 @@ func relayConsumer(ctx context.Context, js jetstream.JetStream, names streams.Na
 func (r *Relay) Stats() RelayStats {
 	return RelayStats{
 		Decisions: r.decisions.Load(), Commands: r.commands.Load(), Duplicates: r.duplicates.Load(),
-		Scheduled: r.scheduled.Load(), Failures: r.failures.Load(), Undecodable: r.undecodable.Load(), Scanned: r.scanned.Load(),
+		Scheduled: r.scheduled.Load(), Failures: r.failures.Load(), Undecodable: r.undecodable.Load(), TooNew: r.tooNew.Load(), Scanned: r.scanned.Load(),
 		LastSeq: r.lastSeq.Load(), AtomicBatches: r.batches.Load(),
 	}
 }
@@ -278,6 +281,7 @@ func (r *Relay) publish(ctx context.Context, msgs []jetstream.Msg, check recheck
 	decs := make([]decision, len(msgs))
 	var oldest time.Time
 	firstChecked := -1
+	stopAt := len(msgs)
 	for i, m := range msgs {
 		meta, err := m.Metadata()
 		if err != nil {
@@ -285,6 +289,10 @@ func (r *Relay) publish(ctx context.Context, msgs []jetstream.Msg, check recheck
 			continue
 		}
 		d, err := streams.Decode(m.Data())
+		if r.stopsAt(m, meta.Sequence.Stream, err) {
+			stopAt = i
+			break
+		}
 		if err != nil {
 			r.undecodable.Add(1)
 			r.logger.Error("relay: not an esjet decision; skipped", "subject", m.Subject(), "seq", meta.Sequence.Stream, "error", err)
@@ -302,7 +310,7 @@ func (r *Relay) publish(ctx context.Context, msgs []jetstream.Msg, check recheck
 		}
 	}
 	var have map[string]struct{}
-	failedAt := len(msgs)
+	failedAt := stopAt
 	if firstChecked < 0 {
 		r.forget()
 	} else {

@@ -2,7 +2,6 @@ package projection
 
 import (
 	"context"
-	"encoding/json"
 	"hash/fnv"
 	"slices"
 	"strings"
@@ -19,14 +18,6 @@ type Event struct {
 	// generation being built beside the one serving queries): keep side
 	// effects (mails, calls) out of a replay.
 	Replay bool
-}
-
-// Decode unmarshals the event's data into v.
-func (e Event) Decode(v any) error {
-	if len(e.Data) == 0 {
-		return nil
-	}
-	return json.Unmarshal(e.Data, v)
 }
 
 // Handler folds one event into the view through tx. It must be

@@ -196,6 +196,9 @@ func Decode(data []byte) (Decision, error) {
 // checkHead makes Decode's checks that come before the events': the
 // envelope version, the decision id and the aggregate's tokens.
 func checkHead(v int, d *Decision) error {
+	if v > wire.EnvelopeVersion {
+		return &EnvelopeError{Version: v}
+	}
 	if v != wire.EnvelopeVersion {
 		return fmt.Errorf("envelope version %d is not supported (this build reads %d)", v, wire.EnvelopeVersion)
 	}
@@ -221,6 +224,9 @@ func checkCommands(d *Decision) error {
 // decodeRaw decodes a message read from the stream into a Record.
 func decodeRaw(m *jetstream.RawStreamMsg) (Record, error) {
 	d, err := Decode(m.Data)
+	if ee := newerEnvelope(m, err); ee != nil {
+		return Record{}, ee // not foreign: the aggregate's history goes on in it
+	}
 	return recordOf(m, d, err)
 }
 

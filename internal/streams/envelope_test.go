@@ -294,7 +294,7 @@ func TestDecodeRejectsBadEnvelopes(t *testing.T) {
 	}{
 		{"version 0", func(env map[string]any) { env["v"] = 0 }, "envelope version 0 is not supported"},
 		{"no version", func(env map[string]any) { delete(env, "v") }, "envelope version 0"},
-		{"version 2", func(env map[string]any) { env["v"] = 2 }, "envelope version 2 is not supported (this build reads 1)"},
+		{"version 2", func(env map[string]any) { env["v"] = 2 }, "envelope version 2, newer than this node reads (1)"},
 		{"version as string", func(env map[string]any) { env["v"] = "1" }, "envelope:"},
 		{"missing id", func(env map[string]any) { delete(env, "id") }, "missing decision id"},
 		{"empty id", func(env map[string]any) { env["id"] = "" }, "missing decision id"},
@@ -365,8 +365,10 @@ func TestDecodeRawRejectsAForeignSubject(t *testing.T) {
 	if err != nil || rec.Seq != 7 || rec.Position() != (Position{Seq: 7, Version: 2}) {
 		t.Fatalf("decodeRaw on its own subject: %+v, %v", rec, err)
 	}
+	// A future envelope is refused, not stepped over as corrupt (foreign):
+	// the aggregate's history goes on in it.
 	raw.Data = []byte(`{"v":9}`)
-	if _, err := decodeRaw(raw); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "seq 7 on ns.evt.trip.t-1") {
+	if _, err := decodeRaw(raw); !errors.Is(err, ErrEnvelopeTooNew) || errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "seq 7 on ns.evt.trip.t-1") {
 		t.Fatalf("decodeRaw of a future envelope: %v", err)
 	}
 }

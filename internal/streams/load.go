@@ -171,6 +171,7 @@ func (l *Log) scan(ctx context.Context, filter string, from uint64, limit int, f
 func (l *Log) decode(m *jetstream.RawStreamMsg) (Record, error) {
 	rec, err := decodeRaw(m)
 	if err != nil {
+		l.noteRefused(err, m.Sequence, m.Subject)
 		return Record{}, err
 	}
 	if l.cfg.Open != nil {
@@ -182,6 +183,7 @@ func (l *Log) decode(m *jetstream.RawStreamMsg) (Record, error) {
 		for i, e := range rec.Events {
 			up, err := l.cfg.Upcast(rec.AggregateType, e)
 			if err != nil {
+				l.noteRefused(err, m.Sequence, m.Subject)
 				return Record{}, fmt.Errorf("upcast event %s (%s schema %d) at seq %d: %w", e.ID, e.Type, e.Schema, m.Sequence, err)
 			}
 			rec.Events[i] = up

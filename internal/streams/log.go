@@ -85,6 +85,8 @@ type Log struct {
 	leader nats.JetStreamContext
 	// foreign: the foreign messages met and logged (foreign.go).
 	foreign foreignSeen
+	// refused: the messages too new to read, met and logged (refused.go).
+	refused refusedSeen
 	// commit is the group commit (groupcommit.go); nil when off.
 	commit *committer
 }

@@ -18,6 +18,9 @@ import (
 // every decision. Upcasters are not applied.
 func DecodeCommands(m *jetstream.RawStreamMsg) (Record, error) {
 	d, err := decodeLean(m.Data)
+	if ee := newerEnvelope(m, err); ee != nil {
+		return Record{}, ee
+	}
 	return recordOf(m, d, err)
 }
 

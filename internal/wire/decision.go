@@ -68,11 +68,25 @@ type Event struct {
 	Type string `json:"type"`
 	// Schema is the version of Data's shape; 0 means 1. Upcasters see it.
 	Schema int `json:"schema"`
+	// StoredSchema is the version the log holds when a reader's upcasters
+	// brought Data to Schema (0: as stored). Never written.
+	StoredSchema int `json:"-"`
 	// Version is the aggregate version, assigned by Append: expected+1, +2…
 	Version uint64 `json:"version"`
 	// Time is set by Append when zero.
 	Time time.Time       `json:"time"`
 	Data json.RawMessage `json:"data,omitempty"`
+}
+
+// Decode unmarshals the event's data into v (nothing when there is none).
+func (e Event) Decode(v any) error {
+	if len(e.Data) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(e.Data, v); err != nil {
+		return fmt.Errorf("decode %s event v%d: %w", e.Type, e.Version, err)
+	}
+	return nil
 }
 
 // Command is an instruction the decision issues, carried out by a worker

@@ -10,7 +10,7 @@ from nats.aio.client import Client as NATS
 
 from .errors import EsjetError
 
-SPEC_VERSION = "1.0.0"
+SPEC_VERSION = "1.1.0"
 
 HEADER_IDEMPOTENCY_KEY = "Idempotency-Key"
 HEADER_CORRELATION_ID = "Esjet-Correlation-Id"
@@ -90,9 +90,11 @@ class Client:
                 return
             after = h["next_after"]
 
-    async def raw_append(self, type: str, id: str, body: Dict[str, Json], *, idempotency_key: Optional[str] = None) -> Dict[str, Json]:
-        """Appends events (and the commands they issue) to a type the node does not decide."""
-        return await self._request(["raw", "append", _token("type", type), _token("id", id)], body, idempotency_key=idempotency_key)
+    async def raw_append(self, type: str, id: str, body: Dict[str, Json], **meta: Optional[str]) -> Dict[str, Json]:
+        """Appends events (and the commands they issue) to a type the node does not decide.
+
+        ``meta``: idempotency_key, correlation_id, causation_id, traceparent, as for :meth:`send`."""
+        return await self._request(["raw", "append", _token("type", type), _token("id", id)], body, **meta)
 
     async def raw_history(self, type: str, id: str, after: Optional[int] = None, limit: Optional[int] = None) -> Dict[str, Json]:
         """One page of any aggregate's history, registered or raw."""

@@ -12,7 +12,7 @@ import socket
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable, Dict, Optional, Union
+from typing import Any, Awaitable, Callable, Dict, Optional, Set, Union
 
 import nats.js.errors as jserrors
 from nats.aio.client import Client as NATS
@@ -32,6 +32,7 @@ MAX_KEY_LEN = 512
 DEFAULT_RETENTION = 7 * 24 * 3600.0  # seconds
 DEFAULT_LEASE = 60.0  # seconds
 WRITE_TIMEOUT = 5.0
+_MAX_FENCE = 2**64 - 1
 
 _KEEP = set(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_")
 
@@ -49,12 +50,22 @@ def digest_of(params: Union[bytes, str]) -> str:
 
 
 def parse_fence(v: Optional[str]) -> int:
-    """An Esjet-Fence value; empty is 0 (no fence)."""
+    """An Esjet-Fence value; empty is 0 (no fence). As Go's ParseFence: ASCII
+    decimal digits only, at most 2**64-1."""
     if not v:
         return 0
-    if not v.isdigit():
+    if not (v.isascii() and v.isdigit()) or int(v) > _MAX_FENCE:
         raise ValueError(f"receiver: Esjet-Fence {v!r} is not a decimal number")
     return int(v)
+
+
+def _wrong_last(err: BaseException) -> bool:
+    """A write refused because the key's revision moved. nats-py's kv.update
+    says so with KeyWrongLastSequenceError, but kv.delete passes the server's
+    APIError (10071, or 10164 on R3) through unchanged."""
+    if isinstance(err, jserrors.KeyWrongLastSequenceError):
+        return True
+    return isinstance(err, jserrors.APIError) and err.err_code in (10071, 10164)
 
 
 def _now() -> str:
@@ -89,6 +100,7 @@ class Receiver:
         self.retention = retention
         self._owner = f"{socket.gethostname()}:{os.getpid()}"
         self._nuid = NUID()
+        self._inflight: Set["asyncio.Future[None]"] = set()
 
     @classmethod
     async def create(cls, nc: NATS, bucket: str, retention: float = DEFAULT_RETENTION, lease: float = DEFAULT_LEASE, replicas: int = 1) -> "Receiver":
@@ -215,27 +227,31 @@ class Receiver:
 
     async def _run(self, key: str, k: str, rev: int, c: _Claim, effect: Effect) -> Outcome:
         claimed_at = _now()
-        state = {"rev": rev, "stop": False}
+        state = {"rev": rev}
+        stopping = asyncio.Event()
 
         async def renew() -> None:
+            # Stopped between writes, never inside one: a renewal cancelled
+            # after the server took it would leave state["rev"] behind.
             while True:
-                await asyncio.sleep(max(self.lease / 3, 0.001))
+                try:
+                    await asyncio.wait_for(stopping.wait(), max(self.lease / 3, 0.001))
+                    return
+                except asyncio.TimeoutError:
+                    pass
                 value = self._record(state="running", digest=c.digest, owner=c.owner, claimed_at=claimed_at, renewed_at=_now(), fence=c.fence)
                 try:
                     state["rev"] = await self.kv.update(k, value, last=state["rev"])
-                except jserrors.KeyWrongLastSequenceError:
-                    return  # taken over: the final write finds out
-                except Exception:
-                    pass  # retried on the next tick
+                except Exception as err:  # noqa: BLE001
+                    if _wrong_last(err):
+                        return  # taken over: the final write finds out
+                    # anything else: retried on the next tick
 
         hb = asyncio.ensure_future(renew())
 
         async def stop() -> None:
-            hb.cancel()
-            try:
-                await hb
-            except (asyncio.CancelledError, Exception):
-                pass
+            stopping.set()
+            await asyncio.gather(hb, return_exceptions=True)
 
         try:
             result = await effect()
@@ -267,8 +283,9 @@ class Receiver:
         try:
             await op(rev)
             return
-        except jserrors.KeyWrongLastSequenceError:
-            pass
+        except Exception as err:  # noqa: BLE001
+            if not _wrong_last(err):
+                raise
         got = await self._read(k)
         if got is None or got[0].get("state") != "running" or got[0].get("owner") != owner:
             raise RuntimeError("claim taken over by another delivery")
@@ -299,10 +316,21 @@ class Receiver:
         async def cb(m: Msg) -> None:
             async def one() -> None:
                 reply = await self.handle(m, effect)
-                if m.reply:
-                    await m.respond(json.dumps(reply, separators=(",", ":")).encode())
+                if not m.reply:
+                    return
+                try:
+                    # Not m.respond: nats-py's respond sends the request's
+                    # headers back with the reply.
+                    await self.nc.publish(m.reply, json.dumps(reply, separators=(",", ":")).encode())
+                except Exception:  # noqa: BLE001
+                    pass  # the connection is closing: the worker's request times out and is retried
 
-            asyncio.ensure_future(one())
+            # Each request in its own task (a slow effect must not hold up
+            # the others), referenced until done: the event loop keeps only
+            # weak references to tasks.
+            task = asyncio.ensure_future(one())
+            self._inflight.add(task)
+            task.add_done_callback(self._inflight.discard)
 
         return await self.nc.subscribe(subject, queue=queue, cb=cb)
 

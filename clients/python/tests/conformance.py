@@ -1,6 +1,8 @@
 """The spec's conformance cases (spec/conformance) run through this client
 against a running esjet node: ESJET_NATS_URL, ESJET_SPEC_DIR. Driven by the
-Go test spec.TestConformance; by hand: python3 tests/conformance.py."""
+Go test spec.TestConformance; by hand, from the repository's root (nats-py
+from the vendored copy, esjet_client from this checkout, put on the path
+below): PYTHONPATH=clients/python/vendor python3 clients/python/tests/conformance.py"""
 
 from __future__ import annotations
 

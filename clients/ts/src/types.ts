@@ -1,7 +1,7 @@
 // The wire shapes of spec/schemas, as TypeScript types (spec version 1.x).
 
 /** Wire spec version this client speaks. */
-export const SPEC_VERSION = "1.0.0";
+export const SPEC_VERSION = "1.1.0";
 
 export interface EventRef {
   id: string;
@@ -125,6 +125,10 @@ export interface LogEvent {
   version: number;
   time: string;
   decision_id: string;
+  /** The event's place in its decision (spec 1.1.0). */
+  index?: number;
+  /** When the server stored the decision (spec 1.1.0). */
+  stored?: string;
   data?: unknown;
 }
 

@@ -212,7 +212,13 @@ function renderOverview(ov, prev) {
           el("td", {}, p.health ? badge(p.health, healthCls[p.health]) : "—", p.reason ? " " + p.reason : ""),
           num(p.behind), num(p.lag_seconds.toFixed(1)), num(p.parked)))))
     : el("p", {class: "muted"}, ov.projections_note || "no read models");
-  return [cards, el("h2", {}, "Streams and buckets"), streams, el("h2", {}, "Relay lag"), relayTable,
+  const refused = (ov.refused || []).length
+    ? [el("h2", {}, "Refused: written by a newer build"),
+       el("p", {class: "error", id: "refused"}, "This node does not read these messages (an envelope or event schema version it does not know); their aggregates are refused here until it is upgraded. Every other aggregate is served."),
+       el("table", {}, el("thead", {}, el("tr", {}, el("th", {scope: "col", class: "num"}, "Seq"), el("th", {scope: "col"}, "Subject"), el("th", {scope: "col"}, "Why"))),
+         el("tbody", {}, ov.refused.map(r => el("tr", {}, num(r.seq), el("td", {}, el("code", {}, r.subject)), el("td", {class: "error"}, r.reason)))))]
+    : [];
+  return [cards, ...refused, el("h2", {}, "Streams and buckets"), streams, el("h2", {}, "Relay lag"), relayTable,
     el("h2", {}, "Workers per kind"), kinds, el("h2", {}, "Projection lag"), proj];
 }
 
