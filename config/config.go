@@ -257,6 +257,21 @@ type RawType struct {
 	// Events declare, per event type, how its stored data is brought to the
 	// current shape (rawschema.go). Empty: events are read as stored.
 	Events map[string]RawEvent `yaml:"events"`
+	// Personal marks the personal fields of its events and commands, by
+	// event type or command kind: stored sealed under the data key of the
+	// data subject named in member Subject (docs/personal-data.md).
+	// Empty: nothing is personal.
+	Personal map[string]PersonalFields `yaml:"personal"`
+}
+
+// PersonalFields are the personal members of one event type's data or one
+// command kind's payload (top-level JSON members).
+type PersonalFields struct {
+	// Subject is the member holding the data subject's id (a string; it
+	// may be one of Fields).
+	Subject string `yaml:"subject"`
+	// Fields are the members sealed under the subject's data key.
+	Fields []string `yaml:"fields"`
 }
 
 // Projections tunes how the nodes that run the read models share their

@@ -104,3 +104,23 @@ func TestRawEventTransformsLoadAndAreValidated(t *testing.T) {
 		t.Errorf("a transform other than rename, default and remove: %v; want it refused, naming it", err)
 	}
 }
+
+func TestRawPersonalFieldsLoadAndAreValidated(t *testing.T) {
+	path := writeFile(t, "aggregates:\n  raw:\n    signup:\n      personal:\n        user_registered: {subject: email, fields: [email, name]}\n")
+	cfg, err := Load(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf := cfg.Aggregates.Raw["signup"].Personal["user_registered"]
+	if pf.Subject != "email" || !slices.Equal(pf.Fields, []string{"email", "name"}) {
+		t.Fatalf("aggregates.raw.signup.personal.user_registered = %+v", pf)
+	}
+	bad := Default()
+	bad.Aggregates.Raw = map[string]RawType{"signup": {Personal: map[string]PersonalFields{"user_registered": {}}}}
+	err = bad.Validate()
+	for _, want := range []string{"aggregates.raw.signup.personal.user_registered.subject", "aggregates.raw.signup.personal.user_registered.fields"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v; want it to mention %s", err, want)
+		}
+	}
+}

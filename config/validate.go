@@ -349,6 +349,16 @@ func (a Aggregates) validateRaw(v *validator) {
 			seen[kind] = true
 		}
 		a.Raw[typ].validateEvents(v, field)
+		for _, kind := range slices.Sorted(maps.Keys(a.Raw[typ].Personal)) {
+			pf := a.Raw[typ].Personal[kind]
+			f := field + ".personal." + kind
+			if pf.Subject == "" {
+				v.add(f+".subject", "", "name the member holding the data subject's id, e.g. traveler")
+			}
+			if len(pf.Fields) == 0 {
+				v.add(f+".fields", "", "list the personal members, e.g. [traveler, phone]")
+			}
+		}
 	}
 }
 

@@ -71,6 +71,7 @@ config/esjet.yaml) < ESJET_* environment variables < flags.`,
 	root.AddCommand(newBenchCmd(g))
 	root.AddCommand(newProjectionsCmd(g))
 	root.AddCommand(newWorkersCmd(g))
+	root.AddCommand(newForgetCmd(g))
 	root.AddCommand(newServerCmd(g), newPermissionsCmd(g), newHTTPTokenCmd(g))
 	root.AddCommand(newProvisionCmd(g))
 	root.AddCommand(newBackupCmd(g), newRestoreCmd(g))

@@ -90,6 +90,12 @@ func (g *globals) workersAction(action, short string) *cobra.Command {
 
 // workersCall asks a node for a workers action as this user.
 func (g *globals) workersCall(cmd *cobra.Command, action string, body []byte) ([]byte, error) {
+	return g.opsCall(cmd, "workers."+action, body)
+}
+
+// opsCall asks a node for the operator action on
+// esjet.<ns>.ops.<user>.<route> as this user.
+func (g *globals) opsCall(cmd *cobra.Command, route string, body []byte) ([]byte, error) {
 	c, err := g.dial(cmd)
 	if err != nil {
 		return nil, err
@@ -102,7 +108,7 @@ func (g *globals) workersCall(cmd *cobra.Command, action string, body []byte) ([
 	if body == nil {
 		body = []byte("{}")
 	}
-	return c.call(cmd.Context(), "ops", "ops."+user+".workers."+action, body, nats.Header{})
+	return c.call(cmd.Context(), "ops", "ops."+user+"."+route, body, nats.Header{})
 }
 
 func ageText(seconds float64) string {

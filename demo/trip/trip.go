@@ -84,7 +84,7 @@ const MaxNoteLen = 500
 type State struct {
 	Status       string `json:"status"`
 	Reason       string `json:"reason,omitempty"` // why it was rejected or cancelled
-	Traveler     string `json:"traveler"`
+	Traveler     string `json:"traveler" esjet:"personal,subject=traveler"`
 	Destination  string `json:"destination"`
 	Budget       int64  `json:"budget"` // cents
 	Amount       int64  `json:"amount"` // cents locked: flight + hotel price
@@ -123,21 +123,21 @@ type (
 // Payloads of the commands the trip issues, as their workers receive them.
 type (
 	LockBudget struct {
-		Traveler string `json:"traveler"`
+		Traveler string `json:"traveler" esjet:"personal,subject=traveler"`
 		Amount   int64  `json:"amount"`
 	}
 	BookFlight struct {
-		Traveler    string `json:"traveler"`
+		Traveler    string `json:"traveler" esjet:"personal,subject=traveler"`
 		Destination string `json:"destination"`
 		Price       int64  `json:"price"`
 	}
 	BookHotel struct {
-		Traveler    string `json:"traveler"`
+		Traveler    string `json:"traveler" esjet:"personal,subject=traveler"`
 		Destination string `json:"destination"`
 		Price       int64  `json:"price"`
 	}
 	ReleaseBudget struct {
-		Traveler string `json:"traveler"`
+		Traveler string `json:"traveler" esjet:"personal,subject=traveler"`
 		Amount   int64  `json:"amount"`
 	}
 	CancelFlight struct {
@@ -160,7 +160,7 @@ type (
 	// TripRequested is schema version 2: version 1 named the budget
 	// "budget" (see upcastTripRequested).
 	TripRequested struct {
-		Traveler    string `json:"traveler"`
+		Traveler    string `json:"traveler" esjet:"personal,subject=traveler"`
 		Destination string `json:"destination"`
 		Budget      int64  `json:"budget_cents"`
 		FlightPrice int64  `json:"flight_price"`

@@ -55,8 +55,8 @@ func Views() []esjet.Projection {
 		types = append(types, t)
 	}
 	return []esjet.Projection{
-		{Name: ViewTripsByStatus, AggregateTypes: []string{Type}, EventTypes: types, Handle: byStatus},
-		{Name: ViewTravelerSpend, AggregateTypes: []string{Type}, EventTypes: types, Partitions: 2, Handle: spend},
+		{Name: ViewTripsByStatus, AggregateTypes: []string{Type}, EventTypes: types, Handle: byStatus, Personal: true},
+		{Name: ViewTravelerSpend, AggregateTypes: []string{Type}, EventTypes: types, Partitions: 2, Handle: spend, Personal: true},
 	}
 }
 

@@ -169,12 +169,21 @@ func (r *Repository) commit(ctx context.Context, q *request, e *entry, dec Decis
 	if err != nil {
 		return Result{}, false, err
 	}
+	events, commands, err := specsOf(dec)
+	if err != nil {
+		return Result{}, false, err
+	}
+	sealed, err := r.seal(ctx, sd, events, commands)
+	if err != nil {
+		return Result{}, false, err
+	}
 	failpoint.Hit(failpoint.BeforeAppend)
-	rec, err := r.append(ctx, sd, e.pos)
+	rec, err := r.append(ctx, sealed, e.pos)
 	if err != nil {
 		again, err = r.appendFailed(ctx, q, e, attempt, err)
 		return Result{}, again, err
 	}
+	rec = plain(rec, sd)
 	failpoint.Hit(failpoint.AfterAppend) // crash tests: stored, not yet answered
 	res, err = r.settle(ctx, q, e, rec)
 	return res, false, err

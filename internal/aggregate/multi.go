@@ -198,7 +198,11 @@ func (r *Repository) commitAll(ctx context.Context, cmds []MultiCommand, qs []*r
 	}
 	res := make([]Result, len(qs))
 	if len(sds) > 0 {
-		recs, err := r.log.AppendAll(ctx, sds, afters)
+		sealed, err := r.sealAll(ctx, sds, decs, at)
+		if err != nil {
+			return nil, false, err
+		}
+		recs, err := r.log.AppendAll(ctx, sealed, afters)
 		var conflict *streams.ConflictError
 		switch {
 		case errors.As(err, &conflict):
@@ -215,7 +219,7 @@ func (r *Repository) commitAll(ctx context.Context, cmds []MultiCommand, qs []*r
 		}
 		for n, rec := range recs {
 			i := at[n]
-			if res[i], err = r.settle(ctx, qs[i], es[i], rec); err != nil {
+			if res[i], err = r.settle(ctx, qs[i], es[i], plain(rec, sds[n])); err != nil {
 				return nil, false, err
 			}
 		}

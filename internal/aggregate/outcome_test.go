@@ -1,6 +1,7 @@
 package aggregate_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/esjet/esjet/demo/trip"
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/natstest"
+	"github.com/esjet/esjet/internal/shred"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 )
@@ -19,10 +21,11 @@ import (
 // tripStore is one namespace's log and snapshots with the trip registered;
 // repo gives a fresh repository over it (a new node, or a restart).
 type tripStore struct {
-	js    jetstream.JetStream
-	ns    string
-	log   *streams.Log
-	snaps jetstream.KeyValue
+	js     jetstream.JetStream
+	ns     string
+	log    *streams.Log
+	snaps  jetstream.KeyValue
+	sealer *shred.Sealer // the trip's traveler is personal data
 }
 
 func newTripStore(t *testing.T, s *server.Server) *tripStore {
@@ -32,7 +35,10 @@ func newTripStore(t *testing.T, s *server.Server) *tripStore {
 	if _, err := streams.Provision(t.Context(), js, ns, streams.ProvisionConfig{}, nil); err != nil {
 		t.Fatal(err)
 	}
-	l, err := streams.Open(t.Context(), js, ns, streams.Config{}, nil)
+	sealer := &shred.Sealer{Keys: &shred.Lazy{JS: js, Namespace: ns, Replicas: 1}}
+	l, err := streams.Open(t.Context(), js, ns, streams.Config{Open: func(rec *streams.Record) error {
+		return sealer.OpenRecord(context.Background(), rec)
+	}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +46,7 @@ func newTripStore(t *testing.T, s *server.Server) *tripStore {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &tripStore{js: js, ns: ns, log: l, snaps: kv}
+	return &tripStore{js: js, ns: ns, log: l, snaps: kv, sealer: sealer}
 }
 
 func (s *tripStore) repo(t *testing.T, cfg aggregate.Config) *aggregate.Repository {
@@ -50,6 +56,9 @@ func (s *tripStore) repo(t *testing.T, cfg aggregate.Config) *aggregate.Reposito
 		t.Fatal(err)
 	}
 	cfg.Namespace = s.ns
+	if cfg.Sealer == nil {
+		cfg.Sealer = s.sealer
+	}
 	return aggregate.NewRepository(s.log, s.snaps, reg, cfg, nil)
 }
 

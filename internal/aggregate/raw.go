@@ -114,7 +114,12 @@ func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, erro
 	if pos.Version != req.ExpectedVersion {
 		return Result{}, &VersionConflictError{Expected: req.ExpectedVersion, Actual: pos.Version}
 	}
-	rec, err := r.append(ctx, d, pos)
+	events, commands := r.rawSpecs(d)
+	sealed, err := r.seal(ctx, d, events, commands)
+	if err != nil {
+		return Result{}, err
+	}
+	rec, err := r.append(ctx, sealed, pos)
 	var conflict *streams.ConflictError
 	switch {
 	case errors.As(err, &conflict):

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/shred"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/telemetry"
 	"github.com/esjet/esjet/internal/wire"
@@ -55,6 +56,16 @@ type Config struct {
 	// the zero value: all of them. A write elsewhere is refused with a
 	// [*WrongSiteError].
 	Sites Sites
+	// Sealer seals personal fields (docs/personal-data.md) before they are
+	// appended or snapshotted. Nil: a decision or state with personal
+	// fields is refused.
+	Sealer *shred.Sealer
+	// Personal are the raw types' personal fields, by "<type>.<event type
+	// or command kind>" (config aggregates.raw.<type>.personal).
+	Personal shred.Registry
+	// PlainKinds are command kinds whose payloads are appended unsealed:
+	// at an edge site, the kinds its hub carries out (the hub has no keys).
+	PlainKinds []string
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 	// Telemetry records decide and append latency. Nil records nothing.

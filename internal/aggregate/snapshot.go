@@ -67,7 +67,12 @@ func (r *Repository) readSnapshot(ctx context.Context, def *Definition, typ, id 
 			"aggregate_type", typ, "aggregate_id", id, "snapshot_schema", s.StateSchema, "schema", def.schema)
 		return nil, false
 	}
-	state, err := def.decodeSt(s.State)
+	opened, err := r.openState(ctx, s.State)
+	if err != nil {
+		r.logger.Warn("snapshot's personal data unreadable; replaying from events", "aggregate_type", typ, "aggregate_id", id, "error", err)
+		return nil, false
+	}
+	state, err := def.decodeSt(opened)
 	if err != nil {
 		r.logger.Warn("snapshot state does not decode; replaying from events", "aggregate_type", typ, "aggregate_id", id, "error", err)
 		return nil, false
@@ -115,6 +120,9 @@ func (r *Repository) snapshotDue(e *entry) bool {
 // saves time, the log stays the truth.
 func (r *Repository) writeSnapshot(ctx context.Context, def *Definition, typ, id string, e *entry) {
 	state, err := def.encode(e.state)
+	if err == nil {
+		state, err = r.sealState(ctx, def, state)
+	}
 	if err == nil {
 		var data []byte
 		recent, since := newestRecent(e)

@@ -97,6 +97,7 @@ func (s *Service) StartMicro(nc *nats.Conn, version string) (*MicroService, erro
 	add(endpointOps, "ops.*.dlq.*")
 	add(endpointOps+"_projections", "ops.*.projections.*")
 	add(endpointOps+"_workers", "ops.*.workers.*")
+	add(endpointOps+"_personal", "ops.*.personal.*")
 	add(endpointLog, "log")
 	add(endpointViews, "views.>")
 	add(endpointUnrouted, ">")

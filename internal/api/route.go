@@ -36,7 +36,7 @@ const (
 var NATSRoutes = []string{
 	"<type>.<id>.<command>", "<type>.<id>.state", "<type>.<id>.events",
 	"raw.append.<type>.<id>", "raw.events.<type>.<id>", "types",
-	"ops.<user>.dlq.<retry|discard>", "ops.<user>.projections.<action>", "ops.<user>.workers.<ls|pause|resume>", "log", "multi", "views", "views.<name>.<get|list|parked>",
+	"ops.<user>.dlq.<retry|discard>", "ops.<user>.projections.<action>", "ops.<user>.workers.<ls|pause|resume>", "ops.<user>.personal.<forget|rotate>", "log", "multi", "views", "views.<name>.<get|list|parked>",
 }
 
 // route is what a subject asks for.
@@ -45,7 +45,7 @@ type route struct {
 	typ, id  string
 	kind     string // opSend only
 	user     string // opOps only: the user token
-	action   string // opOps only: the dlq action, or workers.<action>
+	action   string // opOps only: the dlq action, workers.<action> or personal.<action>
 	view     string // opViewGet: the view's name (action: get, list, parked)
 	endpoint string // the endpoint its stats are counted under
 }
@@ -77,6 +77,8 @@ func routeSubject(prefix, subject string) (route, error) {
 		return route{op: opOps, user: toks[1], action: toks[3], endpoint: endpointOps}, nil
 	case len(toks) == 4 && toks[0] == "ops" && toks[2] == "workers":
 		return route{op: opOps, user: toks[1], action: "workers." + toks[3], endpoint: endpointOps}, nil
+	case len(toks) == 4 && toks[0] == "ops" && toks[2] == "personal":
+		return route{op: opOps, user: toks[1], action: "personal." + toks[3], endpoint: endpointOps}, nil
 	case toks[0] == "ops":
 		// No other shape under ops: not an aggregate type either.
 	case len(toks) >= 4 && toks[0] == "raw" && toks[1] == "append":

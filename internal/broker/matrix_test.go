@@ -23,6 +23,7 @@ import (
 
 	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/natstest"
+	"github.com/esjet/esjet/internal/shred"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 )
@@ -57,6 +58,7 @@ var mxTargets = []struct{ col, stream, subject string }{
 	{"projections", "KV_mx_projections", "$KV.mx_projections.k"},
 	{"view", "KV_mx_view_orders", "$KV.mx_view_orders.k"},
 	{"reconcile", "OBJ_mx_reconcile", "$O.mx_reconcile.M.x"},
+	{"keys", "KV_mx_keys", "$KV.mx_keys.k"},
 	{"receiver's bucket", "KV_" + mxRecvBkt, "$KV." + mxRecvBkt + ".k"},
 	{"new name", "FRESH", "fresh.x"},
 }
@@ -92,7 +94,7 @@ type verbRule struct {
 // (-matrix.md).
 //
 // Columns: EVENTS OUTBOX DLQ snapshots receipts projections view reconcile
-// "receiver's bucket" "new name".
+// keys "receiver's bucket" "new name".
 var matrix = []verbRule{
 	// Account-wide reads: every JetStream user in its own account; the
 	// operator's through the namespace account's export; the client's
@@ -104,58 +106,58 @@ var matrix = []verbRule{
 	// Streams. Only admin creates (the node only its own, when missing),
 	// updates, deletes, purges (the node its views), snapshots, restores.
 	// The receiver creates and updates its own bucket, in its own account.
-	{"$JS.API.STREAM.CREATE.*", formStream, "na na na na na na na a ra a", "create (config carries republish/sources/mirror/subjects)"},
-	{"$JS.API.STREAM.UPDATE.*", formStream, "a a a a a a a a ra a", "update (limits delete history)"},
-	{"$JS.API.STREAM.INFO.*", formStream, "noa noa noa noa noa noa noa oa roa oa", "stream info"},
-	{"$JS.API.STREAM.DELETE.*", formStream, "a a a a a a a a a a", "delete stream"},
-	{"$JS.API.STREAM.PURGE.*", formStream, "a a a a a a na a a a", "purge (the node its view buckets)"},
-	{"$JS.API.STREAM.SNAPSHOT.*", formStream, "a a a a a a a a a a", "snapshot (the server pushes the stream's data to a subject)"},
-	{"$JS.API.STREAM.RESTORE.*", formStream, "a a a a a a a a a a", "restore (creates a stream)"},
-	{"$JS.API.STREAM.MSG.DELETE.*", formStream, "a a a a a a a a a a", "delete a message"},
-	{"$JS.API.STREAM.MSG.GET.*", formStream, "noa noa noa noa noa noa noa oa roa oa", "get a message"},
+	{"$JS.API.STREAM.CREATE.*", formStream, "na na na na na na na a na ra a", "create (config carries republish/sources/mirror/subjects)"},
+	{"$JS.API.STREAM.UPDATE.*", formStream, "a a a a a a a a a ra a", "update (limits delete history)"},
+	{"$JS.API.STREAM.INFO.*", formStream, "noa noa noa noa noa noa noa oa noa roa oa", "stream info"},
+	{"$JS.API.STREAM.DELETE.*", formStream, "a a a a a a a a a a a", "delete stream"},
+	{"$JS.API.STREAM.PURGE.*", formStream, "a a a a a a na a a a a", "purge (the node its view buckets)"},
+	{"$JS.API.STREAM.SNAPSHOT.*", formStream, "a a a a a a a a a a a", "snapshot (the server pushes the stream's data to a subject)"},
+	{"$JS.API.STREAM.RESTORE.*", formStream, "a a a a a a a a a a a", "restore (creates a stream)"},
+	{"$JS.API.STREAM.MSG.DELETE.*", formStream, "a a a a a a a a na a a", "delete a message"},
+	{"$JS.API.STREAM.MSG.GET.*", formStream, "noa noa noa noa noa noa noa oa na roa oa", "get a message"},
 	// Stream templates (served up to 2.12, removed since): a template
 	// creates streams on publish. The template takes each target's name.
-	{"$JS.API.STREAM.TEMPLATE.CREATE.*", formStream, "a a a a a a a a a a", "create a stream template"},
-	{"$JS.API.STREAM.TEMPLATE.DELETE.*", formStream, "a a a a a a a a a a", "delete a stream template"},
-	{"$JS.API.STREAM.TEMPLATE.INFO.*", formStream, "a a a a a a a a a a", "stream template info"},
+	{"$JS.API.STREAM.TEMPLATE.CREATE.*", formStream, "a a a a a a a a a a a", "create a stream template"},
+	{"$JS.API.STREAM.TEMPLATE.DELETE.*", formStream, "a a a a a a a a a a a", "delete a stream template"},
+	{"$JS.API.STREAM.TEMPLATE.INFO.*", formStream, "a a a a a a a a a a a", "stream template info"},
 	{"$JS.API.STREAM.TEMPLATE.NAMES", formAccount, "a", "stream template names"},
 	// Direct gets are answered only by a stream with allow_direct (none
 	// answers for a name that does not exist).
-	{"$JS.API.DIRECT.GET.*", formStream, "noa noa noa noa noa noa noa oa r -", "direct get"},
-	{"$JS.API.DIRECT.GET.*.>", formSubject, "noa noa noa noa noa noa noa oa r -", "direct get, last by subject"},
+	{"$JS.API.DIRECT.GET.*", formStream, "noa noa noa noa noa noa noa oa na r -", "direct get"},
+	{"$JS.API.DIRECT.GET.*.>", formSubject, "noa noa noa noa noa noa noa oa na r -", "direct get, last by subject"},
 
 	// Consumers: the node creates and deletes its own on its streams; a
 	// consumer writes where its deliver subject says, so no other role.
-	{"$JS.API.CONSUMER.CREATE.*", formStream, "na na na na na na na a a a", "create consumer (a push consumer's deliver subject is written by the server)"},
-	{"$JS.API.CONSUMER.CREATE.*.>", formConsumerFilter, "na na na na na na na a a a", "create named consumer with filter"},
-	{"$JS.API.CONSUMER.DURABLE.CREATE.*.*", formConsumer, "na na na na na na na a a a", "create durable (legacy)"},
-	{"$JS.API.CONSUMER.NAMES.*", formStream, "noa noa noa noa noa noa noa oa roa oa", "consumer names"},
-	{"$JS.API.CONSUMER.LIST.*", formStream, "noa noa noa noa noa noa noa oa roa oa", "consumer infos"},
-	{"$JS.API.CONSUMER.INFO.*.*", formConsumer, "noa noa noa noa noa noa noa oa roa oa", "consumer info"},
-	{"$JS.API.CONSUMER.DELETE.*.*", formConsumer, "na na na na na na na a a a", "delete consumer"},
-	{"$JS.API.CONSUMER.PAUSE.*.*", formConsumer, "a a a a a a a a a a", "pause consumer"},
-	{"$JS.API.CONSUMER.UNPIN.*.*", formConsumer, "na na na na na na na a a a", "unpin a priority group's client"},
+	{"$JS.API.CONSUMER.CREATE.*", formStream, "na na na na na na na a na a a", "create consumer (a push consumer's deliver subject is written by the server)"},
+	{"$JS.API.CONSUMER.CREATE.*.>", formConsumerFilter, "na na na na na na na a na a a", "create named consumer with filter"},
+	{"$JS.API.CONSUMER.DURABLE.CREATE.*.*", formConsumer, "na na na na na na na a na a a", "create durable (legacy)"},
+	{"$JS.API.CONSUMER.NAMES.*", formStream, "noa noa noa noa noa noa noa oa noa roa oa", "consumer names"},
+	{"$JS.API.CONSUMER.LIST.*", formStream, "noa noa noa noa noa noa noa oa noa roa oa", "consumer infos"},
+	{"$JS.API.CONSUMER.INFO.*.*", formConsumer, "noa noa noa noa noa noa noa oa noa roa oa", "consumer info"},
+	{"$JS.API.CONSUMER.DELETE.*.*", formConsumer, "na na na na na na na a na a a", "delete consumer"},
+	{"$JS.API.CONSUMER.PAUSE.*.*", formConsumer, "a a a a a a a a a a a", "pause consumer"},
+	{"$JS.API.CONSUMER.UNPIN.*.*", formConsumer, "na na na na na na na a na a a", "unpin a priority group's client"},
 	// Answered by the consumer itself: only where it exists (the matrix
 	// consumer on each esjet stream of the namespace account).
-	{"$JS.API.CONSUMER.MSG.NEXT.*.*", formConsumer, "na na na na na na na a - -", "pull messages"},
-	{"$JS.API.CONSUMER.RESET.*.*", formConsumer, "a a a a a a a a - -", "reset a consumer's position (redelivers)"},
+	{"$JS.API.CONSUMER.MSG.NEXT.*.*", formConsumer, "na na na na na na na a na - -", "pull messages"},
+	{"$JS.API.CONSUMER.RESET.*.*", formConsumer, "a a a a a a a a a - -", "reset a consumer's position (redelivers)"},
 
 	// Clustering and placement: admin only (a standalone server answers
 	// "not clustered"; the system account's requests answer nowhere else).
-	{"$JS.API.STREAM.PEER.REMOVE.*", formStream, "a a a a a a a a a a", "remove a stream peer"},
-	{"$JS.API.STREAM.PEER.EVACUATE.*", formStream, "a a a a a a a a a a", "evacuate a stream peer"},
-	{"$JS.API.STREAM.CANCEL_MOVE.*", formStream, "a a a a a a a a a a", "cancel a stream move"},
-	{"$JS.API.STREAM.LEADER.STEPDOWN.*", formStream, "a a a a a a a a a a", "stream leader stepdown"},
-	{"$JS.API.CONSUMER.LEADER.STEPDOWN.*.*", formConsumer, "a a a a a a a a a a", "consumer leader stepdown"},
-	{"$JS.API.CONSUMER.PEER.REMOVE.*.*", formConsumer, "a a a a a a a a a a", "remove a consumer peer"},
-	{"$JS.API.CONSUMER.PEER.EVACUATE.*.*", formConsumer, "a a a a a a a a a a", "evacuate a consumer peer"},
+	{"$JS.API.STREAM.PEER.REMOVE.*", formStream, "a a a a a a a a a a a", "remove a stream peer"},
+	{"$JS.API.STREAM.PEER.EVACUATE.*", formStream, "a a a a a a a a a a a", "evacuate a stream peer"},
+	{"$JS.API.STREAM.CANCEL_MOVE.*", formStream, "a a a a a a a a a a a", "cancel a stream move"},
+	{"$JS.API.STREAM.LEADER.STEPDOWN.*", formStream, "a a a a a a a a a a a", "stream leader stepdown"},
+	{"$JS.API.CONSUMER.LEADER.STEPDOWN.*.*", formConsumer, "a a a a a a a a a a a", "consumer leader stepdown"},
+	{"$JS.API.CONSUMER.PEER.REMOVE.*.*", formConsumer, "a a a a a a a a a a a", "remove a consumer peer"},
+	{"$JS.API.CONSUMER.PEER.EVACUATE.*.*", formConsumer, "a a a a a a a a a a a", "evacuate a consumer peer"},
 	{"$JS.API.META.LEADER.STEPDOWN", formAccount, "-", "system account only"},
 	{"$JS.API.SERVER.REMOVE", formAccount, "-", "system account only"},
 	{"$JS.API.SERVER.EVACUATE", formAccount, "-", "system account only"},
 	{"$JS.API.META.RESCUE", formAccount, "-", "system account only"},
 	{"$JS.API.ACCOUNT.PURGE.*", formAccount, "-", "system account only"},
-	{"$JS.API.ACCOUNT.STREAM.MOVE.*.*", formAccountStream, "- - - - - - - - - -", "system account only"},
-	{"$JS.API.ACCOUNT.STREAM.CANCEL_MOVE.*.*", formAccountStream, "- - - - - - - - - -", "system account only"},
+	{"$JS.API.ACCOUNT.STREAM.MOVE.*.*", formAccountStream, "- - - - - - - - - - -", "system account only"},
+	{"$JS.API.ACCOUNT.STREAM.CANCEL_MOVE.*.*", formAccountStream, "- - - - - - - - - - -", "system account only"},
 }
 
 var roleLetters = map[string]string{"n": broker.RoleNode, "c": broker.RoleClient, "r": broker.RoleReceiver, "o": broker.RoleOperator, "a": broker.RoleAdmin}
@@ -421,6 +423,12 @@ func provisionMX(t *testing.T, ctx context.Context, admin, recv *mxConn) map[str
 		if _, err := kv.Put(ctx, "k", []byte("v")); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if _, err := admin.js.CreateStream(ctx, shred.BucketStream(mxNS, 1)); err != nil {
+		t.Fatalf("keys bucket: %v", err)
+	}
+	if _, err := admin.js.Publish(ctx, wire.KVSubject(wire.KeysBucket(mxNS), "k"), []byte("v")); err != nil {
+		t.Fatal(err)
 	}
 	obs, err := admin.js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: mxNS + "_reconcile"})
 	if err != nil {

@@ -119,22 +119,25 @@ func kvSubjects(streams []string) []string {
 	return out
 }
 
-// destructive are the JetStream API requests only admin may make.
-var destructive = []string{"$JS.API.STREAM.DELETE.*", "$JS.API.STREAM.PURGE.*", "$JS.API.STREAM.MSG.DELETE.*", "$JS.API.ACCOUNT.PURGE.*"}
-
-// nodeDenied are the destructive requests denied to the node: all of them
-// but purging its views' buckets (a rebuild empties the bucket it takes, a
+// nodeDenied are the destructive requests denied to the node (deleting a
+// stream or a message, purging; only admin may): all of them but purging its views' buckets (a rebuild empties the bucket it takes, a
 // reset the serving one), which the node may; so purges are denied stream
 // by stream for every other stream it owns (a deny overrides any allow).
+//
+// Deleting a message is denied stream by stream too: the node deletes
+// (securely erases) messages of its keys bucket, and only there.
 func nodeDenied(spec RoleSpec, owned []string) []string {
-	if len(spec.Views) == 0 {
-		return slices.Clone(destructive)
+	deny := []string{"$JS.API.STREAM.DELETE.*", "$JS.API.ACCOUNT.PURGE.*"}
+	for _, s := range append(slices.Clone(owned), readModelStreams(spec)...) {
+		deny = append(deny, "$JS.API.STREAM.MSG.DELETE."+s)
 	}
-	deny := []string{"$JS.API.STREAM.DELETE.*", "$JS.API.STREAM.MSG.DELETE.*", "$JS.API.ACCOUNT.PURGE.*"}
+	if len(spec.Views) == 0 {
+		return append(deny, "$JS.API.STREAM.PURGE.*")
+	}
 	for _, s := range owned {
 		deny = append(deny, "$JS.API.STREAM.PURGE."+s)
 	}
-	return append(deny, "$JS.API.STREAM.PURGE."+wire.KVStream(wire.ProjectionsBucket(spec.Namespace)))
+	return append(deny, "$JS.API.STREAM.PURGE."+wire.KVStream(wire.ProjectionsBucket(spec.Namespace)), "$JS.API.STREAM.PURGE."+keysStream(spec.Namespace))
 }
 
 // nodeStreams are the streams the node owns, KV buckets by their streams.
@@ -244,6 +247,7 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 		for _, s := range viewStreams(spec) {
 			pub = append(pub, "$JS.API.STREAM.PURGE."+s)
 		}
+		pub = append(pub, nodeKeys(ns)...)
 		pub = append(pub, spec.Targets...)
 		sub := []string{NodeInboxPrefix(ns) + ".>", api + ".> " + APIQueue(ns), "$SRV.>"}
 		sub = append(sub, spec.Targets...)
@@ -277,7 +281,7 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 		// the user (the subject token) and no operator can name another.
 		pub = append(pub, wire.OpsPrefix(ns, spec.User)+".>")
 		return &server.Permissions{
-			Publish:   &server.SubjectPermission{Allow: pub},
+			Publish:   &server.SubjectPermission{Allow: pub, Deny: operatorKeysDenied(ns)},
 			Subscribe: &server.SubjectPermission{Allow: []string{InboxPrefix(spec.User) + ".>"}},
 		}, nil
 	case RoleReceiver:

@@ -19,6 +19,7 @@ import (
 	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/outbox"
 	"github.com/esjet/esjet/internal/projection"
+	"github.com/esjet/esjet/internal/shred"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/telemetry"
 )
@@ -50,11 +51,14 @@ type Options struct {
 
 // Node is a running esjet node. Its methods are safe for concurrent use.
 type Node struct {
-	cfg     config.Config
-	logger  *slog.Logger
-	broker  *broker.Broker
-	log     *streams.Log
-	changes []streams.Change
+	cfg    config.Config
+	logger *slog.Logger
+	broker *broker.Broker
+	log    *streams.Log
+	keys   *shred.Lazy // personal data's keyring (personal.go)
+	// personalViews are the views a forget resets (personal.go).
+	personalViews []string
+	changes       []streams.Change
 	// receipts group-commits the workers' receipt writes (groupcommit.go).
 	receipts *streams.Committer
 	repo     *aggregate.Repository
@@ -142,10 +146,13 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	if err != nil {
 		return nil, err
 	}
+	n.startKeys(ctx, cfg)
+	n.personalViews = personalViews(opts.Projections)
 	lc := LogConfig(cfg)
 	if lc.Upcast, err = n.upcasters(cfg, reg); err != nil {
 		return nil, err
 	}
+	lc.Open = opening(n.keys, cfg)
 	n.log, err = streams.Open(ctx, js, cfg.Namespace, lc, logger)
 	if err != nil {
 		return nil, err
@@ -156,6 +163,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	}
 	rc := RepositoryConfig(cfg)
 	rc.Telemetry = n.tel
+	rc.Sealer, rc.Personal, rc.PlainKinds = &shred.Sealer{Keys: n.keys}, personalSpecs(cfg), plainKinds(cfg)
 	n.repo = aggregate.NewRepository(n.log, snaps, reg, rc, logger)
 	n.views = projection.NewViews(js, cfg.Namespace, cfg.Projections.LeaseTTL.Std())
 	n.control, err = consumer.OpenControl(ctx, js, cfg.Namespace, logger)
@@ -163,7 +171,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 		return nil, err
 	}
 	n.api, err = api.New(n.repo, api.Config{Namespace: cfg.Namespace, MaxBody: int(cfg.Streams.MaxMessageSize),
-		Ops: opsHandler(ctx, n.broker.Conn(), js, cfg.Namespace, cfg.Streams.DLQSettledMaxAge.Std(), logger, n.workersAction), Telemetry: n.tel, Views: n.views,
+		Ops: opsHandler(ctx, n.broker.Conn(), js, cfg.Namespace, cfg.Streams.DLQSettledMaxAge.Std(), logger, n.workersAction, n.personalAction), Telemetry: n.tel, Views: n.views,
 		GuardedReplies: broker.NodeSpec(cfg).Targets}, logger)
 	if err != nil {
 		return nil, err
@@ -343,6 +351,7 @@ func (n *Node) startWorkers(ctx context.Context, opts Options, logger *slog.Logg
 	n.workersDone.Go(func() { _ = n.control.Run(wctx) })
 	fb := n.feedbackFor()
 	for _, kc := range kinds {
+		kc.Handler = openingHandler{next: kc.Handler, s: &shred.Sealer{Keys: n.keys, KeepUnopened: n.cfg.Edge.Role == config.EdgeHub}}
 		w, err := consumer.NewWorker(ctx, n.broker.JetStream(), n.cfg.Namespace, kc, fb, logger)
 		if err != nil {
 			return err

@@ -27,7 +27,7 @@ import (
 // The workers' actions (esjet workers ls|pause|resume, on
 // esjet.<ns>.ops.<user>.workers.<action>) go to workers, with the user as
 // the audit names it.
-func opsHandler(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, ns string, settledMaxAge time.Duration, logger *slog.Logger, workers workersOps) api.OpsHandler {
+func opsHandler(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, ns string, settledMaxAge time.Duration, logger *slog.Logger, workers, personal workersOps) api.OpsHandler {
 	mode := ops.WithUsers
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -46,6 +46,12 @@ func opsHandler(ctx context.Context, nc *nats.Conn, js jetstream.JetStream, ns s
 				return nil, opsError(err)
 			}
 			return workers(ctx, srv.By(user), a, body)
+		}
+		if a, ok := strings.CutPrefix(action, "personal."); ok {
+			if err := ops.CheckUserToken(user); err != nil {
+				return nil, opsError(err)
+			}
+			return personal(ctx, srv.By(user), a, body)
 		}
 		rep, err := srv.Serve(ctx, user, action, body)
 		if err != nil {

@@ -60,6 +60,11 @@ type Definition struct {
 	Handle Handler
 	// Sink is the user's own store.
 	Sink Sink
+	// Personal says the view's documents hold personal data (or are keyed
+	// by it): forgetting a data subject resets the view, which refills
+	// from the log with that subject's fields erased (docs/personal-data.md).
+	// A Sink's owner is told nothing: keep personal data out of it.
+	Personal bool
 }
 
 // Validate checks the definition.

@@ -127,6 +127,9 @@ func (p *partition) tick(ctx context.Context) (restart bool, err error) {
 	if err := p.heartbeat(ctx, state, errText); err != nil {
 		return false, err
 	}
+	if err := p.resetUnder(ctx); err != nil {
+		return false, err
+	}
 	if ctl.Requests == p.requestsSeen {
 		return false, nil
 	}

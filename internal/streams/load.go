@@ -174,6 +174,11 @@ func (l *Log) decode(m *jetstream.RawStreamMsg) (Record, error) {
 		l.noteRefused(err, m.Sequence, m.Subject)
 		return Record{}, err
 	}
+	if l.cfg.Open != nil {
+		if err := l.cfg.Open(&rec); err != nil {
+			return Record{}, fmt.Errorf("read seq %d: %w", m.Sequence, err)
+		}
+	}
 	if l.cfg.Upcast != nil {
 		for i, e := range rec.Events {
 			up, err := l.cfg.Upcast(rec.AggregateType, e)

@@ -40,6 +40,10 @@ type Config struct {
 	MaxDelay time.Duration
 	// Upcast, when set, is applied to every event read.
 	Upcast Upcaster
+	// Open, when set, runs on every record read before Upcast: the node
+	// opens sealed personal fields of events and commands with it
+	// (internal/shred).
+	Open func(*Record) error
 	// Now is the clock for event times. Nil means time.Now.
 	Now func() time.Time
 	// GroupCommit coalesces concurrent appends into atomic batches; the

@@ -131,11 +131,11 @@ func LegacyViewBucket(ns, name string, gen int) string {
 func ReconcileBucket(ns string) string { return ns + "_reconcile" }
 
 // IsNodeBucket reports whether bucket is one the node of namespace ns keeps
-// (snapshots, receipts, workers, projection control, views): no receiver may name
+// (snapshots, receipts, workers, projection control, views, data keys): no receiver may name
 // it as its own.
 func IsNodeBucket(ns, bucket string) bool {
 	n := NamesFor(ns)
-	return bucket == n.Snapshots || bucket == n.Receipts || bucket == n.Workers || bucket == ProjectionsBucket(ns) ||
+	return bucket == n.Snapshots || bucket == n.Receipts || bucket == n.Workers || bucket == ProjectionsBucket(ns) || bucket == KeysBucket(ns) ||
 		strings.HasPrefix(bucket, ViewBucketPrefix(ns))
 }
 

@@ -1,0 +1,19 @@
+package shred
+
+import "errors"
+
+// Sentinels of reading personal data.
+var (
+	// ErrForgotten: the data subject was forgotten; its values read as
+	// erased.
+	ErrForgotten = errors.New("shred: data subject forgotten")
+	// ErrKeyMissing: a data key is not in the keys bucket and no tombstone
+	// says it was forgotten — a lost or partly restored bucket. Never
+	// shown as erased.
+	ErrKeyMissing = errors.New("shred: data key missing (no tombstone: the keys bucket lost it)")
+	// ErrNoBucket: personal data was read but the keys bucket is gone
+	// (lost, or not restored): an error, never taken for erased.
+	ErrNoBucket = errors.New("shred: no keys bucket")
+	// ErrCorrupt: a sealed value does not parse or does not authenticate.
+	ErrCorrupt = errors.New("shred: sealed value corrupt")
+)

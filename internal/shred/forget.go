@@ -1,0 +1,116 @@
+package shred
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/wire"
+)
+
+// Rotate makes a new key version for subject: values sealed from now on
+// use it, older ones stay readable with theirs until the subject is
+// forgotten. It returns the new version.
+func (k *Keyring) Rotate(ctx context.Context, subject string) (int, error) {
+	ref, _ := k.Ref(ctx, subject)
+	v, err := k.latest(ctx, ref)
+	if err != nil {
+		return 0, err
+	}
+	if v == 0 {
+		tomb, err := k.tombstone(ctx, ref)
+		if err != nil {
+			return 0, err
+		}
+		v = tomb.Through
+	}
+	if _, err := k.create(ctx, ref, v+1); err != nil {
+		return 0, err
+	}
+	k.mu.Lock()
+	k.cur[ref] = v + 1
+	k.mu.Unlock()
+	return v + 1, nil
+}
+
+// Forget destroys every data key of subject: it records the tombstone
+// (who asked, when, which key versions: the audit, durable in the bucket)
+// first, then erases each key's message on disk (a secure delete, which
+// overwrites the bytes in the block file). Run again after a failure, it
+// finishes the job; a subject with no keys gets a tombstone all the same.
+// A value written for the subject later is sealed under a new key.
+func (k *Keyring) Forget(ctx context.Context, subject, by string) (Tombstone, error) {
+	ref, _ := k.Ref(ctx, subject)
+	versions, err := k.versions(ctx, ref)
+	if err != nil {
+		return Tombstone{}, fmt.Errorf("forget %s: list keys: %w", ref, err)
+	}
+	prev, err := k.tombstone(ctx, ref)
+	if err != nil {
+		return Tombstone{}, err
+	}
+	t := Tombstone{Ref: ref, At: time.Now().UTC(), By: by, Through: prev.Through}
+	for _, v := range versions {
+		t.Through = max(t.Through, v.v)
+	}
+	if prev.Ref == "" || t.Through > prev.Through || len(versions) > 0 {
+		data, _ := json.Marshal(t)
+		if _, err := k.kv.Put(ctx, wire.TombstoneKey(ref), data); err != nil {
+			return Tombstone{}, fmt.Errorf("forget %s: tombstone: %w", ref, err)
+		}
+	} else {
+		t = prev // nothing new to destroy: the first forget's record stands
+	}
+	k.drop(ref)
+	for _, v := range versions {
+		if err := k.stream.SecureDeleteMsg(ctx, v.rev); err != nil && !isGone(err) {
+			return t, fmt.Errorf("forget %s: erase key v%d: %w", ref, v.v, err)
+		}
+		t.Erased++
+	}
+	k.drop(ref)
+	if k.OnForget != nil {
+		k.OnForget(ref)
+	}
+	return t, nil
+}
+
+func isGone(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeMessageNotFound
+}
+
+// Run watches the keys bucket until ctx ends and drops what this node
+// cached of a subject another node rotated or forgot.
+func (k *Keyring) Run(ctx context.Context) error {
+	w, err := k.kv.WatchAll(ctx, jetstream.UpdatesOnly())
+	if err != nil {
+		return fmt.Errorf("watch keys bucket: %w", err)
+	}
+	defer func() { _ = w.Stop() }()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil
+			}
+			if e == nil {
+				continue
+			}
+			ref := wire.RefOfKey(e.Key())
+			if ref == "" {
+				continue
+			}
+			k.drop(ref)
+			if e.Key() == wire.TombstoneKey(ref) && k.OnForget != nil {
+				k.OnForget(ref)
+			}
+		}
+	}
+}
