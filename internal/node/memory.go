@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
 	"sync"
 	"time"
 
@@ -111,14 +112,17 @@ func (g *memoryGovernor) adjust() int64 {
 	switch {
 	case floor > g.budget && !g.over:
 		g.logger.Warn("live memory has outgrown memory.limit: the heap may grow past it rather than collect without pause; raise memory.limit or run the server apart (nats.url)",
-			"memory_limit", config.ByteSize(g.budget).String(), "live_heap", config.ByteSize(live).String(), "soft_limit", config.ByteSize(limit).String())
+			"memory_limit", mib(g.budget), "live_heap", mib(live), "soft_limit", mib(limit))
 		g.over = true
 	case g.over && floor < g.budget*9/10:
-		g.logger.Info("live memory is back under memory.limit", "memory_limit", config.ByteSize(g.budget).String(), "live_heap", config.ByteSize(live).String())
+		g.logger.Info("live memory is back under memory.limit", "memory_limit", mib(g.budget), "live_heap", mib(live))
 		g.over = false
 	}
 	return limit
 }
+
+// mib shows a byte count in whole MiB, as the log reads it.
+func mib(b int64) string { return strconv.FormatInt(b>>20, 10) + "MiB" }
 
 // start runs the governor, adjusting after each collection it sees, until
 // the returned stop is called (idempotent; it waits for the goroutine).

@@ -1,9 +1,12 @@
 package node
 
 import (
+	"bytes"
 	"log/slog"
 	"runtime"
 	"runtime/debug"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,7 +103,8 @@ func TestMemoryGovernorRaisesTheLimitForLiveDataAndLowersItAgain(t *testing.T) {
 	before := debug.SetMemoryLimit(-1)
 	t.Cleanup(func() { debug.SetMemoryLimit(before) })
 	const budget = 64 << 20
-	g := newMemoryGovernor(budget, slog.New(slog.DiscardHandler))
+	var logs lockedBuffer
+	g := newMemoryGovernor(budget, slog.New(slog.NewTextHandler(&logs, nil)))
 	stop := g.start(5 * time.Millisecond)
 	defer stop()
 	// 128 MiB live, in pointer-free chunks.
@@ -116,6 +120,9 @@ func TestMemoryGovernorRaisesTheLimitForLiveDataAndLowersItAgain(t *testing.T) {
 		return raised >= budget+128<<20
 	})
 	runtime.KeepAlive(live)
+	if n := strings.Count(logs.String(), "live memory has outgrown memory.limit"); n != 1 {
+		t.Errorf("the raise was logged %d times, want once:\n%s", n, logs.String())
+	}
 	live = nil
 	// Down by at least what was freed (other tests' heaps may keep it
 	// above the budget).
@@ -126,4 +133,22 @@ func TestMemoryGovernorRaisesTheLimitForLiveDataAndLowersItAgain(t *testing.T) {
 	})
 	stop()
 	stop() // idempotent
+}
+
+// lockedBuffer is a bytes.Buffer safe for a logger and a reader at once.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
