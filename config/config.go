@@ -33,16 +33,20 @@ type Config struct {
 
 // Memory bounds the node process's memory.
 type Memory struct {
-	// Limit is a soft limit on the node process's memory, the embedded
-	// nats-server's included (Go's debug.SetMemoryLimit): near it the
-	// garbage collector runs more often, which frees the file store's block
-	// caches (the server holds them weakly) before the heap grows. Random
-	// reads over a large store otherwise leave a decompressed copy of every
-	// block they touched for the collector to find later. 0: no limit (GOGC
-	// pacing alone). A GOMEMLIMIT environment variable wins over it. 0 or at
-	// least 64MiB. Default 512MiB. Applied by the esjet binary (run, bench)
-	// only: a node embedded in another Go program leaves the process's limit
-	// to it.
+	// Limit is the node process's memory budget, the embedded nats-server's
+	// included: the process's soft memory limit (Go's
+	// debug.SetMemoryLimit) while the live heap leaves the collector room
+	// under it, so the garbage the file store leaves behind (whole blocks
+	// read to serve one message, held weakly) is collected before RSS
+	// grows. When live data outgrows it (the server keeps each block's
+	// subject index two minutes after the block's last read: a large store
+	// read at random holds hundreds of megabytes live), the node raises
+	// the soft limit to the live heap plus half of it, and says so, rather
+	// than let the collector run without pause. 0: no limit (GOGC pacing
+	// alone). A GOMEMLIMIT environment variable wins over it. 0 or at least
+	// 64MiB. Default 512MiB. Applied by the esjet binary (run, bench) only:
+	// a node embedded in another Go program leaves the process's limit to
+	// it.
 	Limit ByteSize `yaml:"limit"`
 }
 

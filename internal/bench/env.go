@@ -36,6 +36,10 @@ type env struct {
 	sqlite   *sqliteOutbox // the SQLite-outbox baseline of append and effects (sqlite.go)
 	// drained numbers the drain rounds of the whole run (drain.go).
 	drained int
+	// loadID is the 1,000-event aggregate the load phases read, filled
+	// once per run; loadFills numbers the fills (load.go).
+	loadID    string
+	loadFills int
 	// namespaces this run provisioned besides the node's (deleted at the
 	// end in external mode; the embedded store is removed whole).
 	extra []string

@@ -72,7 +72,7 @@ func TestScalePhaseFillsAndMeasures(t *testing.T) {
 		t.Errorf("reconcile found %d drift on a healthy store", sc.ReconcileDrift)
 	}
 	if sc.BytesPerDecision < 200 || sc.BytesPerCommand <= 0 || sc.StoreBytes <= 0 || sc.ReconcileSecs <= 0 ||
-		sc.OutboxOldestSecs <= 0 || sc.OutboxOldestReads <= 0 || sc.OutboxMiddleReads <= 0 || sc.ColdP99MS <= 0 || sc.RSSAfter <= 0 || sc.ColdPeakRSS <= 0 || sc.ReconcileRSS <= 0 {
+		sc.OutboxOldestSecs <= 0 || sc.OutboxOldestReads <= 0 || sc.OutboxMiddleReads <= 0 || sc.ColdP99MS <= 0 || sc.HistoryP99MS <= 0 || sc.HistoryPeakRSS <= 0 || sc.RSSAfter <= 0 || sc.ColdPeakRSS <= 0 || sc.ReconcileRSS <= 0 {
 		t.Errorf("a figure is missing: %+v", sc)
 	}
 }

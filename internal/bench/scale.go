@@ -3,15 +3,14 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,6 +94,21 @@ type Scale struct {
 	RSSBefore   int64 `json:"rss_before_cold_loads_bytes"`
 	RSSAfter    int64 `json:"rss_after_cold_loads_bytes"`
 	ColdPeakRSS int64 `json:"cold_loads_peak_rss_bytes"`
+	// Cold reads of random aggregates' histories, as GET
+	// /v1/raw/<type>/<id>/events serves them (the first page: every event
+	// of this fill's aggregates, one EVENTS message each), after the cold
+	// loads; the process's peak RSS and the collections meanwhile.
+	HistoryP50MS   float64 `json:"history_read_p50_ms"`
+	HistoryP99MS   float64 `json:"history_read_p99_ms"`
+	HistoryPeakRSS int64   `json:"history_reads_peak_rss_bytes"`
+	HistoryGCs     uint32  `json:"history_reads_gcs"`
+	// MemoryLimit is the process's soft memory limit when the reads began
+	// and when they ended (math.MaxInt64: none; memory.limit's governor
+	// raises it above the budget when live data outgrows it), and
+	// HistoryLiveHeap the live heap as of the last collection then.
+	MemoryLimit      int64 `json:"memory_limit_bytes"`
+	MemoryLimitAfter int64 `json:"memory_limit_after_bytes"`
+	HistoryLiveHeap  int64 `json:"history_reads_live_heap_bytes"`
 }
 
 func (e *env) scalePhase(ctx context.Context, progress func(float64)) ([]Phase, error) {
@@ -308,10 +322,43 @@ func (e *env) coldLoads(ctx context.Context, names streams.Names, sc *Scale) err
 	sc.ColdPeakRSS = peak
 	sc.ColdP50MS, sc.ColdP99MS = ms(lat.Percentile(50)), ms(lat.Percentile(99))
 	sc.RSSAfter = settledRSS()
+	if err := e.historyReads(ctx, sc); err != nil {
+		return err
+	}
 	if e.opts.HeapProfile != "" {
 		return writeHeapProfile(e.opts.HeapProfile)
 	}
 	return nil
+}
+
+// historyReads reads the first page of scaleColdLoads random aggregates'
+// histories (what GET /v1/raw/<type>/<id>/events returns), other
+// aggregates than coldLoads picked.
+func (e *env) historyReads(ctx context.Context, sc *Scale) error {
+	var lat Recorder
+	rng := rand.New(rand.NewPCG(3, 4))
+	sc.MemoryLimit = debug.SetMemoryLimit(-1)
+	gcs := gcCount()
+	var err error
+	_, sc.HistoryPeakRSS, err = peakDuring(func() error {
+		for range scaleColdLoads {
+			id := "s" + strconv.Itoa(rng.IntN(sc.Aggregates))
+			t0 := time.Now()
+			pg, err := e.node.Log().LoadPage(ctx, "acct", id, 0, api.DefaultPageLimit)
+			if err == nil && len(pg.Records) == 0 {
+				err = fmt.Errorf("no events")
+			}
+			if err != nil {
+				return fmt.Errorf("history of acct/%s: %w", id, err)
+			}
+			lat.Add(time.Since(t0))
+		}
+		return nil
+	})
+	sc.HistoryGCs = gcCount() - gcs
+	sc.MemoryLimitAfter, sc.HistoryLiveHeap = debug.SetMemoryLimit(-1), liveHeap()
+	sc.HistoryP50MS, sc.HistoryP99MS = ms(lat.Percentile(50)), ms(lat.Percentile(99))
+	return err
 }
 
 // writeHeapProfile writes the process's heap profile (as of the last
@@ -364,67 +411,12 @@ func lookUp(ctx context.Context, in *ops.Inspector, id string) (secs float64, re
 	return time.Since(t0).Seconds(), in.OutboxReads(), nil
 }
 
-// peakDuring runs fn and returns its time and the process's peak RSS
-// meanwhile (sampled every 20ms, and the kernel's high-water mark, reset
-// first, where it can be).
-func peakDuring(fn func() error) (secs float64, peak int64, err error) {
-	runtime.GC()
-	debug.FreeOSMemory()
-	resetPeakRSS()
-	var mu sync.Mutex
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		t := time.NewTicker(20 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				if r := procStatus("VmRSS"); r > 0 {
-					mu.Lock()
-					peak = max(peak, r)
-					mu.Unlock()
-				}
-			}
-		}
-	}()
-	t0 := time.Now()
-	err = fn()
-	secs = time.Since(t0).Seconds()
-	close(stop)
-	wg.Wait()
-	return secs, max(peak, procStatus("VmHWM")), err
-}
-
-// settledRSS is the process's RSS after a GC has returned what it can.
-func settledRSS() int64 {
-	runtime.GC()
-	debug.FreeOSMemory()
-	return procStatus("VmRSS")
-}
-
-// resetPeakRSS resets the kernel's high-water mark of the process's RSS
-// (Linux: clear_refs 5); elsewhere it does nothing.
-func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
-
-// procStatus reads a "kB" field of /proc/self/status in bytes; 0 where
-// there is none.
-func procStatus(field string) int64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
+// limitString shows a soft memory limit in MiB, or "none".
+func limitString(l int64) string {
+	if l == math.MaxInt64 || l <= 0 {
+		return "none"
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
+	return strconv.FormatInt(l>>20, 10) + " MiB"
 }
 
 func dirSize(dir string) int64 {
@@ -457,6 +449,8 @@ func (s *Scale) write(b *strings.Builder) {
 		{"esjet outbox <id halfway>", fmt.Sprintf("%s (%d OUTBOX messages read)", dur(s.OutboxMiddleSecs*1000), s.OutboxMiddleReads)},
 		{"cold load p50 / p99 (cache off)", dur(s.ColdP50MS) + " / " + dur(s.ColdP99MS)},
 		{"RSS before / after 1,000 cold loads", mb(s.RSSBefore) + " / " + mb(s.RSSAfter) + ", peak " + mb(s.ColdPeakRSS) + " during them"},
+		{"history reads p50 / p99 (raw events)", fmt.Sprintf("%s / %s, peak RSS %s, %d GCs, memory limit %s", dur(s.HistoryP50MS), dur(s.HistoryP99MS), mb(s.HistoryPeakRSS), s.HistoryGCs, limitString(s.MemoryLimit))},
+		{"after the history reads", fmt.Sprintf("live heap %s, memory limit %s", mb(s.HistoryLiveHeap), limitString(s.MemoryLimitAfter))},
 	}
 	b.WriteString("SCALE\n")
 	for _, r := range rows {

@@ -48,3 +48,32 @@ func TestSweepRunsEachPhasePerWorkerCountBesideSQLite(t *testing.T) {
 		t.Errorf("params %+v", rep.Params)
 	}
 }
+
+// TestSweepLoadsAFreshAggregatePerWorkerCount: with --workers 1,2 the load
+// phases run once per count, and the second count's cold load reads an
+// aggregate of exactly 1,000 events like the first (an earlier count's
+// fill must not leak into it: it did, "loaded version 2000, want 1000").
+func TestSweepLoadsAFreshAggregatePerWorkerCount(t *testing.T) {
+	cfg := config.Default()
+	cfg.Namespace = "sweepload"
+	cfg.NATS.Embedded.Sync = config.SyncInterval
+	rep, err := Run(t.Context(), Options{Config: cfg, Count: 4, Sweep: []int{1, 2}, Phases: []string{PhaseLoad}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		name    string
+		workers int
+	}{{PhaseLoad, 1}, {PhaseLoad + "-snap", 1}, {PhaseLoad, 2}, {PhaseLoad + "-snap", 2}}
+	if len(rep.Phases) != len(want) {
+		t.Fatalf("%d phases, want %v: %+v", len(rep.Phases), want, rep.Phases)
+	}
+	for i, p := range rep.Phases {
+		if p.Name != want[i].name || p.Workers != want[i].workers {
+			t.Errorf("phase %d is %s ×%d, want %s ×%d", i, p.Name, p.Workers, want[i].name, want[i].workers)
+		}
+		if p.Error != "" || p.Errors != 0 || p.Esjet.Ops != 4 {
+			t.Errorf("%s ×%d: %d op(s), %d error(s): %s", p.Name, p.Workers, p.Esjet.Ops, p.Errors, p.Error)
+		}
+	}
+}

@@ -125,7 +125,8 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	}()
 
 	if opts.OwnsProcess {
-		applyMemoryLimit(cfg.Memory, n.logger)
+		_, stopGovernor := applyMemoryLimit(cfg.Memory, n.logger)
+		n.onClose = append(n.onClose, stopGovernor)
 	}
 	if err := n.startTelemetry(ctx, opts); err != nil {
 		return nil, err
