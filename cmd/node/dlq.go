@@ -138,7 +138,7 @@ func newDLQShowCmd(g *globals) *cobra.Command {
 
 func newDLQRetryCmd(g *globals) *cobra.Command {
 	var (
-		kind, errText    string
+		kind, errText                  string
 		yes, afterFailed, pastReceipts bool
 	)
 	cmd := &cobra.Command{
