@@ -248,7 +248,7 @@ func (s *Streams) validate(v *validator) {
 	} else if s.ReceiptsMaxAge > 0 && s.OutboxMaxAge > 0 && s.ReceiptsMaxAge < s.OutboxMaxAge+Duration(ReceiptsMargin) {
 		v.add("streams.receipts_max_age", s.ReceiptsMaxAge, fmt.Sprintf(
 			"must be 0 (kept forever) or at least streams.outbox_max_age + %s (%s): a command OUTBOX still holds can be delivered again, and without its receipt a done command would run twice",
-			ReceiptsMargin, s.OutboxMaxAge.Std()+ReceiptsMargin))
+			Duration(ReceiptsMargin), s.OutboxMaxAge+Duration(ReceiptsMargin)))
 	}
 	if s.MaxMessageSize < KiB || s.MaxMessageSize > 8*MiB {
 		v.add("streams.max_message_size", s.MaxMessageSize, "use a size between 1KiB and 8MiB")
