@@ -28,8 +28,10 @@ func RetentionOf(ns string, cfg jetstream.StreamConfig) Retention {
 		return Retention{keptFor(cfg.MaxAge, ""), "the record of truth: states, views and commands are derived from it"}
 	case name == n.Outbox:
 		return Retention{keptFor(cfg.MaxAge, ""), "audit and the workers' retries (streams.outbox_max_age)"}
+	case name == n.DLQ && cfg.AllowMsgTTL && cfg.MaxAge == 0:
+		return Retention{"open letters forever; settled ones for streams.dlq_settled_max_age", "dead letters and their audit records (kept): what failed and who settled it"}
 	case name == n.DLQ:
-		return Retention{keptFor(cfg.MaxAge, ""), "dead letters and their audit records: settled by retry or discard, never deleted"}
+		return Retention{keptFor(cfg.MaxAge, ""), "dead letters and their audit records: what failed and who settled it"}
 	case name == wire.KVStream(n.Snapshots):
 		return Retention{"the last per aggregate", "a shortcut to an aggregate's state: rebuilt from EVENTS when gone"}
 	case name == wire.KVStream(n.Receipts):

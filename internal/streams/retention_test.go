@@ -23,7 +23,7 @@ func TestRetentionSaysHowLongEachStreamKeepsWhat(t *testing.T) {
 	for name, want := range map[string]string{
 		"SHOP_EVENTS":    "forever",
 		"SHOP_OUTBOX":    "168h (7d)",
-		"SHOP_DLQ":       "forever",
+		"SHOP_DLQ":       "open letters forever; settled ones for streams.dlq_settled_max_age",
 		"shop_receipts":  "2160h (90d) after the command finished",
 		"shop_snapshots": "the last per aggregate",
 		"shop_workers":   "while in force (per-key TTLs)",
