@@ -198,6 +198,13 @@ type Streams struct {
 	// payload) is kept. Open dead letters never expire. At least 1s.
 	// Default 720h (30 days).
 	DLQSettledMaxAge Duration `yaml:"dlq_settled_max_age"`
+	// ReceiptsMaxAge is how long a finished command's receipt is kept
+	// after its last write (done or failed): the receipt is what stops a
+	// done command from running again, so it must outlive every way the
+	// command can come back — at least OutboxMaxAge + ReceiptsMargin.
+	// 0: kept forever. Default 0 (see docs/streams.md, "How long esjet
+	// keeps what").
+	ReceiptsMaxAge Duration `yaml:"receipts_max_age"`
 	// MaxMessageSize is the largest message (one decision) a stream accepts, between
 	// 1KiB and 8MiB; the embedded server's max_payload is raised to match. Default 1MiB.
 	MaxMessageSize ByteSize `yaml:"max_message_size"`
@@ -214,6 +221,11 @@ type Streams struct {
 // when it connects — 3 when the server it reaches is one of a cluster of
 // three or more, 1 otherwise (an embedded server, a single server, two).
 const ReplicasAuto = 0
+
+// ReceiptsMargin is how much longer than OUTBOX a receipt must be kept
+// (streams.receipts_max_age): a command delivered just before OUTBOX ages
+// it out still runs and reads its receipt, and servers' clocks differ.
+const ReceiptsMargin = 24 * time.Hour
 
 // Stream compression values.
 const (
@@ -408,6 +420,7 @@ func Default() Config {
 			OutboxDuplicateWindow: Duration(10 * time.Minute),
 			OutboxMaxAge:          Duration(168 * time.Hour),
 			DLQSettledMaxAge:      Duration(720 * time.Hour),
+			ReceiptsMaxAge:        0,
 			MaxMessageSize:        MiB,
 			Compression:           CompressionNone,
 		},

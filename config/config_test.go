@@ -177,15 +177,15 @@ func TestEveryFieldHasAnEnvVariable(t *testing.T) {
 		"ESJET_AGGREGATES_SNAPSHOT_EVERY", "ESJET_AGGREGATES_IDEMPOTENCY_HORIZON",
 		"ESJET_CONSOLE_ALLOW_ACTIONS",
 		"ESJET_HTTP_METRICS_LISTEN",
-		"ESJET_PROJECTIONS_LEASE_TTL", "ESJET_PROJECTIONS_HEARTBEAT",
+		"ESJET_PROJECTIONS_LEASE_TTL", "ESJET_PROJECTIONS_HEARTBEAT", "ESJET_STREAMS_RECEIPTS_MAX_AGE",
 	} {
 		if _, ok := fields[name]; !ok {
 			t.Errorf("no field for %s", name)
 		}
 	}
 	// Every leaf can be set from text; an unsupported type would fail here.
-	if len(fields) != 72 {
-		t.Errorf("got %d env fields, want 72 (update this count when the schema changes)", len(fields))
+	if len(fields) != 73 {
+		t.Errorf("got %d env fields, want 73 (update this count when the schema changes)", len(fields))
 	}
 	for name, f := range fields {
 		var c Config
@@ -319,6 +319,10 @@ func TestValidateRules(t *testing.T) {
 		{"embedded R3", func(c *Config) { c.Streams.Replicas = 3 }, "streams.replicas"},
 		{"duplicate window zero", func(c *Config) { c.Streams.DuplicateWindow = 0 }, "streams.duplicate_window"},
 		{"outbox shorter than window", func(c *Config) { c.Streams.OutboxMaxAge = Duration(time.Minute) }, "streams.outbox_max_age"},
+		{"receipts kept no longer than OUTBOX", func(c *Config) { c.Streams.ReceiptsMaxAge = Duration(168 * time.Hour) }, "streams.receipts_max_age"},
+		{"receipts kept inside the margin", func(c *Config) { c.Streams.ReceiptsMaxAge = Duration(191 * time.Hour) }, "streams.receipts_max_age"},
+		{"receipts kept outbox age + margin", func(c *Config) { c.Streams.ReceiptsMaxAge = Duration(192 * time.Hour) }, ""},
+		{"receipts negative", func(c *Config) { c.Streams.ReceiptsMaxAge = -1 }, "streams.receipts_max_age"},
 		{"message size too small", func(c *Config) { c.Streams.MaxMessageSize = 1000 }, "streams.max_message_size"},
 		{"message size 8MiB", func(c *Config) { c.Streams.MaxMessageSize = 8 * MiB }, ""},
 		{"http none", func(c *Config) { c.HTTP.Listen = ListenNone }, ""},

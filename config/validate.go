@@ -243,6 +243,13 @@ func (s *Streams) validate(v *validator) {
 	if s.DLQSettledMaxAge < Duration(time.Second) {
 		v.add("streams.dlq_settled_max_age", s.DLQSettledMaxAge, "must be at least 1s (JetStream's shortest message TTL), e.g. 720h")
 	}
+	if s.ReceiptsMaxAge < 0 {
+		v.add("streams.receipts_max_age", s.ReceiptsMaxAge, "use 0 (kept forever) or an age such as 2160h")
+	} else if s.ReceiptsMaxAge > 0 && s.OutboxMaxAge > 0 && s.ReceiptsMaxAge < s.OutboxMaxAge+Duration(ReceiptsMargin) {
+		v.add("streams.receipts_max_age", s.ReceiptsMaxAge, fmt.Sprintf(
+			"must be 0 (kept forever) or at least streams.outbox_max_age + %s (%s): a command OUTBOX still holds can be delivered again, and without its receipt a done command would run twice",
+			Duration(ReceiptsMargin), s.OutboxMaxAge+Duration(ReceiptsMargin)))
+	}
 	if s.MaxMessageSize < KiB || s.MaxMessageSize > 8*MiB {
 		v.add("streams.max_message_size", s.MaxMessageSize, "use a size between 1KiB and 8MiB")
 	}

@@ -138,11 +138,11 @@ func newDLQShowCmd(g *globals) *cobra.Command {
 
 func newDLQRetryCmd(g *globals) *cobra.Command {
 	var (
-		kind, errText    string
-		yes, afterFailed bool
+		kind, errText                  string
+		yes, afterFailed, pastReceipts bool
 	)
 	cmd := &cobra.Command{
-		Use:   "retry <command-id|seq> | --kind K [--error TEXT] [--yes] [--after-failed]",
+		Use:   "retry <command-id|seq> | --kind K [--error TEXT] [--yes] [--after-failed] [--past-receipts]",
 		Short: "Re-drive dead letters into OUTBOX (same command id, new message id)",
 		Long: `Re-drive a dead letter into OUTBOX on <ns>.outbox.<kind>, with the same
 headers and payload (so the same command id: receivers still dedupe) and a
@@ -156,6 +156,11 @@ A dead letter whose aggregate was already told <kind>_failed is refused:
 the aggregate may have compensated (released the money, cancelled the
 trip), and an effect that succeeds now would be one it no longer expects.
 Check the aggregate first; --after-failed re-drives it anyway.
+
+With streams.receipts_max_age set, a dead letter of a command issued longer
+ago than that, with no receipt, is refused: had another copy of it been
+done, its receipt may have expired, and the re-drive would run it again.
+Check the effect with the target first; --past-receipts re-drives it anyway.
 
 With --kind, every dead letter of that kind (and, with --error, whose error
 contains the text) is retried, after a confirmation on stdin unless --yes.`,
@@ -177,7 +182,7 @@ contains the text) is retried, after a confirmation on stdin unless --yes.`,
 			defer closeConn()
 			ctx := cmd.Context()
 			retry := func(dl ops.DeadLetter) (ops.ActionReply, error) {
-				return act.do(ctx, ops.ActionRetry, ops.ActionRequest{Seq: dl.Seq, CommandID: dl.ID, AfterFailed: afterFailed})
+				return act.do(ctx, ops.ActionRetry, ops.ActionRequest{Seq: dl.Seq, CommandID: dl.ID, AfterFailed: afterFailed, PastReceipts: pastReceipts})
 			}
 			if len(args) == 1 {
 				dl, err := d.Get(ctx, args[0])
@@ -237,6 +242,7 @@ contains the text) is retried, after a confirmation on stdin unless --yes.`,
 	fl.StringVar(&errText, "error", "", "with --kind: only those whose error contains this text (ignoring case)")
 	fl.BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation (required when stdin is not a terminal)")
 	fl.BoolVar(&afterFailed, "after-failed", false, "re-drive even when the aggregate was already told <kind>_failed (it may have compensated)")
+	fl.BoolVar(&pastReceipts, "past-receipts", false, "re-drive a command issued longer ago than the receipts are kept, with no receipt (check it did not run)")
 	return cmd
 }
 

@@ -30,6 +30,8 @@ type streamReport struct {
 	LastSeq   uint64           `json:"last_seq"`
 	Replicas  int              `json:"replicas"`
 	Consumers []consumerReport `json:"consumers"`
+	// Retention is how long it keeps what it holds, and why.
+	Retention streams.Retention `json:"retention,omitzero"`
 }
 
 // consumerReport is one consumer's lag: messages not yet delivered
@@ -46,11 +48,12 @@ func newStreamsCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "streams",
-		Short: "Print the namespace's streams, their message counts and consumer lag",
+		Short: "Print the namespace's streams, how long each keeps what, message counts and consumer lag",
 		Long: `Connect to the node the configuration describes (the embedded node's
 listener, or the external cluster) and print the namespace's streams and KV
-buckets: messages, bytes, sequences, and for each consumer how many messages
-it has not yet received (pending) or not yet acknowledged (ack pending).`,
+buckets: how long each keeps what it holds (KEPT; with why in --json), messages,
+bytes, sequences, and for each consumer how many messages it has not yet
+received (pending) or not yet acknowledged (ack pending).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := g.load(cmd.Flags())
@@ -117,6 +120,7 @@ func collectStreams(ctx context.Context, js jetstream.JetStream, names streams.N
 		r.Messages, r.Bytes = info.State.Msgs, info.State.Bytes
 		r.FirstSeq, r.LastSeq = info.State.FirstSeq, info.State.LastSeq
 		r.Replicas = info.Config.Replicas
+		r.Retention = streams.RetentionOf(names.Namespace, info.Config)
 		lister := st.ListConsumers(ctx)
 		for ci := range lister.Info() {
 			r.Consumers = append(r.Consumers, consumerReport{
@@ -135,13 +139,13 @@ func collectStreams(ctx context.Context, js jetstream.JetStream, names streams.N
 func printStreams(w io.Writer, ns string, reports []streamReport) {
 	fmt.Fprintf(w, "namespace %s\n\n", ns)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STREAM\tROLE\tMESSAGES\tBYTES\tFIRST\tLAST\tR\tCONSUMERS")
+	fmt.Fprintln(tw, "STREAM\tROLE\tKEPT\tMESSAGES\tBYTES\tFIRST\tLAST\tR\tCONSUMERS")
 	for _, r := range reports {
 		if !r.Exists {
-			fmt.Fprintf(tw, "%s\t%s\t(missing: start the node once to provision it)\t\t\t\t\t\n", r.Name, r.Role)
+			fmt.Fprintf(tw, "%s\t%s\t\t(missing: start the node once to provision it)\t\t\t\t\t\n", r.Name, r.Role)
 			continue
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\n", r.Name, r.Role, r.Messages, humanBytes(r.Bytes), r.FirstSeq, r.LastSeq, r.Replicas, len(r.Consumers))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\n", r.Name, r.Role, r.Retention.Kept, r.Messages, humanBytes(r.Bytes), r.FirstSeq, r.LastSeq, r.Replicas, len(r.Consumers))
 	}
 	_ = tw.Flush()
 	var any bool

@@ -28,6 +28,9 @@ func TestStreamsListsTheReadModelBuckets(t *testing.T) {
 	for _, r := range reports {
 		if r.Exists {
 			got[r.Name] = r.Role
+			if r.Retention.Kept == "" || r.Retention.Why == "" {
+				t.Errorf("%s: no retention shown (%+v)", r.Name, r.Retention)
+			}
 		}
 	}
 	if got["KV_shop_view_orders"] != "read model (KV)" || got["KV_shop_projections"] != "projection leases (KV)" {

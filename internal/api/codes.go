@@ -31,6 +31,7 @@ const (
 	CodeOutcomeNotSendable    = "outcome_not_sendable"
 	CodeOutcomeUnknown        = "outcome_unknown"
 	CodeParked                = "parked"
+	CodePastReceipts          = "past_receipts" // a dead letter older than the receipts, with none: retry only when told to
 	CodeRawCommandNotAllowed  = "raw_command_not_allowed"
 	CodeReportedFailure       = "reported_failure"
 	CodeRouteWord             = "route_word"

@@ -66,6 +66,7 @@ var sentinels = []Sentinel{
 	{Err: ops.ErrBadOpsRequest, Status: http.StatusBadRequest, Code: CodeBadRequest},
 	{Err: ops.ErrReasonRequired, Status: http.StatusBadRequest, Code: CodeBadRequest},
 	{Err: ops.ErrDeadLetterNotFound, Status: http.StatusNotFound, Code: CodeDeadLetterNotFound},
+	{Err: ops.ErrPastReceipts, Status: http.StatusConflict, Code: CodePastReceipts},
 	{Err: ops.ErrUnknownCommand, Status: http.StatusNotFound, Code: CodeUnknownCommand},
 
 	{Err: context.Canceled, Status: http.StatusServiceUnavailable, Code: CodeUnavailable, say: unavailable},

@@ -209,6 +209,9 @@ func TestPendingWhenNoWorkerServesTheKind(t *testing.T) {
 	names := map[string]bool{}
 	for _, s := range ov.Streams {
 		names[s.Name] = true
+		if s.Retention.Kept == "" || s.Retention.Why == "" {
+			t.Errorf("overview stream %s shows no retention: %+v", s.Name, s.Retention)
+		}
 	}
 	for _, s := range []string{"TEST_EVENTS", "TEST_OUTBOX", "TEST_DLQ", "KV_test_receipts", "KV_test_snapshots"} {
 		if !names[s] {

@@ -36,6 +36,9 @@ type ActionRequest struct {
 	// AfterFailed re-drives a command whose aggregate was already told
 	// <kind>_failed (retry only), as `esjet dlq retry --after-failed`.
 	AfterFailed bool `json:"after_failed,omitempty"`
+	// PastReceipts re-drives a command older than the receipts are kept
+	// that has none, as `esjet dlq retry --past-receipts`.
+	PastReceipts bool `json:"past_receipts,omitempty"`
 	// Reason is why it is discarded (discard only; required).
 	Reason string `json:"reason,omitempty"`
 }
@@ -107,7 +110,10 @@ func (c *Console) dlqAction(r *http.Request) (ops.ActionReply, error) {
 	if action == ops.ActionRetry {
 		mode := ops.RetryUnlessReportedFailure
 		if req.AfterFailed {
-			mode = ops.RetryAfterReportedFailure
+			mode |= ops.RetryAfterReportedFailure
+		}
+		if req.PastReceipts {
+			mode |= ops.RetryPastReceipts
 		}
 		rep.Action = ops.AuditRetried
 		rep.MsgID, err = c.dlq.Retry(ctx, dl, by, mode)

@@ -52,6 +52,8 @@ type StreamStats struct {
 	LastTime  time.Time `json:"last_time,omitzero"`
 	Subjects  int       `json:"subjects"`
 	Consumers int       `json:"consumers"`
+	// Retention is how long it keeps what it holds, and why.
+	Retention streams.Retention `json:"retention"`
 }
 
 // ProjectionLag is how far one read model is behind the log.
@@ -140,7 +142,9 @@ func (c *Console) streams(ctx context.Context) ([]StreamStats, error) {
 		if !slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(name, p) }) {
 			continue
 		}
-		out = append(out, stats(info))
+		s := stats(info)
+		s.Retention = streams.RetentionOf(c.cfg.Namespace, info.Config)
+		out = append(out, s)
 	}
 	if err := lister.Err(); err != nil {
 		return nil, err

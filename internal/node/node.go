@@ -223,6 +223,7 @@ func ProvisionConfig(cfg config.Config) streams.ProvisionConfig {
 		DuplicateWindow:       cfg.Streams.DuplicateWindow.Std(),
 		OutboxDuplicateWindow: cfg.Streams.OutboxDuplicateWindow.Std(),
 		OutboxMaxAge:          cfg.Streams.OutboxMaxAge.Std(),
+		ReceiptsMaxAge:        cfg.Streams.ReceiptsMaxAge.Std(),
 		MaxMessageSize:        int(cfg.Streams.MaxMessageSize),
 		Compression:           cfg.Streams.Compression != config.CompressionNone,
 		DLQSettledMaxAge:      cfg.Streams.DLQSettledMaxAge.Std(),
@@ -236,6 +237,9 @@ func RelayConfig(cfg config.Config) outbox.RelayConfig {
 		PinnedTTL: cfg.Outbox.FailoverAfter.Std(),
 		AckWait:   cfg.Outbox.AckWait.Std(),
 		AtomicMin: groupCommitMin(cfg),
+		// Receipts older than this may be gone: the relay does not publish
+		// a command it cannot tell from one that already ran.
+		ReceiptsMaxAge: cfg.Streams.ReceiptsMaxAge.Std(),
 	}
 }
 

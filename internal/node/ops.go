@@ -73,6 +73,8 @@ func opsError(err error) error {
 		status, code = 404, "dead_letter_not_found"
 	case errors.Is(err, ops.ErrReportedFailure):
 		status, code = 409, "reported_failure"
+	case errors.Is(err, ops.ErrPastReceipts):
+		status, code = 409, "past_receipts"
 	}
 	return &api.Error{Status: status, Code: code, Message: err.Error()}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/user"
 	"strings"
+	"time"
 
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
@@ -51,8 +52,13 @@ func (d *DLQ) RetryAt(ctx context.Context, dl DeadLetter, by string, mode RetryM
 		return "", fmt.Errorf("retry: %w", err)
 	}
 	cur := wire.DecodeDeadLetter(m)
-	if mode != RetryAfterReportedFailure {
+	if mode&RetryAfterReportedFailure == 0 {
 		if err := d.refuseIfToldFailed(ctx, cur); err != nil {
+			return "", err
+		}
+	}
+	if mode&RetryPastReceipts == 0 {
+		if err := d.refuseIfPastReceipts(ctx, cur); err != nil {
 			return "", err
 		}
 	}
@@ -230,12 +236,17 @@ func Operator() string {
 // already told it failed.
 type RetryMode int
 
+// Modes combine: RetryAfterReportedFailure | RetryPastReceipts.
 const (
 	// RetryUnlessReportedFailure refuses such a command (the default).
-	RetryUnlessReportedFailure RetryMode = iota
+	RetryUnlessReportedFailure RetryMode = 0
 	// RetryAfterReportedFailure re-drives it anyway: the operator knows the
 	// aggregate did not compensate, or will reconcile the effect by hand.
-	RetryAfterReportedFailure
+	RetryAfterReportedFailure RetryMode = 1
+	// RetryPastReceipts re-drives a command issued longer ago than the
+	// receipts are kept, with no receipt (else refused with a
+	// [*PastReceiptsError]): the operator checked it did not run.
+	RetryPastReceipts RetryMode = 2
 )
 
 // refuseIfToldFailed returns a [*ReportedFailureError] when dl's aggregate
@@ -258,6 +269,35 @@ func (d *DLQ) refuseIfToldFailed(ctx context.Context, dl DeadLetter) error {
 			AggregateID: ref.AggregateID, Told: o}
 	}
 	return nil
+}
+
+// refuseIfPastReceipts returns a [*PastReceiptsError] when the receipts
+// bucket has a max age, dl's command was issued before it, and it has no
+// receipt: a done receipt of it may have expired.
+func (d *DLQ) refuseIfPastReceipts(ctx context.Context, dl DeadLetter) error {
+	st, err := d.js.Stream(ctx, wire.KVStream(d.names.Receipts))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("retry %s: receipts: %w", dl.ID, err)
+	}
+	age := st.CachedInfo().Config.MaxAge
+	issued := dl.DeadAt
+	if t, err := time.Parse(time.RFC3339Nano, dl.Header.Get(wire.HeaderIssued)); err == nil && t.Before(issued) {
+		issued = t
+	}
+	if age <= 0 || !issued.Before(d.now().Add(-age)) {
+		return nil
+	}
+	m, err := st.GetLastMsgForSubject(ctx, wire.KVSubject(d.names.Receipts, wire.ReceiptKey(dl.ID)))
+	if err == nil && !wire.IsKVDeleteOp(m.Header.Get(wire.HeaderKVOperation)) {
+		return nil // still there: it folds the re-drive, or is cleared as failed
+	}
+	if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("retry %s: receipt: %w", dl.ID, err)
+	}
+	return &PastReceiptsError{CommandID: dl.ID, Issued: issued, MaxAge: age}
 }
 
 // fenceBase is a re-drive's fence base: at least every fence the command

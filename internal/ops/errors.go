@@ -25,6 +25,8 @@ var (
 	// ErrBadOpsRequest means a DLQ action request the node cannot read: a
 	// user that is not a subject token, an unknown action, a bad body.
 	ErrBadOpsRequest = errors.New("ops: bad operator request")
+	// ErrPastReceipts is wrapped by [*PastReceiptsError].
+	ErrPastReceipts = errors.New("ops: the command is older than the receipts are kept")
 	// ErrReportedFailure is wrapped by [*ReportedFailureError].
 	ErrReportedFailure = errors.New("ops: the aggregate was already told the command failed")
 )
@@ -48,3 +50,21 @@ func (e *ReportedFailureError) Error() string {
 }
 
 func (e *ReportedFailureError) Unwrap() error { return ErrReportedFailure }
+
+// PastReceiptsError is why [DLQ.Retry] refuses a dead letter whose command
+// was issued longer ago than the receipts bucket keeps a receipt
+// (streams.receipts_max_age) and has none: had another copy of it been
+// done, its receipt may have expired, and the re-drive would run it again.
+type PastReceiptsError struct {
+	CommandID string
+	Issued    time.Time
+	MaxAge    time.Duration
+}
+
+func (e *PastReceiptsError) Error() string {
+	return fmt.Sprintf("retry %s: issued %s, longer ago than receipts are kept (%s), and it has none: whether it ran since cannot be told. "+
+		"Check its effect with the target first; to re-drive anyway, say so explicitly (esjet dlq retry --past-receipts)",
+		e.CommandID, e.Issued.Format(time.RFC3339), e.MaxAge)
+}
+
+func (e *PastReceiptsError) Unwrap() error { return ErrPastReceipts }

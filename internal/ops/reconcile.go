@@ -143,6 +143,16 @@ func (r *Reconciler) Run(ctx context.Context, progress func(done, total uint64))
 	if age := outbox.CachedInfo().Config.MaxAge; age > 0 {
 		rep.ExpiredBefore = now.Add(-age).UTC()
 	}
+	if receipts != nil {
+		// A command older than its receipts may have run and lost its
+		// receipt: re-publishing it (--repair) could run it again.
+		if age := receipts.CachedInfo().Config.MaxAge; age > 0 {
+			rep.ReceiptsMaxAge = age
+			if before := now.Add(-age).UTC(); rep.ExpiredBefore.IsZero() || before.After(rep.ExpiredBefore) {
+				rep.ExpiredBefore = before
+			}
+		}
+	}
 
 	var cp *checkpoint
 	switch r.cfg.Checkpoint {
@@ -151,7 +161,7 @@ func (r *Reconciler) Run(ctx context.Context, progress func(done, total uint64))
 	case CheckpointOff:
 		rep.Checkpoint.FullBecause = "checkpoints off"
 	default:
-		cp, rep.Checkpoint.FullBecause, err = r.loadCheckpoint(ctx, b)
+		cp, rep.Checkpoint.FullBecause, err = r.loadCheckpoint(ctx, b, rep.ReceiptsMaxAge > 0)
 		if err != nil {
 			// A run without its checkpoint is slower, not wrong.
 			r.logger.Warn("reconcile: checkpoint unreadable; reading everything", "error", err)

@@ -232,7 +232,7 @@ func closable(e *entry, c Counts, ackFloor uint64) bool {
 
 // loadCheckpoint returns the last run's checkpoint when it can be the start
 // of this one (else nil and why not).
-func (r *Reconciler) loadCheckpoint(ctx context.Context, b bounds) (*checkpoint, string, error) {
+func (r *Reconciler) loadCheckpoint(ctx context.Context, b bounds, receiptsExpire bool) (*checkpoint, string, error) {
 	data, err := r.readCheckpoint(ctx)
 	if err != nil || data == nil {
 		return nil, "no checkpoint yet", err
@@ -257,7 +257,7 @@ func (r *Reconciler) loadCheckpoint(ctx context.Context, b bounds) (*checkpoint,
 		return nil, fmt.Sprintf("%s aged out messages the checkpoint had not read (it starts at seq %d, the checkpoint read to %d)", r.names.Outbox, b.outbox.First, cp.Outbox.Last), nil
 	case b.dlq.First > cp.DLQ.Last+1:
 		return nil, fmt.Sprintf("%s lost messages the checkpoint had not read", r.names.DLQ), nil
-	case b.receipts.Msgs < cp.Receipts.Msgs:
+	case b.receipts.Msgs < cp.Receipts.Msgs && !receiptsExpire: // expired receipts were of settled or expired commands
 		return nil, fmt.Sprintf("the receipts bucket holds %d receipts, fewer than the checkpoint's %d (purged?)", b.receipts.Msgs, cp.Receipts.Msgs), nil
 	}
 	if cp.Closed == nil {

@@ -259,8 +259,12 @@ type Report struct {
 	// EventsLastSeq is the last decision the scan read.
 	EventsLastSeq uint64 `json:"events_last_seq"`
 	// ExpiredBefore: commands due (decided, or deliver-after) before this
-	// time may have aged out of OUTBOX (now − OUTBOX max age).
+	// time may have aged out of OUTBOX (now − OUTBOX max age), or their
+	// receipts out of the receipts bucket (now − ReceiptsMaxAge), whichever
+	// is later: with no outcome they count as expired, never as orphans.
 	ExpiredBefore time.Time `json:"expired_before,omitzero"`
+	// ReceiptsMaxAge is the receipts bucket's max age; 0: kept forever.
+	ReceiptsMaxAge time.Duration `json:"receipts_max_age,omitempty"`
 	// Undecodable counts messages in the log that are not esjet decisions.
 	Undecodable uint64 `json:"undecodable"`
 	// Checkpoint says whether the run started from the last one's

@@ -50,8 +50,10 @@ func (r *Reconciler) scanEvents(ctx context.Context, s *scan, after, to uint64, 
 		for _, c := range rec.Commands {
 			e := s.get(c.ID, c.Kind)
 			if e.decisionSeq == 0 {
-				e.decisionSeq, e.dueAt, e.report = rec.Seq, rec.Stored.UnixNano(), c.Report
-				if c.DeliverAfter.After(rec.Stored) {
+				// When it was decided, not when a restore stored it again.
+				decided := rec.DecidedAt()
+				e.decisionSeq, e.dueAt, e.report = rec.Seq, decided.UnixNano(), c.Report
+				if c.DeliverAfter.After(decided) {
 					// A fired schedule is stored at its time and ages out
 					// from then; a schedule that aged out before firing is
 					// lost, not expired.

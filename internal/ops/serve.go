@@ -64,6 +64,9 @@ type ActionRequest struct {
 	// AfterFailed re-drives a command whose aggregate was told
 	// <kind>_failed (retry only; [RetryAfterReportedFailure]).
 	AfterFailed bool `json:"after_failed,omitempty"`
+	// PastReceipts re-drives a command older than the receipts are kept
+	// that has none (retry only; [RetryPastReceipts]).
+	PastReceipts bool `json:"past_receipts,omitempty"`
 	// Reason is why it is discarded (discard only; required there).
 	Reason string `json:"reason,omitempty"`
 }
@@ -159,7 +162,10 @@ func (s *Server) Serve(ctx context.Context, user, action string, body []byte) (A
 	case ActionRetry:
 		mode := RetryUnlessReportedFailure
 		if req.AfterFailed {
-			mode = RetryAfterReportedFailure
+			mode |= RetryAfterReportedFailure
+		}
+		if req.PastReceipts {
+			mode |= RetryPastReceipts
 		}
 		rep.Action = AuditRetried
 		rep.MsgID, err = s.dlq.Retry(ctx, dl, by, mode)

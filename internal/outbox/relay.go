@@ -34,6 +34,9 @@ type RelayStats struct {
 	// AtomicBatches: atomic batches of commands OUTBOX stored (see
 	// RelayConfig.AtomicMin); their commands count in Commands.
 	AtomicBatches int64
+	// PastReceipts: commands not published because their decision is
+	// older than RelayConfig.ReceiptsMaxAge.
+	PastReceipts int64
 }
 
 // Relay moves recorded commands from EVENTS to OUTBOX. Run it on every
@@ -46,10 +49,10 @@ type Relay struct {
 	logger *slog.Logger
 	cons   jetstream.Consumer
 
-	decisions, commands, duplicates, scheduled, failures, undecodable, scanned, batches atomic.Int64
-	lastSeq                                                                             atomic.Uint64
-	tooNew                                                                              atomic.Int64
-	tooNewSeq                                                                           atomic.Uint64 // the last one logged
+	decisions, commands, duplicates, scheduled, failures, undecodable, scanned, batches, pastReceipts atomic.Int64
+	lastSeq                                                                                           atomic.Uint64
+	tooNew                                                                                            atomic.Int64
+	tooNewSeq                                                                                         atomic.Uint64 // the last one logged
 
 	// Exactly once without a time limit (redelivery.go): decisions stored
 	// before this time (unix ns) may have been relayed before; OUTBOX's
@@ -130,7 +133,7 @@ func relayConsumer(ctx context.Context, js jetstream.JetStream, names streams.Na
 func (r *Relay) Stats() RelayStats {
 	return RelayStats{
 		Decisions: r.decisions.Load(), Commands: r.commands.Load(), Duplicates: r.duplicates.Load(),
-		Scheduled: r.scheduled.Load(), Failures: r.failures.Load(), Undecodable: r.undecodable.Load(), TooNew: r.tooNew.Load(), Scanned: r.scanned.Load(),
+		Scheduled: r.scheduled.Load(), PastReceipts: r.pastReceipts.Load(), Failures: r.failures.Load(), Undecodable: r.undecodable.Load(), TooNew: r.tooNew.Load(), Scanned: r.scanned.Load(),
 		LastSeq: r.lastSeq.Load(), AtomicBatches: r.batches.Load(),
 	}
 }
@@ -332,6 +335,9 @@ func (r *Relay) publish(ctx context.Context, msgs []jetstream.Msg, check recheck
 		if !dec.ok {
 			continue
 		}
+		if r.pastHorizon(dec.rec, now) {
+			continue
+		}
 		for _, c := range dec.rec.Commands {
 			if _, stored := have[c.ID]; stored && dec.checked {
 				r.duplicates.Add(1) // published before the decision came back
@@ -343,6 +349,24 @@ func (r *Relay) publish(ctx context.Context, msgs []jetstream.Msg, check recheck
 		}
 	}
 	return min(failedAt, r.send(ctx, out))
+}
+
+// pastHorizon reports (and logs and counts) a decision older than the
+// receipts' max age: whether its commands ran cannot be told any more —
+// their receipts may have expired with their OUTBOX copies — so they are
+// not published, where a run would otherwise be repeated.
+func (r *Relay) pastHorizon(rec streams.Record, now time.Time) bool {
+	if r.cfg.ReceiptsMaxAge <= 0 || len(rec.Commands) == 0 || !rec.DecidedAt().Before(now.Add(-r.cfg.ReceiptsMaxAge)) {
+		return false
+	}
+	r.pastReceipts.Add(int64(len(rec.Commands)))
+	ids := make([]string, len(rec.Commands))
+	for i, c := range rec.Commands {
+		ids[i] = c.ID
+	}
+	r.logger.Warn("relay: decision older than streams.receipts_max_age; its commands are not published (they may have run, and their receipts expired): esjet reconcile counts them expired",
+		"seq", rec.Seq, "decided", rec.DecidedAt(), "receipts_max_age", r.cfg.ReceiptsMaxAge, "command_ids", ids)
+	return true
 }
 
 // outgoing is one command to publish: its decision's index in the batch.

@@ -43,6 +43,14 @@ type RelayConfig struct {
 	// commands. Zero: every command is its own publish (R3, sync
 	// interval: there a batch only adds its fixed cost).
 	AtomicMin int
+	// ReceiptsMaxAge is the receipts bucket's max age
+	// (streams.receipts_max_age). A decision older than it (a relay
+	// consumer made anew, a node down that long) may have had its commands
+	// carried out and their receipts expired: nothing would fold them, so
+	// they are not published again, but logged and counted
+	// ([RelayStats].PastReceipts); reconcile reports them expired. Zero:
+	// receipts are kept forever, every decision is relayed.
+	ReceiptsMaxAge time.Duration
 }
 
 // setDefaults fills what is zero with config.Default()'s values (the

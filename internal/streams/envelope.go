@@ -241,7 +241,11 @@ func recordOf(m *jetstream.RawStreamMsg, d Decision, err error) (Record, error) 
 		return Record{}, &DecodeError{Seq: m.Sequence, Subject: m.Subject,
 			Err: fmt.Errorf("envelope names aggregate %s/%s, not the subject's", d.AggregateType, d.AggregateID)}
 	}
-	return Record{Decision: d, Seq: m.Sequence, Subject: m.Subject, Stored: m.Time}, nil
+	rec := Record{Decision: d, Seq: m.Sequence, Subject: m.Subject, Stored: m.Time}
+	if len(d.Events) > 0 {
+		rec.Decided = d.Events[0].Time
+	}
+	return rec, nil
 }
 
 func envelopeDataLen(d Decision) int {

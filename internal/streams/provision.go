@@ -23,6 +23,7 @@ type ProvisionConfig struct {
 	// above the relay's redelivery horizon. Zero means 10m.
 	OutboxDuplicateWindow time.Duration
 	OutboxMaxAge          time.Duration // OUTBOX and DLQ retention; zero means 7 days
+	ReceiptsMaxAge        time.Duration // the receipts bucket's max age; zero: kept forever
 	MaxMessageSize        int           // stream max_msg_size; zero means 1 MiB
 	// Compression keeps EVENTS and OUTBOX blocks S2-compressed on disk
 	// (a sealed block is compressed whole; readers see the same messages).
@@ -175,6 +176,7 @@ func BucketConfigs(names Names, c ProvisionConfig) []jetstream.KeyValueConfig {
 	}, {
 		Bucket:      names.Receipts,
 		Description: "esjet command receipts, keyed by command id",
+		TTL:         c.ReceiptsMaxAge, // from the receipt's last write: written once the command is final
 		History:     1,
 		Storage:     jetstream.FileStorage,
 		Replicas:    c.Replicas,

@@ -17,47 +17,51 @@ import (
 // (reconcile), without building a slice of events and their strings for
 // every decision. Upcasters are not applied.
 func DecodeCommands(m *jetstream.RawStreamMsg) (Record, error) {
-	d, err := decodeLean(m.Data)
+	d, decided, err := decodeLean(m.Data)
 	if ee := newerEnvelope(m, err); ee != nil {
 		return Record{}, ee
 	}
-	return recordOf(m, d, err)
+	rec, err := recordOf(m, d, err)
+	rec.Decided = decided
+	return rec, err
 }
 
 // leanEvents is what [Decode] checks of a decision's events, gathered
 // while they are parsed and dropped.
 type leanEvents struct {
 	n        int
-	prev     uint64 // the last event's version
-	firstErr error  // the first event that fails Decode's checks
+	prev     uint64    // the last event's version
+	firstErr error     // the first event that fails Decode's checks
+	first    time.Time // the first event's time ([Record].Decided)
 }
 
-// decodeLean is [Decode] without keeping the events.
-func decodeLean(data []byte) (Decision, error) {
+// decodeLean is [Decode] without keeping the events, but for the first
+// one's time.
+func decodeLean(data []byte) (Decision, time.Time, error) {
 	var env envelope
 	var evs leanEvents
 	err := decodeEnvelopeInto(data, &env, &evs)
 	if err != nil {
-		return Decision{}, err
+		return Decision{}, time.Time{}, err
 	}
 	// Decode's checks, in its order.
 	dec := env.Decision
 	if err := checkHead(env.V, &dec); err != nil {
-		return dec, err
+		return dec, time.Time{}, err
 	}
 	if evs.n == 0 {
-		return dec, fmt.Errorf("envelope: no events")
+		return dec, time.Time{}, fmt.Errorf("envelope: no events")
 	}
 	if evs.firstErr != nil {
-		return dec, evs.firstErr
+		return dec, time.Time{}, evs.firstErr
 	}
 	if err := checkCommands(&dec); err != nil {
-		return dec, err
+		return dec, time.Time{}, err
 	}
 	if dec.CorrelationID == "" {
 		dec.CorrelationID = dec.ID
 	}
-	return dec, nil
+	return dec, evs.first, nil
 }
 
 // leanEventList parses a decision's events as [envDecoder.leanEvent] does.
@@ -85,7 +89,9 @@ func (d *envDecoder) leanEvent(evs *leanEvents) error {
 			version, err = d.uint64()
 		case "time":
 			var t time.Time
-			err = d.time(&t)
+			if err = d.time(&t); err == nil && evs.n == 0 {
+				evs.first = t
+			}
 		case "data":
 			_, err = d.skipValid()
 		default:

@@ -43,6 +43,7 @@ func FuzzDecodeCommandsMatchesDecodeRecord(f *testing.F) {
 		`{"v":1,"id":"a","aggregate_type":"t","aggregate_id":"i","events":[{"type":"é","version":1}]}`,
 		`{"v":1,"id":"a","aggregate_type":"t","aggregate_id":"i","events":[{"type":"x","version":1,"id":"\ud800"}]}`,
 		`{"v":1,"id":"a","aggregate_type":"t","aggregate_id":"j","events":[{"type":"x","version":1}]}`,
+		`{"v":1,"id":"a","aggregate_type":"t","aggregate_id":"i","events":[{"type":"x","version":1,"time":"2026-01-02T03:04:05Z"},{"type":"y","version":2,"time":"2027-01-01T00:00:00Z"}]}`,
 	} {
 		f.Add([]byte(s), "ns.evt.t.i")
 	}

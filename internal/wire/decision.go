@@ -138,6 +138,23 @@ type Record struct {
 	Seq     uint64    // stream sequence: the decision's global position
 	Subject string    // the aggregate subject
 	Stored  time.Time // server timestamp
+	// Decided is its first event's time, set by the deciding node and kept
+	// in the payload (zero when unknown); see [Record.DecidedAt].
+	Decided time.Time
+}
+
+// DecidedAt is when the decision was made: the earlier of Decided (else
+// the first event's time) and the time the stream stored it. A restore, or an edge hub sourcing a site, stores the message
+// anew (Stored is then the copy's time); the events' time stays.
+func (r Record) DecidedAt() time.Time {
+	decided := r.Decided
+	if decided.IsZero() && len(r.Events) > 0 {
+		decided = r.Events[0].Time
+	}
+	if !decided.IsZero() && decided.Before(r.Stored) {
+		return decided
+	}
+	return r.Stored
 }
 
 // FirstVersion is the aggregate version of the record's first event.

@@ -54,3 +54,24 @@ func TestParseOutcomeKindReadsWhatDoneKindAndFailedKindMake(t *testing.T) {
 		}
 	}
 }
+
+// A decision stored anew (a restore, an edge hub's sourcing) is as old as
+// its first event; one whose node's clock ran ahead is as old as its copy.
+func TestRecordDecidedAtIsTheEarlierOfItsEventAndItsCopy(t *testing.T) {
+	stored := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	ago := stored.Add(-240 * time.Hour)
+	for _, tt := range []struct {
+		name string
+		rec  Record
+		want time.Time
+	}{
+		{"restored", Record{Stored: stored, Decision: Decision{Events: []Event{{Time: ago}}}}, ago},
+		{"lean decode", Record{Stored: stored, Decided: ago}, ago},
+		{"clock ahead", Record{Stored: stored, Decision: Decision{Events: []Event{{Time: stored.Add(time.Minute)}}}}, stored},
+		{"no events", Record{Stored: stored}, stored},
+	} {
+		if got := tt.rec.DecidedAt(); !got.Equal(tt.want) {
+			t.Errorf("%s: DecidedAt() = %s, want %s", tt.name, got, tt.want)
+		}
+	}
+}

@@ -188,14 +188,14 @@ function renderOverview(ov, prev) {
     card("Decisions", relay.events_last_seq, "last EVENTS sequence"));
   const streams = el("table", {id: "streams"},
     el("caption", {class: "muted"}, "Rates are measured between two refreshes of this page."),
-    el("thead", {}, el("tr", {}, el("th", {scope: "col"}, "Stream or bucket"), el("th", {scope: "col", class: "num"}, "Messages"),
+    el("thead", {}, el("tr", {}, el("th", {scope: "col"}, "Stream or bucket"), el("th", {scope: "col"}, "Kept"), el("th", {scope: "col", class: "num"}, "Messages"),
       el("th", {scope: "col", class: "num"}, "Rate /s"), el("th", {scope: "col", class: "num"}, "Size"),
       el("th", {scope: "col", class: "num"}, "Subjects"), el("th", {scope: "col", class: "num"}, "Consumers"), el("th", {scope: "col"}, "Last write"))),
     el("tbody", {}, ov.streams.map(s => {
       const p = prevBy[s.name];
       const rate = p && dt > 0 ? Math.max(0, (s.last_seq - p.last_seq) / dt).toFixed(1) : "—";
       return el("tr", {}, el("th", {scope: "row"}, s.bucket ? el("span", {}, s.bucket, " ", badge(s.store === "objects" ? "objects" : "KV", "b-neutral")) : s.name),
-        num(s.messages), num(rate), num(fmtBytes(s.bytes)), num(s.subjects), num(s.consumers), el("td", {}, fmtTime(s.last_time)));
+        el("td", {title: s.retention.why}, s.retention.kept), num(s.messages), num(rate), num(fmtBytes(s.bytes)), num(s.subjects), num(s.consumers), el("td", {}, fmtTime(s.last_time)));
     })));
   const relayTable = el("dl", {class: "kv", id: "relay"},
     el("dt", {}, "Relay consumer"), el("dd", {}, relay.relay_consumer ? "present" : "none yet (nothing relayed)"),
