@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/esjet/esjet/internal/shred"
 	"github.com/esjet/esjet/internal/wire"
 )
 
@@ -98,6 +99,11 @@ func (k *keyLimit) valueOf(d Delivery) (string, error) {
 		if raw, ok = obj[name]; !ok {
 			return "", fmt.Errorf("%w: concurrency_key %s: the payload has no field %q", errNoKey, field, name)
 		}
+	}
+	if ref, ok := shred.SubjectRef(raw); ok {
+		// A personal field, sealed in OUTBOX: keyed by its data subject's
+		// ref, so the person's id is never a KV key name.
+		return "subject-" + ref, nil
 	}
 	var v any
 	_ = json.Unmarshal(raw, &v)

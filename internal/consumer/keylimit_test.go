@@ -224,6 +224,17 @@ func TestAConcurrencyKeyIsReadFromThePayloadOrTheAggregate(t *testing.T) {
 			t.Errorf("%s: key %q, want an error", payload, got)
 		}
 	}
+	// A personal field, sealed in OUTBOX: keyed by its data subject's ref
+	// (the same for every value sealed for that person), never the value.
+	sealed := func(ref string) json.RawMessage {
+		return json.RawMessage(`{"booking":{"id":{"esjet:sealed":"v1.` + ref + `.1.AAAA"}}}`)
+	}
+	a1, err1 := k.valueOf(Delivery{Payload: sealed("r7Ab")})
+	a2, err2 := k.valueOf(Delivery{Payload: sealed("r7Ab")})
+	b, err3 := k.valueOf(Delivery{Payload: sealed("x9Cd")})
+	if err1 != nil || err2 != nil || err3 != nil || a1 != a2 || a1 == b || !strings.Contains(a1, "r7Ab") {
+		t.Errorf("sealed keys: %q %q %q (%v %v %v); want one key per subject ref", a1, a2, b, err1, err2, err3)
+	}
 	agg := &keyLimit{}
 	if got, err := agg.valueOf(Delivery{AggregateID: "t-1"}); err != nil || got != "t-1" {
 		t.Errorf("aggregate id: %q, %v", got, err)

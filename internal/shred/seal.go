@@ -172,6 +172,19 @@ func sealedOf(raw json.RawMessage) (string, bool) {
 	return sv, ok
 }
 
+// SubjectRef is the data subject's ref (an HMAC of its id under the
+// namespace's salt, never the id) of a sealed value, and whether raw is
+// one: what a worker keys a per-key limit by when the key's field is
+// personal, so no KV key name ever spells the person.
+func SubjectRef(raw json.RawMessage) (string, bool) {
+	sv, ok := sealedOf(raw)
+	if !ok {
+		return "", false
+	}
+	ref, _, _, err := parseSealed(sv)
+	return ref, err == nil
+}
+
 func isNull(raw json.RawMessage) bool { return string(bytes.TrimSpace(raw)) == "null" }
 
 // aad binds a sealed value to its subject, key version and member name: a
