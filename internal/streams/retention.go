@@ -42,6 +42,8 @@ func RetentionOf(ns string, cfg jetstream.StreamConfig) Retention {
 		return Retention{"the last per key", "projection leases, control records and operators' requests"}
 	case strings.HasPrefix(name, wire.KVStream(wire.ViewBucketPrefix(ns))):
 		return Retention{"the last per key", "a read model's generation: rebuildable from EVENTS"}
+	case name == wire.KVStream(wire.KeysBucket(ns)):
+		return Retention{"until forgotten", "personal data's keys, one per data subject: esjet forget erases one, and what it sealed reads as erased"}
 	case name == wire.ObjStream(wire.ReconcileBucket(ns)):
 		return Retention{"the last run's", "reconcile's checkpoint: the next run starts from it"}
 	}
