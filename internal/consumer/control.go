@@ -49,7 +49,7 @@ func OpenControl(ctx context.Context, js jetstream.JetStream, ns string, logger 
 		logger = slog.New(slog.DiscardHandler)
 	}
 	bucket := streams.NamesFor(ns).Workers
-	kv, err := bindBucket(ctx, js, bucket)
+	kv, err := streams.BindBucket(ctx, js, bucket)
 	if err != nil {
 		return nil, fmt.Errorf("workers' control bucket %s: %w", bucket, err)
 	}
@@ -197,34 +197,3 @@ func isWrongLast(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyExists) ||
 		(errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == 10164))
 }
-
-// bindBucket binds the KV bucket the node provisioned a moment ago. On a
-// cluster that has just started, the bucket's stream may answer "not
-// found" for a moment after another node created it (seen with two nodes
-// started together on a new 3-server cluster): that is asked again, with
-// the other transient answers, for up to notFoundPatience.
-func bindBucket(ctx context.Context, js jetstream.JetStream, bucket string) (jetstream.KeyValue, error) {
-	var kv jetstream.KeyValue
-	deadline := time.Now().Add(notFoundPatience)
-	wait := 100 * time.Millisecond
-	for {
-		err := streams.Patiently(ctx, func(ctx context.Context) error {
-			var err error
-			kv, err = js.KeyValue(ctx, bucket)
-			return err
-		})
-		if !errors.Is(err, jetstream.ErrBucketNotFound) || time.Now().Add(wait).After(deadline) {
-			return kv, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, time.Second)
-	}
-}
-
-// notFoundPatience is how long a bucket just provisioned may answer "not
-// found".
-const notFoundPatience = 10 * time.Second

@@ -242,7 +242,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 		}
 		bands = append(bands, &band{priority: p, cons: cons, weight: bandWeights[p]})
 	}
-	kv, err := js.KeyValue(ctx, names.Receipts)
+	kv, err := streams.BindBucket(ctx, js, names.Receipts)
 	if err != nil {
 		return nil, fmt.Errorf("worker %s: receipts bucket: %w", cfg.Kind, err)
 	}

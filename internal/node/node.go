@@ -158,7 +158,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	if err != nil {
 		return nil, err
 	}
-	snaps, err := js.KeyValue(ctx, streams.NamesFor(cfg.Namespace).Snapshots)
+	snaps, err := streams.BindBucket(ctx, js, streams.NamesFor(cfg.Namespace).Snapshots)
 	if err != nil {
 		return nil, fmt.Errorf("open snapshots bucket: %w", err)
 	}

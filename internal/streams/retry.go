@@ -86,3 +86,36 @@ func lookupStream(ctx context.Context, js jetstream.JetStream, name string) (jet
 	})
 	return st, err
 }
+
+// BindBucket binds the KV bucket the node provisioned a moment ago. On a
+// cluster that has just started, the bucket's stream may answer "not
+// found" for a moment after another node created it (seen with two nodes
+// started together on a new 3-server cluster): that is asked again, with
+// the other transient answers, for up to notFoundPatience. A node binds
+// the buckets it provisioned at start (snapshots, the workers' control,
+// receipts) with it.
+func BindBucket(ctx context.Context, js jetstream.JetStream, bucket string) (jetstream.KeyValue, error) {
+	var kv jetstream.KeyValue
+	deadline := time.Now().Add(notFoundPatience)
+	wait := 100 * time.Millisecond
+	for {
+		err := patiently(ctx, func(ctx context.Context) error {
+			var err error
+			kv, err = js.KeyValue(ctx, bucket)
+			return err
+		})
+		if !errors.Is(err, jetstream.ErrBucketNotFound) || time.Now().Add(wait).After(deadline) {
+			return kv, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
+	}
+}
+
+// notFoundPatience is how long a bucket just provisioned may answer "not
+// found".
+const notFoundPatience = 10 * time.Second

@@ -1,4 +1,4 @@
-package consumer
+package streams
 
 import (
 	"testing"
@@ -24,7 +24,7 @@ func TestBindBucketWaitsForABucketThatAppearsAMomentLater(t *testing.T) {
 		_, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "late_workers"})
 		created <- err
 	}()
-	kv, err := bindBucket(t.Context(), js, "late_workers")
+	kv, err := BindBucket(t.Context(), js, "late_workers")
 	if err != nil || kv == nil {
 		t.Fatalf("bind a bucket created 300 ms later: %v", err)
 	}
@@ -32,7 +32,7 @@ func TestBindBucketWaitsForABucketThatAppearsAMomentLater(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if _, err := bindBucket(t.Context(), js, "never_workers"); err == nil {
+	if _, err := BindBucket(t.Context(), js, "never_workers"); err == nil {
 		t.Fatal("a bucket that never comes was bound")
 	}
 	t.Logf("a missing bucket answered not found after %s", time.Since(start).Round(100*time.Millisecond))
