@@ -18,6 +18,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -314,8 +315,15 @@ func TestReadAfterPositionHoldsThroughKillsRebuildsAndSwitches(t *testing.T) {
 			Value    trip.Spend `json:"value"`
 			Position uint64     `json:"position"`
 		}
-		if code := getJSON(t, fmt.Sprintf("http://%s/v1/views/%s/%s?after=%d&wait=30s", addr.get(), trip.ViewTravelerSpend, who, end), &doc); code != http.StatusOK {
-			t.Fatalf("final read of %s: %d", who, code)
+		url := fmt.Sprintf("http://%s/v1/views/%s/%s?after=%d&wait=30s", addr.get(), trip.ViewTravelerSpend, who, end)
+		if code := getJSON(t, url, &doc); code != http.StatusOK {
+			why := "?"
+			if resp, err := httpClient.Get(url); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				why = fmt.Sprintf("%d %s", resp.StatusCode, b)
+			}
+			t.Fatalf("final read of %s: %d (read again: %s)\n%s", who, code, why, n.stderr.String())
 		}
 		if doc.Value != want {
 			t.Errorf("at the end %s is %+v, the fold of the log %+v", who, doc.Value, want)

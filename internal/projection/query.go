@@ -213,13 +213,21 @@ func (v *Views) behind(ctx context.Context, cs controlStore, ctl Control, kv jet
 		if err != nil {
 			return err
 		}
+		silent := time.Since(l.Heartbeat)
 		switch {
 		case ctl.Paused:
 			return fmt.Errorf("%w: view %s is paused at position %d (esjet projections resume %s)", ErrStopped, name, st.holds(), name)
 		case rev == 0 && waited < v.leaseTTL:
 			// No owner yet (a node starting, a clean handover): one takes
 			// the partition within a heartbeat; wait a lease TTL for it.
-		case rev == 0 || time.Since(l.Heartbeat) > v.leaseTTL:
+		case rev > 0 && silent > v.leaseTTL && (waited < v.leaseTTL || silent <= 2*v.leaseTTL):
+			// The owner went silent (killed, or stopped for a restart): a
+			// lease is free to take only from a lease TTL after its last
+			// heartbeat, so a live node takes it a heartbeat after that.
+			// Wait one more lease TTL for the handover — from the read's
+			// start too, for a lease long silent (a generation switched
+			// back to) — before saying no node runs it.
+		case rev == 0 || silent > v.leaseTTL:
 			return fmt.Errorf("%w: no node runs view %s partition %d (last heartbeat %s); it stands at position %d", ErrStopped, name, part, l.Heartbeat.Format(time.RFC3339), cp.Position)
 		case l.State == StateStopped && l.StoppedAt <= after && !pend:
 			return fmt.Errorf("%w: view %s is stopped at a failing event before position %d: %s (esjet projections parked %s)", ErrParked, name, after, l.Error, name)

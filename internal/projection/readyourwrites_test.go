@@ -2,6 +2,7 @@ package projection
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -126,5 +127,48 @@ func TestAViewInYourOwnStoreSaysSoInsteadOfAnswering(t *testing.T) {
 	}
 	if _, err := v.List(t.Context(), "mine", ListQuery{}); !errors.Is(err, ErrOwnStore) {
 		t.Fatalf("list of a Sink view: %v, want ErrOwnStore", err)
+	}
+}
+
+// TestAReadAfterPWaitsForTheHandoverOfASilentOwner: the owner of a
+// partition is gone without letting its lease go (killed: the lease
+// stays, its heartbeat ages) and a node starting meanwhile takes the
+// lease once it is free. A read after P that begins in between waits for
+// the handover instead of saying no node runs the view.
+func TestAReadAfterPWaitsForTheHandoverOfASilentOwner(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	cfg := testConfig()
+	stop := e.run(t, cfg, counter("c"))
+	e.append(t, "order", "o1", "placed")
+	eventually(t, "the first event applied", func() bool { return e.count(t, "c", "o1") == 1 })
+	stop()
+	p := e.append(t, "order", "o1", "shipped").LastPosition()
+	v := NewViews(e.js, e.ns, cfg.LeaseTTL)
+	cs, ctl, err := v.control(t.Context(), "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A stop lets the lease go; a kill leaves it, silent for a lease TTL.
+	gone, _ := json.Marshal(Lease{Owner: "killed", Heartbeat: time.Now().Add(-cfg.LeaseTTL - 100*time.Millisecond), State: StateRunning})
+	if _, err := cs.kv.Put(t.Context(), leaseKey("c", ctl.Active, 0), gone); err != nil {
+		t.Fatal(err)
+	}
+	type answer struct {
+		d   Doc
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		d, err := v.Get(t.Context(), "c", "o1", Wait{After: p, For: 20 * time.Second})
+		got <- answer{d, err}
+	}()
+	e.run(t, cfg, counter("c"))
+	a := <-got
+	if a.err != nil {
+		t.Fatalf("read after %d during a handover: %v", p, a.err)
+	}
+	if string(a.d.Value) != "2" || a.d.Position < p {
+		t.Fatalf("read after %d: %s at position %d, want 2 at ≥ %d", p, a.d.Value, a.d.Position, p)
 	}
 }
