@@ -50,21 +50,12 @@ func Ensure(ctx context.Context, js jetstream.JetStream, objs []Object, logger *
 
 func ensureStream(ctx context.Context, js jetstream.JetStream, o Object) (Change, error) {
 	want := o.Config
-	st, err := lookupStream(ctx, js, want.Name)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		err = createStream(ctx, js, want)
-		if err == nil {
-			return Change{Name: o.Name, Action: "created"}, nil
-		}
-		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return Change{}, err
-		}
-		// Another node created it first, perhaps with another config:
-		// check what is there.
-		st, err = lookupStream(ctx, js, want.Name)
-	}
+	st, created, err := openOrCreate(ctx, js, want, true)
 	if err != nil {
-		return Change{}, fmt.Errorf("look up stream %s: %w", want.Name, err)
+		return Change{}, err
+	}
+	if created {
+		return Change{Name: o.Name, Action: "created"}, nil
 	}
 	have := st.CachedInfo().Config
 	var sources *Diff

@@ -323,24 +323,14 @@ func Apply(ctx context.Context, js jetstream.JetStream, objs []Object, mode Appl
 
 func provisionStream(ctx context.Context, js jetstream.JetStream, o Object, mode ApplyMode) (Change, error) {
 	want := o.Config
-	st, err := lookupStream(ctx, js, want.Name)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		if mode == PlanOnly {
-			return Change{Name: o.Name, Action: "create"}, nil
-		}
-		err = createStream(ctx, js, want)
-		if err == nil {
-			return Change{Name: o.Name, Action: "created"}, nil
-		}
-		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return Change{}, err
-		}
-		// Another node created it first, perhaps with another config:
-		// bring what is there to the configuration.
-		st, err = lookupStream(ctx, js, want.Name)
-	}
-	if err != nil {
-		return Change{}, fmt.Errorf("look up stream %s: %w", want.Name, err)
+	st, created, err := openOrCreate(ctx, js, want, mode == ApplyChanges)
+	switch {
+	case mode == PlanOnly && errors.Is(err, jetstream.ErrStreamNotFound):
+		return Change{Name: o.Name, Action: "create"}, nil
+	case err != nil:
+		return Change{}, err
+	case created:
+		return Change{Name: o.Name, Action: "created"}, nil
 	}
 	have := st.CachedInfo().Config
 	diffs := diffStream(have, want)
@@ -399,6 +389,31 @@ func updated(have, want jetstream.StreamConfig) jetstream.StreamConfig {
 	upd.SubjectTransform = want.SubjectTransform
 	upd.NoAck = want.NoAck
 	return upd
+}
+
+// openOrCreate finds stream want.Name, creating it when it is missing and
+// create is set (created: this call made it, st is nil). A name taken
+// meanwhile — another node created it first, perhaps with another
+// configuration — is looked up again, for the caller to check what is
+// there. Without create a missing stream is [jetstream.ErrStreamNotFound].
+func openOrCreate(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, create bool) (st jetstream.Stream, created bool, err error) {
+	st, err = lookupStream(ctx, js, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if !create {
+			return nil, false, err
+		}
+		if err = createStream(ctx, js, want); err == nil {
+			return nil, true, nil
+		}
+		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil, false, err
+		}
+		st, err = lookupStream(ctx, js, want.Name)
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("look up stream %s: %w", want.Name, err)
+	}
+	return st, false, nil
 }
 
 // createStream creates want. A cluster that has just started may refuse
