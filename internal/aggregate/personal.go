@@ -61,6 +61,9 @@ func (r *Repository) rawSpecs(d streams.Decision) (events, commands []shred.Spec
 // seal returns a copy of d with the personal fields of its events and
 // commands sealed; d itself keeps the plaintext.
 func (r *Repository) seal(ctx context.Context, d streams.Decision, events, commands []shred.Spec) (streams.Decision, error) {
+	if err := reserved(d); err != nil {
+		return d, err
+	}
 	commands = r.plainKinds(d, commands)
 	if !anyPersonal(events) && !anyPersonal(commands) {
 		return d, nil
@@ -101,6 +104,24 @@ func (r *Repository) sealAll(ctx context.Context, sds []streams.Decision, decs [
 		}
 	}
 	return out, nil
+}
+
+// reserved refuses a decision whose data or payloads hold a sealed value
+// before the node sealed anything ([shred.CheckReserved]): a raw append's
+// or a command's input may not plant one, which no read of the record
+// could open.
+func reserved(d streams.Decision) error {
+	for i, e := range d.Events {
+		if err := shred.CheckReserved(e.Data); err != nil {
+			return fmt.Errorf("%w: event %d (%s) of %s/%s: %w; nothing was written", streams.ErrInvalidDecision, i, e.Type, d.AggregateType, d.AggregateID, err)
+		}
+	}
+	for i, c := range d.Commands {
+		if err := shred.CheckReserved(c.Payload); err != nil {
+			return fmt.Errorf("%w: command %d (%s) of %s/%s: %w; nothing was written", streams.ErrInvalidDecision, i, c.Kind, d.AggregateType, d.AggregateID, err)
+		}
+	}
+	return nil
 }
 
 func anyPersonal(specs []shred.Spec) bool {

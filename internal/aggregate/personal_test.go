@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/esjet/esjet/internal/natstest"
@@ -156,5 +157,63 @@ func TestRawPersonalSealed(t *testing.T) {
 	}
 	if bytes.Contains(m.Data, []byte("ada@example")) || bytes.Contains(m.Data, []byte(`"Ada"`)) || !bytes.Contains(m.Data, []byte("gold")) {
 		t.Fatalf("stored raw decision: %s", m.Data)
+	}
+}
+
+// TestRawForgedSealedValueRefused: a raw append may not plant a sealed
+// value ({"esjet:sealed": …}) of its own — in a member its type marks
+// personal or not, in an event or a command, spelled with a JSON escape or
+// not. The log's reader opens every top-level sealed value, so one that
+// does not open would fail every read of the record (the aggregate's
+// history, the global log, the views) for everyone; nothing is written and
+// the log stays readable.
+func TestRawForgedSealedValueRefused(t *testing.T) {
+	srv := natstest.RunServer(t)
+	f := newFixture(t, srv)
+	ring, err := shred.Open(t.Context(), f.js, f.ns, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer := &shred.Sealer{Keys: ring}
+	log, err := streams.Open(t.Context(), f.js, f.ns, streams.Config{Open: func(rec *streams.Record) error {
+		return sealer.OpenRecord(t.Context(), rec)
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.log = log
+	reg := shred.Registry{"signup.user_registered": {Fields: []shred.Field{{Name: "email", Subject: "email"}}}}
+	r := f.repo(t, Config{Sealer: sealer, Personal: reg, RawCommands: map[string][]string{"signup": {"send_welcome"}}})
+	const forged = `{"esjet:sealed":"v1.deadbeefdeadbeefdeadbeefdeadbeef.1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}`
+	escaped := strings.Replace(forged, "esjet:sealed", `esjet\u003asealed`, 1)
+	for name, req := range map[string]RawAppend{
+		"unmarked member":            {Events: []RawEvent{{Type: "user_registered", Data: json.RawMessage(`{"email":"a@example.org","plan":` + forged + `}`)}}},
+		"personal member":            {Events: []RawEvent{{Type: "user_registered", Data: json.RawMessage(`{"email":` + forged + `}`)}}},
+		"escaped":                    {Events: []RawEvent{{Type: "user_registered", Data: json.RawMessage(`{"email":"a@example.org","plan":` + escaped + `}`)}}},
+		"type with nothing personal": {Events: []RawEvent{{Type: "note_added", Data: json.RawMessage(`{"text":` + forged + `}`)}}},
+		"command payload": {Events: []RawEvent{{Type: "user_registered", Data: json.RawMessage(`{"email":"a@example.org"}`)}},
+			Commands: []RawCommand{{Kind: "send_welcome", Payload: json.RawMessage(`{"to":` + forged + `}`)}}},
+	} {
+		req.Type, req.ID = "signup", "u1"
+		if _, err := r.AppendRaw(t.Context(), req); !errors.Is(err, streams.ErrInvalidDecision) || !errors.Is(err, shred.ErrReserved) {
+			t.Errorf("%s: err = %v, want invalid decision (reserved member)", name, err)
+		}
+	}
+	st, err := f.js.Stream(t.Context(), streams.NamesFor(f.ns).Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := st.Info(t.Context()); err != nil || info.State.Msgs != 0 {
+		t.Fatalf("EVENTS after the refused appends: %+v %v", info.State, err)
+	}
+	// A plain value that merely mentions the word is stored, and the
+	// history reads.
+	if _, err := r.AppendRaw(t.Context(), RawAppend{Type: "signup", ID: "u1", Events: []RawEvent{
+		{Type: "user_registered", Data: json.RawMessage(`{"email":"a@example.org","plan":"esjet:sealed","extra":{"esjet":1}}`)},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := f.log.ReadFrom(t.Context(), 1, 10); err != nil || len(recs) != 1 {
+		t.Fatalf("the log after the plain append: %d records, %v", len(recs), err)
 	}
 }

@@ -16,4 +16,7 @@ var (
 	ErrNoBucket = errors.New("shred: no keys bucket")
 	// ErrCorrupt: a sealed value does not parse or does not authenticate.
 	ErrCorrupt = errors.New("shred: sealed value corrupt")
+	// ErrReserved: data to be written holds a sealed value, which only the
+	// node writes; see [CheckReserved].
+	ErrReserved = errors.New("shred: reserved member")
 )
