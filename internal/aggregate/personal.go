@@ -58,6 +58,20 @@ func (r *Repository) rawSpecs(d streams.Decision) (events, commands []shred.Spec
 	return events, commands
 }
 
+// oldShapes refuses a raw event written at a schema older than the one its
+// personal fields are named for: sealing goes by name, so a field an older
+// shape names otherwise (renamed since, as the upcasters say) would be
+// stored in plaintext, and stay readable after its subject is forgotten.
+func oldShapes(d streams.Decision, events []shred.Spec) error {
+	for i, e := range d.Events {
+		if s := events[i]; !s.Empty() && max(e.Schema, 1) < s.Schema {
+			return fmt.Errorf("%w: event %d (%s) of %s/%s is at schema %d, but its personal fields are named as of schema %d, the current one (an older shape's could be stored in plaintext); write it at schema %d; nothing was written",
+				streams.ErrInvalidDecision, i, e.Type, d.AggregateType, d.AggregateID, max(e.Schema, 1), s.Schema, s.Schema)
+		}
+	}
+	return nil
+}
+
 // seal returns a copy of d with the personal fields of its events and
 // commands sealed; d itself keeps the plaintext.
 func (r *Repository) seal(ctx context.Context, d streams.Decision, events, commands []shred.Spec) (streams.Decision, error) {

@@ -217,3 +217,44 @@ func TestRawForgedSealedValueRefused(t *testing.T) {
 		t.Fatalf("the log after the plain append: %d records, %v", len(recs), err)
 	}
 }
+
+// TestRawOlderShapeOfPersonalEventRefused: a raw event written at a schema
+// older than the one its personal fields are named for is refused (it may
+// name them otherwise — "mail" before it was renamed "email" — and would be
+// stored in plaintext, readable after a forget); at the current schema it
+// is sealed.
+func TestRawOlderShapeOfPersonalEventRefused(t *testing.T) {
+	srv := natstest.RunServer(t)
+	f := newFixture(t, srv)
+	ring, err := shred.Open(t.Context(), f.js, f.ns, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := shred.Registry{"signup.user_registered": {Fields: []shred.Field{{Name: "email", Subject: "user_id"}}, Schema: 2}}
+	r := f.repo(t, Config{Sealer: &shred.Sealer{Keys: ring}, Personal: reg})
+	for _, schema := range []int{0, 1} {
+		_, err := r.AppendRaw(t.Context(), RawAppend{Type: "signup", ID: "u1", Events: []RawEvent{
+			{Type: "user_registered", Schema: schema, Data: json.RawMessage(`{"user_id":"42","mail":"vic@example.org"}`)},
+		}})
+		if !errors.Is(err, streams.ErrInvalidDecision) || !strings.Contains(err.Error(), "schema 2") {
+			t.Errorf("schema %d: err = %v, want invalid decision naming schema 2", schema, err)
+		}
+	}
+	if _, err := r.AppendRaw(t.Context(), RawAppend{Type: "signup", ID: "u1", Events: []RawEvent{
+		{Type: "user_registered", Schema: 2, Data: json.RawMessage(`{"user_id":"42","email":"vic@example.org"}`)},
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.js.Stream(t.Context(), streams.NamesFor(f.ns).Events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(t.Context())
+	if err != nil || info.State.Msgs != 1 {
+		t.Fatalf("EVENTS: %+v %v, want the one current-schema decision", info.State, err)
+	}
+	m, err := st.GetMsg(t.Context(), 1)
+	if err != nil || bytes.Contains(m.Data, []byte("vic@example")) {
+		t.Fatalf("stored: %s %v", m.Data, err)
+	}
+}
