@@ -202,4 +202,5 @@ func (c *lru) clear() {
 	c.order.Init()
 	clear(c.items)
 	c.bytes = 0
+	c.gen++
 }

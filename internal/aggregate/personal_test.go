@@ -258,3 +258,64 @@ func TestRawOlderShapeOfPersonalEventRefused(t *testing.T) {
 		t.Fatalf("stored: %s %v", m.Data, err)
 	}
 }
+
+// TestForgetDuringCommandCachesNoPlaintext: a forget that lands while a
+// command of the subject's aggregate is being decided (the node's keys
+// watch calls Forgotten) must not see that command put the state — folded
+// from the plaintext — back into the cache afterwards: reads would show
+// the forgotten person, and later decisions would seal their data anew.
+func TestForgetDuringCommandCachesNoPlaintext(t *testing.T) {
+	srv := natstest.RunServer(t)
+	f := newFixture(t, srv)
+	ring, err := shred.Open(t.Context(), f.js, f.ns, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer := &shred.Sealer{Keys: ring}
+	log, err := streams.Open(t.Context(), f.js, f.ns, streams.Config{Open: func(rec *streams.Record) error {
+		return sealer.OpenRecord(t.Context(), rec)
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.log = log
+	var r *Repository
+	forgetNow := false
+	d := Define("member", 1, func(s member, e Event) member {
+		var j joined
+		_ = e.Decode(&j)
+		s.Name, s.City = j.Name, j.City
+		s.Joined++
+		return s
+	})
+	On(d, "join", func(s member, c joined) (Decision, error) {
+		if forgetNow {
+			r.Forgotten() // the watch saw the tombstone mid-command
+		}
+		return Emit("joined", c), nil
+	})
+	r = f.repo(t, Config{Sealer: sealer}, d.Definition())
+	join := Command{Type: "member", ID: "m1", Kind: "join", Payload: json.RawMessage(`{"name":"Ada Lovelace","city":"London"}`)}
+	if _, err := r.Handle(t.Context(), join); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.cache.get("member/m1"); !ok {
+		t.Fatal("the first command's state is not cached: the test proves nothing")
+	}
+	forgetNow = true
+	if _, err := r.Handle(t.Context(), join); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := r.cache.get("member/m1"); ok {
+		t.Fatalf("after a forget mid-command the cache holds the state folded from the plaintext: %+v", e.state)
+	}
+	// A cold load (the cache cleared, nothing forgotten in the bucket)
+	// caches again.
+	forgetNow = false
+	if _, err := r.Get(t.Context(), "member", "m1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.cache.get("member/m1"); !ok {
+		t.Fatal("a load after the forget is not cached")
+	}
+}
