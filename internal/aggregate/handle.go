@@ -246,7 +246,10 @@ func (r *Repository) settle(ctx context.Context, q *request, e *entry, rec strea
 		r.cache.remove(q.key)
 		return Result{}, err
 	}
-	if r.snapshotDue(e) {
+	// A forget since the state was read: it may hold the forgotten
+	// subject's plaintext, which no snapshot may seal again (under a key
+	// that survives) nor the cache keep.
+	if r.snapshotDue(e) && r.cache.generation() == q.gen {
 		r.writeSnapshot(ctx, q.def, cmd.Type, cmd.ID, e)
 	}
 	r.cache.put(q.key, e, q.gen)

@@ -28,7 +28,7 @@ func (r *Repository) get(ctx context.Context, def *Definition, typ, id string) (
 	if err := r.refresh(ctx, def, typ, id, e, 0); err != nil {
 		return nil, false, err
 	}
-	if r.snapshotDue(e) {
+	if r.snapshotDue(e) && r.cache.generation() == gen { // see settle
 		r.writeSnapshot(ctx, def, typ, id, e)
 	}
 	if e.pos.Seq > 0 {

@@ -262,8 +262,9 @@ func TestRawOlderShapeOfPersonalEventRefused(t *testing.T) {
 // TestForgetDuringCommandCachesNoPlaintext: a forget that lands while a
 // command of the subject's aggregate is being decided (the node's keys
 // watch calls Forgotten) must not see that command put the state — folded
-// from the plaintext — back into the cache afterwards: reads would show
-// the forgotten person, and later decisions would seal their data anew.
+// from the plaintext — back into the cache afterwards, nor snapshot it:
+// reads would show the forgotten person, and the snapshot would seal the
+// data anew under a key that survives.
 func TestForgetDuringCommandCachesNoPlaintext(t *testing.T) {
 	srv := natstest.RunServer(t)
 	f := newFixture(t, srv)
@@ -294,9 +295,13 @@ func TestForgetDuringCommandCachesNoPlaintext(t *testing.T) {
 		}
 		return Emit("joined", c), nil
 	})
-	r = f.repo(t, Config{Sealer: sealer}, d.Definition())
+	r = f.repo(t, Config{Sealer: sealer, SnapshotEvery: 1}, d.Definition())
 	join := Command{Type: "member", ID: "m1", Kind: "join", Payload: json.RawMessage(`{"name":"Ada Lovelace","city":"London"}`)}
 	if _, err := r.Handle(t.Context(), join); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := f.snaps.Get(t.Context(), snapshotKey("member", "m1"))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := r.cache.get("member/m1"); !ok {
@@ -308,6 +313,13 @@ func TestForgetDuringCommandCachesNoPlaintext(t *testing.T) {
 	}
 	if e, ok := r.cache.get("member/m1"); ok {
 		t.Fatalf("after a forget mid-command the cache holds the state folded from the plaintext: %+v", e.state)
+	}
+	now, err := f.snaps.Get(t.Context(), snapshotKey("member", "m1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if now.Revision() != snap.Revision() {
+		t.Fatalf("the command decided across the forget wrote a snapshot (revision %d → %d)", snap.Revision(), now.Revision())
 	}
 	// A cold load (the cache cleared, nothing forgotten in the bucket)
 	// caches again.

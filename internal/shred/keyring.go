@@ -148,9 +148,12 @@ func (k *Keyring) Ref(_ context.Context, subject string) (string, error) {
 }
 
 // Current returns the version and key new values of ref are sealed under:
-// the highest version in the bucket above a forget's, created on first use.
-// A version the tombstone covers is never sealed under, even while a
-// forget that wrote the tombstone has not yet erased its key.
+// the highest version in the bucket, or the first above a forget's, created
+// on first use. While a forget is erasing the subject's keys (its tombstone
+// covers a key still in the bucket) it returns [ErrForgetting]: a value
+// sealed then likely holds what the forget destroys (a command decided on
+// the state before it), which must not reach a key that survives; and an
+// existing version is never created again once erased.
 func (k *Keyring) Current(ctx context.Context, ref string) (int, []byte, error) {
 	k.mu.Lock()
 	v, ok := k.cur[ref]
@@ -168,8 +171,15 @@ func (k *Keyring) Current(ctx context.Context, ref string) (int, []byte, error) 
 	if err != nil {
 		return 0, nil, err
 	}
-	v = max(v, tomb.Through+1)
-	key, err = k.create(ctx, ref, v)
+	switch {
+	case v > 0 && v <= tomb.Through:
+		return 0, nil, fmt.Errorf("%w: %s", ErrForgetting, ref)
+	case v > 0:
+		key, err = k.existing(ctx, ref, v)
+	default:
+		v = tomb.Through + 1
+		key, err = k.create(ctx, ref, v)
+	}
 	if err != nil {
 		return 0, nil, err
 	}
@@ -223,6 +233,23 @@ func (k *Keyring) versions(ctx context.Context, ref string) ([]version, error) {
 		out = append(out, version{v: v, rev: e.Revision()})
 	}
 	return out, nil
+}
+
+// existing reads version v of ref's key, which the bucket listed: gone
+// since, a forget erased it ([ErrForgetting]; never created again).
+func (k *Keyring) existing(ctx context.Context, ref string, v int) ([]byte, error) {
+	e, err := k.kv.Get(ctx, wire.DataKeyKey(ref, v))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w: %s v%d erased meanwhile", ErrForgetting, ref, v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("data key %s v%d: %w", ref, v, err)
+	}
+	var dk dataKey
+	if err := json.Unmarshal(e.Value(), &dk); err != nil || len(dk.Key) != 32 {
+		return nil, fmt.Errorf("data key %s v%d: unreadable record", ref, v)
+	}
+	return dk.Key, nil
 }
 
 // create makes version v of ref's key (or reads the one another node made).

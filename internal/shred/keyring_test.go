@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/shred"
 	"github.com/esjet/esjet/internal/wire"
@@ -303,8 +305,8 @@ func TestForgetMidwayCachesNoKey(t *testing.T) {
 	if out, erased, err := sb.OpenJSON(t.Context(), sealed); err != nil || len(erased) != 1 {
 		t.Errorf("b reads mid-forget: %s %v %v, want erased", out, erased, err)
 	}
-	if v, _, err := b.Current(t.Context(), ref); err != nil || v != 2 {
-		t.Errorf("b seals mid-forget under version %d (%v), want 2: the tombstone covers 1", v, err)
+	if v, _, err := b.Current(t.Context(), ref); !errors.Is(err, shred.ErrForgetting) {
+		t.Errorf("b seals mid-forget under version %d (%v), want ErrForgetting: the tombstone covers 1, still in the bucket", v, err)
 	}
 	// The forget's second step: the key erased.
 	e, err := kv.Get(t.Context(), wire.DataKeyKey(ref, 1))
@@ -317,5 +319,13 @@ func TestForgetMidwayCachesNoKey(t *testing.T) {
 	}
 	if out, erased, err := sb.OpenJSON(t.Context(), sealed); err != nil || len(erased) != 1 || bytes.Contains(out, []byte("Ilic")) {
 		t.Fatalf("b reads after the forget: %s %v %v, want erased", out, erased, err)
+	}
+	// Once erased, a new value gets a new key; the old version is not
+	// created again.
+	if v, _, err := b.Current(t.Context(), ref); err != nil || v != 2 {
+		t.Errorf("b seals after the forget under version %d (%v), want 2", v, err)
+	}
+	if _, err := kv.Get(t.Context(), wire.DataKeyKey(ref, 1)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("key v1 after the forget: %v, want gone", err)
 	}
 }
