@@ -2,6 +2,7 @@ package aggregate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -91,18 +92,28 @@ func (r *Repository) seal(ctx context.Context, d streams.Decision, events, comma
 	for i := range out.Events {
 		data, err := r.cfg.Sealer.SealJSON(ctx, out.Events[i].Data, events[i])
 		if err != nil {
-			return d, fmt.Errorf("seal event %d (%s) of %s/%s: %w", i, out.Events[i].Type, d.AggregateType, d.AggregateID, err)
+			return d, sealFailed(err, fmt.Sprintf("seal event %d (%s) of %s/%s", i, out.Events[i].Type, d.AggregateType, d.AggregateID))
 		}
 		out.Events[i].Data = data
 	}
 	for i := range out.Commands {
 		p, err := r.cfg.Sealer.SealJSON(ctx, out.Commands[i].Payload, commands[i])
 		if err != nil {
-			return d, fmt.Errorf("seal command %d (%s) of %s/%s: %w", i, out.Commands[i].Kind, d.AggregateType, d.AggregateID, err)
+			return d, sealFailed(err, fmt.Sprintf("seal command %d (%s) of %s/%s", i, out.Commands[i].Kind, d.AggregateType, d.AggregateID))
 		}
 		out.Commands[i].Payload = p
 	}
 	return out, nil
+}
+
+// sealFailed says what could not be sealed: a personal field without its
+// data subject is the writer's input (400 invalid_events, not a 500 logged
+// as the node's fault); anything else is the keyring's.
+func sealFailed(err error, what string) error {
+	if errors.Is(err, shred.ErrNoSubject) {
+		return fmt.Errorf("%w: %s: %w; nothing was written", streams.ErrInvalidDecision, what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // sealAll seals each of sds, the decisions of decs at the indexes at.

@@ -331,3 +331,24 @@ func TestForgetDuringCommandCachesNoPlaintext(t *testing.T) {
 		t.Fatal("a load after the forget is not cached")
 	}
 }
+
+// TestRawPersonalWithoutSubjectIsBadInput: a raw event with a personal
+// field but no data subject to key it by (the subject member empty, or not
+// a string) is the client's mistake — invalid_events, nothing written —
+// not an internal error.
+func TestRawPersonalWithoutSubjectIsBadInput(t *testing.T) {
+	srv := natstest.RunServer(t)
+	f := newFixture(t, srv)
+	ring, err := shred.Open(t.Context(), f.js, f.ns, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := shred.Registry{"signup.user_registered": {Fields: []shred.Field{{Name: "name", Subject: "email"}}}}
+	r := f.repo(t, Config{Sealer: &shred.Sealer{Keys: ring}, Personal: reg})
+	for _, data := range []string{`{"name":"Ada"}`, `{"name":"Ada","email":""}`, `{"name":"Ada","email":42}`} {
+		_, err := r.AppendRaw(t.Context(), RawAppend{Type: "signup", ID: "u1", Events: []RawEvent{{Type: "user_registered", Data: json.RawMessage(data)}}})
+		if !errors.Is(err, streams.ErrInvalidDecision) || !errors.Is(err, shred.ErrNoSubject) {
+			t.Errorf("%s: err = %v, want invalid decision (no subject)", data, err)
+		}
+	}
+}

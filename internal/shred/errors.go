@@ -18,6 +18,10 @@ var (
 	// forget erases its keys; try again once it is done (the value then
 	// reads as erased where it came from the state before the forget).
 	ErrForgetting = errors.New("shred: data subject being forgotten (a forget is erasing its keys, or stopped midway: esjet forget again finishes it); try again")
+	// ErrNoSubject: data to be sealed has a personal field but no data
+	// subject to key it by (its subject member empty or not a string):
+	// the writer's input is wrong.
+	ErrNoSubject = errors.New("shred: personal field without a data subject")
 	// ErrCorrupt: a sealed value does not parse or does not authenticate.
 	ErrCorrupt = errors.New("shred: sealed value corrupt")
 	// ErrReserved: data to be written holds a sealed value, which only the
