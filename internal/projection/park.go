@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/streams"
 )
 
 // Parked is an event a partitioned projection set aside: its handler
@@ -25,6 +27,11 @@ type Parked struct {
 	Attempts  int       `json:"attempts,omitempty"`
 	Behind    bool      `json:"behind,omitempty"` // parked behind an earlier event of its aggregate
 	At        time.Time `json:"at"`
+	// Reread says Event.Data was left out: the decision holds personal
+	// data (sealed in the log), which the view bucket must not keep in
+	// plaintext past a forget; a retry reads the event from the log again,
+	// erased by then if its subject was forgotten.
+	Reread bool `json:"reread,omitempty"`
 }
 
 // Skipped is the record an operator's skip leaves.
@@ -36,9 +43,14 @@ type Skipped struct {
 	Error  string    `json:"error,omitempty"`
 }
 
-// park sets e aside in the batch (herr nil: behind an earlier one).
-func (p *partition) park(e Event, subject string, herr error, attempts int) error {
-	rec := Parked{Event: e, Subject: subject, Partition: p.part, Attempts: attempts, Behind: herr == nil, At: time.Now().UTC()}
+// park sets e aside in the batch (herr nil: behind an earlier one);
+// personal: its decision holds sealed personal data, which the record
+// leaves out (see [Parked].Reread).
+func (p *partition) park(e Event, subject string, herr error, attempts int, personal bool) error {
+	if personal {
+		e.Data = nil
+	}
+	rec := Parked{Event: e, Subject: subject, Partition: p.part, Attempts: attempts, Behind: herr == nil, At: time.Now().UTC(), Reread: personal}
 	if herr != nil {
 		rec.Error = herr.Error()
 		p.logger.Error("projection parked an event", "position", e.Position, "event_type", e.Type,
@@ -223,7 +235,13 @@ func (p *partition) handle(ctx context.Context, req Request) error {
 	// Apply the rest in order; the first that fails again stays parked
 	// with every later one.
 	for i, r := range chain {
-		attempts, herr := p.apply(ctx, Event{LogEvent: r.Event.LogEvent, Replay: p.replay})
+		ev := Event{LogEvent: r.Event.LogEvent, Replay: p.replay}
+		if r.Reread {
+			if ev.LogEvent, err = p.reread(ctx, r.Event.Position); err != nil {
+				return err
+			}
+		}
+		attempts, herr := p.apply(ctx, ev)
 		if herr != nil {
 			r.Error, r.Attempts, r.Behind, r.At = herr.Error(), attempts, false, time.Now().UTC()
 			b, _ := json.Marshal(r)
@@ -244,6 +262,19 @@ func (p *partition) handle(ctx context.Context, req Request) error {
 		delete(p.parked, first.Subject)
 	}
 	return p.flush(ctx, true)
+}
+
+// reread reads the event at position pos from the log again (opened with
+// the keys as they are now).
+func (p *partition) reread(ctx context.Context, pos uint64) (streams.LogEvent, error) {
+	evs, _, err := p.r.log.ReadAfter(ctx, pos-1, 1)
+	if err != nil {
+		return streams.LogEvent{}, fmt.Errorf("read parked event %d again: %w", pos, err)
+	}
+	if len(evs) == 0 || evs[0].Position != pos {
+		return streams.LogEvent{}, fmt.Errorf("read parked event %d again: not in the log", pos)
+	}
+	return evs[0], nil
 }
 
 // handleSingle resumes a stopped single projection: retry starts again at
