@@ -34,7 +34,10 @@ type Parked struct {
 	Reread bool `json:"reread,omitempty"`
 }
 
-// Skipped is the record an operator's skip leaves.
+// Skipped is the record an operator's skip leaves. Its Event has no data
+// (the log keeps it): a skip record outlives a forget of the person the
+// data may name, and a view's own store (a Sink) keeps it in the
+// projections' control bucket, which no forget resets.
 type Skipped struct {
 	Event  Event     `json:"event"`
 	By     string    `json:"by"`
@@ -221,7 +224,9 @@ func (p *partition) handle(ctx context.Context, req Request) error {
 		if chain[0].Event.Position != req.Position {
 			return fmt.Errorf("%w: position %d is not the first parked event of %s (%d is): skip that one first", ErrInvalid, req.Position, first.Subject, chain[0].Event.Position)
 		}
-		b, _ := json.Marshal(Skipped{Event: chain[0].Event, By: req.By, Reason: req.Reason, At: time.Now().UTC(), Error: chain[0].Error})
+		skipped := chain[0].Event
+		skipped.Data = nil
+		b, _ := json.Marshal(Skipped{Event: skipped, By: req.By, Reason: req.Reason, At: time.Now().UTC(), Error: chain[0].Error})
 		if err := p.tx.write(skipKey(req.Position), b, false); err != nil {
 			return err
 		}
@@ -292,6 +297,7 @@ func (p *partition) handleSingle(ctx context.Context, req Request) error {
 		rec := Skipped{By: req.By, Reason: req.Reason, At: time.Now().UTC(), Error: p.stopped.Err.Error()}
 		if len(evs) == 1 {
 			rec.Event = Event{LogEvent: evs[0]}
+			rec.Event.Data = nil
 		}
 		b, _ := json.Marshal(rec)
 		if p.def.Sink != nil {
