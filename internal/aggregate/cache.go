@@ -62,6 +62,10 @@ type lru struct {
 	bytes    int64
 	order    *list.List // front = most recent; values are *lruItem
 	items    map[string]*list.Element
+	// gen counts the clears (a forget): an entry loaded or decided on
+	// before one is not put back after it, or the state a forgotten
+	// subject's plaintext was folded into would be cached again.
+	gen uint64
 }
 
 type lruItem struct {
@@ -88,15 +92,27 @@ func (c *lru) get(key string) (*entry, bool) {
 	return el.Value.(*lruItem).e, true
 }
 
+// generation is the number of clears so far: take it before reading what
+// is put.
+func (c *lru) generation() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.gen
+}
+
 // put caches e under key, or takes its new size when it is cached, and
-// evicts the least recently used entries beyond the bounds.
-func (c *lru) put(key string, e *entry) {
+// evicts the least recently used entries beyond the bounds — unless the
+// cache was cleared since generation gen, when e was read.
+func (c *lru) put(key string, e *entry, gen uint64) {
 	if c.max <= 0 {
 		return
 	}
 	size := e.size()
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.gen != gen {
+		return
+	}
 	if el, ok := c.items[key]; ok {
 		it := el.Value.(*lruItem)
 		c.bytes += size - it.size

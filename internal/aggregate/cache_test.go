@@ -18,7 +18,7 @@ import (
 func TestCacheEvictsByBytes(t *testing.T) {
 	c := newLRU(1000, 3<<20)
 	for i := range 10 {
-		c.put(fmt.Sprint(i), &entry{stateBytes: 1 << 20})
+		c.put(fmt.Sprint(i), &entry{stateBytes: 1 << 20}, 0)
 	}
 	if c.len() != 2 || c.held() > 3<<20 {
 		t.Fatalf("%d entries holding %d bytes, want the 2 newest within 3MiB", c.len(), c.held())
@@ -32,12 +32,12 @@ func TestCacheEvictsByBytes(t *testing.T) {
 	// An entry that grew is re-counted when put again.
 	e, _ := c.get("8")
 	e.stateBytes = 2 << 20
-	c.put("8", e)
+	c.put("8", e, 0)
 	if c.len() != 1 || c.held() != e.size() {
 		t.Fatalf("after growing: %d entries holding %d bytes, want only the grown one (%d)", c.len(), c.held(), e.size())
 	}
 	big := &entry{stateBytes: 10 << 20}
-	c.put("big", big)
+	c.put("big", big, 0)
 	if c.len() != 1 || c.held() != big.size() {
 		t.Fatalf("an entry larger than the bound: %d entries, %d bytes", c.len(), c.held())
 	}

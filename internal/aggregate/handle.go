@@ -25,6 +25,8 @@ type request struct {
 	digest     string // of kind + payload when keyed, else ""
 	// outcome is set for an outcome on its way through HandleOutcome.
 	outcome *outcomeRequest
+	// gen is the cache's generation when the request loaded its state.
+	gen uint64
 }
 
 // Handle decides cmd against the aggregate's current state and appends the
@@ -79,6 +81,7 @@ func (r *Repository) handle(ctx context.Context, q *request) (Result, error) {
 	mu.Lock()
 	defer mu.Unlock()
 
+	q.gen = r.cache.generation()
 	e, loaded, err := r.get(ctx, q.def, q.cmd.Type, q.cmd.ID)
 	if err != nil {
 		return Result{}, err
@@ -243,10 +246,13 @@ func (r *Repository) settle(ctx context.Context, q *request, e *entry, rec strea
 		r.cache.remove(q.key)
 		return Result{}, err
 	}
-	if r.snapshotDue(e) {
+	// A forget since the state was read: it may hold the forgotten
+	// subject's plaintext, which no snapshot may seal again (under a key
+	// that survives) nor the cache keep.
+	if r.snapshotDue(e) && r.cache.generation() == q.gen {
 		r.writeSnapshot(ctx, q.def, cmd.Type, cmd.ID, e)
 	}
-	r.cache.put(q.key, e)
+	r.cache.put(q.key, e, q.gen)
 	r.stats.commands.Add(1)
 	return resultOf(rec), nil
 }

@@ -12,6 +12,7 @@ import (
 // again before answering.
 func (r *Repository) get(ctx context.Context, def *Definition, typ, id string) (_ *entry, loaded bool, _ error) {
 	key := typ + "/" + id
+	gen := r.cache.generation()
 	if e, ok := r.cache.get(key); ok {
 		r.stats.cacheHits.Add(1)
 		return e, false, nil
@@ -27,11 +28,11 @@ func (r *Repository) get(ctx context.Context, def *Definition, typ, id string) (
 	if err := r.refresh(ctx, def, typ, id, e, 0); err != nil {
 		return nil, false, err
 	}
-	if r.snapshotDue(e) {
+	if r.snapshotDue(e) && r.cache.generation() == gen { // see settle
 		r.writeSnapshot(ctx, def, typ, id, e)
 	}
 	if e.pos.Seq > 0 {
-		r.cache.put(key, e)
+		r.cache.put(key, e, gen)
 	}
 	return e, true, nil
 }

@@ -2,6 +2,7 @@ package aggregate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
@@ -58,9 +59,26 @@ func (r *Repository) rawSpecs(d streams.Decision) (events, commands []shred.Spec
 	return events, commands
 }
 
+// oldShapes refuses a raw event written at a schema older than the one its
+// personal fields are named for: sealing goes by name, so a field an older
+// shape names otherwise (renamed since, as the upcasters say) would be
+// stored in plaintext, and stay readable after its subject is forgotten.
+func oldShapes(d streams.Decision, events []shred.Spec) error {
+	for i, e := range d.Events {
+		if s := events[i]; !s.Empty() && max(e.Schema, 1) < s.Schema {
+			return fmt.Errorf("%w: event %d (%s) of %s/%s is at schema %d, but its personal fields are named as of schema %d, the current one (an older shape's could be stored in plaintext); write it at schema %d; nothing was written",
+				streams.ErrInvalidDecision, i, e.Type, d.AggregateType, d.AggregateID, max(e.Schema, 1), s.Schema, s.Schema)
+		}
+	}
+	return nil
+}
+
 // seal returns a copy of d with the personal fields of its events and
 // commands sealed; d itself keeps the plaintext.
 func (r *Repository) seal(ctx context.Context, d streams.Decision, events, commands []shred.Spec) (streams.Decision, error) {
+	if err := reserved(d); err != nil {
+		return d, err
+	}
 	commands = r.plainKinds(d, commands)
 	if !anyPersonal(events) && !anyPersonal(commands) {
 		return d, nil
@@ -74,18 +92,28 @@ func (r *Repository) seal(ctx context.Context, d streams.Decision, events, comma
 	for i := range out.Events {
 		data, err := r.cfg.Sealer.SealJSON(ctx, out.Events[i].Data, events[i])
 		if err != nil {
-			return d, fmt.Errorf("seal event %d (%s) of %s/%s: %w", i, out.Events[i].Type, d.AggregateType, d.AggregateID, err)
+			return d, sealFailed(err, fmt.Sprintf("seal event %d (%s) of %s/%s", i, out.Events[i].Type, d.AggregateType, d.AggregateID))
 		}
 		out.Events[i].Data = data
 	}
 	for i := range out.Commands {
 		p, err := r.cfg.Sealer.SealJSON(ctx, out.Commands[i].Payload, commands[i])
 		if err != nil {
-			return d, fmt.Errorf("seal command %d (%s) of %s/%s: %w", i, out.Commands[i].Kind, d.AggregateType, d.AggregateID, err)
+			return d, sealFailed(err, fmt.Sprintf("seal command %d (%s) of %s/%s", i, out.Commands[i].Kind, d.AggregateType, d.AggregateID))
 		}
 		out.Commands[i].Payload = p
 	}
 	return out, nil
+}
+
+// sealFailed says what could not be sealed: a personal field without its
+// data subject is the writer's input (400 invalid_events, not a 500 logged
+// as the node's fault); anything else is the keyring's.
+func sealFailed(err error, what string) error {
+	if errors.Is(err, shred.ErrNoSubject) {
+		return fmt.Errorf("%w: %s: %w; nothing was written", streams.ErrInvalidDecision, what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
 // sealAll seals each of sds, the decisions of decs at the indexes at.
@@ -101,6 +129,24 @@ func (r *Repository) sealAll(ctx context.Context, sds []streams.Decision, decs [
 		}
 	}
 	return out, nil
+}
+
+// reserved refuses a decision whose data or payloads hold a sealed value
+// before the node sealed anything ([shred.CheckReserved]): a raw append's
+// or a command's input may not plant one, which no read of the record
+// could open.
+func reserved(d streams.Decision) error {
+	for i, e := range d.Events {
+		if err := shred.CheckReserved(e.Data); err != nil {
+			return fmt.Errorf("%w: event %d (%s) of %s/%s: %w; nothing was written", streams.ErrInvalidDecision, i, e.Type, d.AggregateType, d.AggregateID, err)
+		}
+	}
+	for i, c := range d.Commands {
+		if err := shred.CheckReserved(c.Payload); err != nil {
+			return fmt.Errorf("%w: command %d (%s) of %s/%s: %w; nothing was written", streams.ErrInvalidDecision, i, c.Kind, d.AggregateType, d.AggregateID, err)
+		}
+	}
+	return nil
 }
 
 func anyPersonal(specs []shred.Spec) bool {
@@ -167,4 +213,5 @@ func (c *lru) clear() {
 	c.order.Init()
 	clear(c.items)
 	c.bytes = 0
+	c.gen++
 }

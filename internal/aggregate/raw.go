@@ -115,6 +115,9 @@ func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, erro
 		return Result{}, &VersionConflictError{Expected: req.ExpectedVersion, Actual: pos.Version}
 	}
 	events, commands := r.rawSpecs(d)
+	if err := oldShapes(d, events); err != nil {
+		return Result{}, err
+	}
 	sealed, err := r.seal(ctx, d, events, commands)
 	if err != nil {
 		return Result{}, err

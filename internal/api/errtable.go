@@ -9,6 +9,7 @@ import (
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/projection"
+	"github.com/esjet/esjet/internal/shred"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 )
@@ -49,6 +50,9 @@ var sentinels = []Sentinel{
 	// that build) can answer, this one never guesses.
 	{Err: aggregate.ErrSchemaTooNew, Status: http.StatusServiceUnavailable, Code: CodeSchemaTooNew},
 	{Err: streams.ErrEnvelopeTooNew, Status: http.StatusServiceUnavailable, Code: CodeEnvelopeTooNew},
+	// A forget is erasing the subject's keys: nothing is sealed for it
+	// meanwhile; a retry a moment later reads the state as erased.
+	{Err: shred.ErrForgetting, Status: http.StatusServiceUnavailable, Code: CodeUnavailable},
 	{Err: streams.ErrUnknownOutcome, Status: http.StatusServiceUnavailable, Code: CodeOutcomeUnknown, say: func(err error) string {
 		return err.Error() + " — the command may have been recorded: retry with the same Idempotency-Key, or read the aggregate's events before sending it again without one"
 	}},

@@ -40,7 +40,8 @@ func opening(keys shred.Keys, cfg config.Config) func(*streams.Record) error {
 	return func(rec *streams.Record) error { return s.OpenRecord(context.Background(), rec) }
 }
 
-// personalSpecs are the raw types' personal fields from the config.
+// personalSpecs are the raw types' personal fields from the config, named
+// as of each event type's current schema (its upcast steps + 1).
 func personalSpecs(cfg config.Config) shred.Registry {
 	reg := shred.Registry{}
 	for typ, raw := range cfg.Aggregates.Raw {
@@ -48,6 +49,9 @@ func personalSpecs(cfg config.Config) shred.Registry {
 			var s shred.Spec
 			for _, f := range pf.Fields {
 				s.Fields = append(s.Fields, shred.Field{Name: f, Subject: pf.Subject})
+			}
+			if ev, ok := raw.Events[kind]; ok && len(ev.Upcast) > 0 {
+				s.Schema = len(ev.Upcast) + 1
 			}
 			reg[typ+"."+kind] = s
 		}

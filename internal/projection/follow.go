@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/esjet/esjet/internal/shred"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 )
@@ -228,7 +229,7 @@ func (p *partition) process(ctx context.Context, raw *jetstream.RawStreamMsg, fr
 		}
 		e := Event{LogEvent: le, Replay: p.replay}
 		if p.def.parking() && p.parked[raw.Subject]+p.pendParked[raw.Subject] > 0 {
-			if err := p.park(e, raw.Subject, nil, 0); err != nil {
+			if err := p.park(e, raw.Subject, nil, 0, shred.IsSealed(raw.Data)); err != nil {
 				return err
 			}
 			p.pos = le.Position
@@ -240,7 +241,7 @@ func (p *partition) process(ctx context.Context, raw *jetstream.RawStreamMsg, fr
 				return ctx.Err()
 			}
 			if p.def.parking() {
-				if err := p.park(e, raw.Subject, herr, attempts); err != nil {
+				if err := p.park(e, raw.Subject, herr, attempts, shred.IsSealed(raw.Data)); err != nil {
 					return err
 				}
 				p.pos = le.Position

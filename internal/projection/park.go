@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/streams"
 )
 
 // Parked is an event a partitioned projection set aside: its handler
@@ -25,9 +27,17 @@ type Parked struct {
 	Attempts  int       `json:"attempts,omitempty"`
 	Behind    bool      `json:"behind,omitempty"` // parked behind an earlier event of its aggregate
 	At        time.Time `json:"at"`
+	// Reread says Event.Data was left out: the decision holds personal
+	// data (sealed in the log), which the view bucket must not keep in
+	// plaintext past a forget; a retry reads the event from the log again,
+	// erased by then if its subject was forgotten.
+	Reread bool `json:"reread,omitempty"`
 }
 
-// Skipped is the record an operator's skip leaves.
+// Skipped is the record an operator's skip leaves. Its Event has no data
+// (the log keeps it): a skip record outlives a forget of the person the
+// data may name, and a view's own store (a Sink) keeps it in the
+// projections' control bucket, which no forget resets.
 type Skipped struct {
 	Event  Event     `json:"event"`
 	By     string    `json:"by"`
@@ -36,9 +46,14 @@ type Skipped struct {
 	Error  string    `json:"error,omitempty"`
 }
 
-// park sets e aside in the batch (herr nil: behind an earlier one).
-func (p *partition) park(e Event, subject string, herr error, attempts int) error {
-	rec := Parked{Event: e, Subject: subject, Partition: p.part, Attempts: attempts, Behind: herr == nil, At: time.Now().UTC()}
+// park sets e aside in the batch (herr nil: behind an earlier one);
+// personal: its decision holds sealed personal data, which the record
+// leaves out (see [Parked].Reread).
+func (p *partition) park(e Event, subject string, herr error, attempts int, personal bool) error {
+	if personal {
+		e.Data = nil
+	}
+	rec := Parked{Event: e, Subject: subject, Partition: p.part, Attempts: attempts, Behind: herr == nil, At: time.Now().UTC(), Reread: personal}
 	if herr != nil {
 		rec.Error = herr.Error()
 		p.logger.Error("projection parked an event", "position", e.Position, "event_type", e.Type,
@@ -209,7 +224,9 @@ func (p *partition) handle(ctx context.Context, req Request) error {
 		if chain[0].Event.Position != req.Position {
 			return fmt.Errorf("%w: position %d is not the first parked event of %s (%d is): skip that one first", ErrInvalid, req.Position, first.Subject, chain[0].Event.Position)
 		}
-		b, _ := json.Marshal(Skipped{Event: chain[0].Event, By: req.By, Reason: req.Reason, At: time.Now().UTC(), Error: chain[0].Error})
+		skipped := chain[0].Event
+		skipped.Data = nil
+		b, _ := json.Marshal(Skipped{Event: skipped, By: req.By, Reason: req.Reason, At: time.Now().UTC(), Error: chain[0].Error})
 		if err := p.tx.write(skipKey(req.Position), b, false); err != nil {
 			return err
 		}
@@ -223,7 +240,13 @@ func (p *partition) handle(ctx context.Context, req Request) error {
 	// Apply the rest in order; the first that fails again stays parked
 	// with every later one.
 	for i, r := range chain {
-		attempts, herr := p.apply(ctx, Event{LogEvent: r.Event.LogEvent, Replay: p.replay})
+		ev := Event{LogEvent: r.Event.LogEvent, Replay: p.replay}
+		if r.Reread {
+			if ev.LogEvent, err = p.reread(ctx, r.Event.Position); err != nil {
+				return err
+			}
+		}
+		attempts, herr := p.apply(ctx, ev)
 		if herr != nil {
 			r.Error, r.Attempts, r.Behind, r.At = herr.Error(), attempts, false, time.Now().UTC()
 			b, _ := json.Marshal(r)
@@ -246,6 +269,19 @@ func (p *partition) handle(ctx context.Context, req Request) error {
 	return p.flush(ctx, true)
 }
 
+// reread reads the event at position pos from the log again (opened with
+// the keys as they are now).
+func (p *partition) reread(ctx context.Context, pos uint64) (streams.LogEvent, error) {
+	evs, _, err := p.r.log.ReadAfter(ctx, pos-1, 1)
+	if err != nil {
+		return streams.LogEvent{}, fmt.Errorf("read parked event %d again: %w", pos, err)
+	}
+	if len(evs) == 0 || evs[0].Position != pos {
+		return streams.LogEvent{}, fmt.Errorf("read parked event %d again: not in the log", pos)
+	}
+	return evs[0], nil
+}
+
 // handleSingle resumes a stopped single projection: retry starts again at
 // the failing event, skip leaves a record and moves past it.
 func (p *partition) handleSingle(ctx context.Context, req Request) error {
@@ -261,6 +297,7 @@ func (p *partition) handleSingle(ctx context.Context, req Request) error {
 		rec := Skipped{By: req.By, Reason: req.Reason, At: time.Now().UTC(), Error: p.stopped.Err.Error()}
 		if len(evs) == 1 {
 			rec.Event = Event{LogEvent: evs[0]}
+			rec.Event.Data = nil
 		}
 		b, _ := json.Marshal(rec)
 		if p.def.Sink != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,10 +29,12 @@ func (k *Keyring) Rotate(ctx context.Context, subject string) (int, error) {
 		}
 		v = tomb.Through
 	}
-	if _, err := k.create(ctx, ref, v+1); err != nil {
+	key, err := k.create(ctx, ref, v+1)
+	if err != nil {
 		return 0, err
 	}
 	k.mu.Lock()
+	k.keys[ref+"."+strconv.Itoa(v+1)] = key
 	k.cur[ref] = v + 1
 	k.mu.Unlock()
 	return v + 1, nil

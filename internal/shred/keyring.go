@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"sync"
 	"time"
@@ -32,6 +33,11 @@ type Keyring struct {
 	mu   sync.Mutex
 	keys map[string][]byte // "<ref>.<version>" → key
 	cur  map[string]int    // ref → the version new values are sealed under
+	// epochs count the drops, per stripe of refs: a key read from the
+	// bucket is cached only if no drop of its ref came meanwhile, or a
+	// forget's watch event that overtook the read would leave the
+	// destroyed key cached for good.
+	epochs [64]uint64
 
 	// OnForget, when set, is called after this node learned that a subject
 	// was forgotten (here or on another node): drop state cached in
@@ -142,11 +148,17 @@ func (k *Keyring) Ref(_ context.Context, subject string) (string, error) {
 }
 
 // Current returns the version and key new values of ref are sealed under:
-// the highest version in the bucket above a forget's, created on first use.
+// the highest version in the bucket, or the first above a forget's, created
+// on first use. While a forget is erasing the subject's keys (its tombstone
+// covers a key still in the bucket) it returns [ErrForgetting]: a value
+// sealed then likely holds what the forget destroys (a command decided on
+// the state before it), which must not reach a key that survives; and an
+// existing version is never created again once erased.
 func (k *Keyring) Current(ctx context.Context, ref string) (int, []byte, error) {
 	k.mu.Lock()
 	v, ok := k.cur[ref]
 	key := k.keys[ref+"."+strconv.Itoa(v)]
+	epoch := k.epochs[stripe(ref)]
 	k.mu.Unlock()
 	if ok && key != nil {
 		return v, key, nil
@@ -155,19 +167,27 @@ func (k *Keyring) Current(ctx context.Context, ref string) (int, []byte, error) 
 	if err != nil {
 		return 0, nil, err
 	}
-	if v == 0 {
-		tomb, err := k.tombstone(ctx, ref)
-		if err != nil {
-			return 0, nil, err
-		}
-		v = tomb.Through + 1
+	tomb, err := k.tombstone(ctx, ref)
+	if err != nil {
+		return 0, nil, err
 	}
-	key, err = k.create(ctx, ref, v)
+	switch {
+	case v > 0 && v <= tomb.Through:
+		return 0, nil, fmt.Errorf("%w: %s", ErrForgetting, ref)
+	case v > 0:
+		key, err = k.existing(ctx, ref, v)
+	default:
+		v = tomb.Through + 1
+		key, err = k.create(ctx, ref, v)
+	}
 	if err != nil {
 		return 0, nil, err
 	}
 	k.mu.Lock()
-	k.cur[ref] = v
+	if k.epochs[stripe(ref)] == epoch {
+		k.keys[ref+"."+strconv.Itoa(v)] = key
+		k.cur[ref] = v
+	}
 	k.mu.Unlock()
 	return v, key, nil
 }
@@ -215,6 +235,23 @@ func (k *Keyring) versions(ctx context.Context, ref string) ([]version, error) {
 	return out, nil
 }
 
+// existing reads version v of ref's key, which the bucket listed: gone
+// since, a forget erased it ([ErrForgetting]; never created again).
+func (k *Keyring) existing(ctx context.Context, ref string, v int) ([]byte, error) {
+	e, err := k.kv.Get(ctx, wire.DataKeyKey(ref, v))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w: %s v%d erased meanwhile", ErrForgetting, ref, v)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("data key %s v%d: %w", ref, v, err)
+	}
+	var dk dataKey
+	if err := json.Unmarshal(e.Value(), &dk); err != nil || len(dk.Key) != 32 {
+		return nil, fmt.Errorf("data key %s v%d: unreadable record", ref, v)
+	}
+	return dk.Key, nil
+}
+
 // create makes version v of ref's key (or reads the one another node made).
 func (k *Keyring) create(ctx context.Context, ref string, v int) ([]byte, error) {
 	raw, err := k.getOrCreate(ctx, wire.DataKeyKey(ref, v), func() ([]byte, error) {
@@ -231,41 +268,45 @@ func (k *Keyring) create(ctx context.Context, ref string, v int) ([]byte, error)
 	if err := json.Unmarshal(raw, &dk); err != nil || len(dk.Key) != 32 {
 		return nil, fmt.Errorf("data key %s v%d: unreadable record", ref, v)
 	}
-	k.mu.Lock()
-	k.keys[ref+"."+strconv.Itoa(v)] = dk.Key
-	k.mu.Unlock()
 	return dk.Key, nil
 }
 
-// Key returns version v of ref's key; see [Keys].
+// Key returns version v of ref's key; see [Keys]. A version the subject's
+// tombstone covers is forgotten even while its key is still in the bucket
+// (a forget writes the tombstone first, then erases the keys): the tombstone
+// is read after the key, and the key cached only if no forget's watch event
+// came meanwhile, so no node keeps a destroyed key.
 func (k *Keyring) Key(ctx context.Context, ref string, v int) ([]byte, error) {
 	id := ref + "." + strconv.Itoa(v)
 	k.mu.Lock()
 	key := k.keys[id]
+	epoch := k.epochs[stripe(ref)]
 	k.mu.Unlock()
 	if key != nil {
 		return key, nil
 	}
 	e, err := k.kv.Get(ctx, wire.DataKeyKey(ref, v))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		tomb, terr := k.tombstone(ctx, ref)
-		if terr != nil {
-			return nil, terr
-		}
-		if tomb.Through >= v {
-			return nil, ErrForgotten
-		}
-		return nil, fmt.Errorf("%w: %s v%d", ErrKeyMissing, ref, v)
+	if err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("data key %s v%d: %w", ref, v, err)
+	}
+	tomb, terr := k.tombstone(ctx, ref)
+	if terr != nil {
+		return nil, terr
+	}
+	if tomb.Through >= v {
+		return nil, ErrForgotten
 	}
 	if err != nil {
-		return nil, fmt.Errorf("data key %s v%d: %w", ref, v, err)
+		return nil, fmt.Errorf("%w: %s v%d", ErrKeyMissing, ref, v)
 	}
 	var dk dataKey
 	if err := json.Unmarshal(e.Value(), &dk); err != nil || len(dk.Key) != 32 {
 		return nil, fmt.Errorf("data key %s v%d: unreadable record", ref, v)
 	}
 	k.mu.Lock()
-	k.keys[id] = dk.Key
+	if k.epochs[stripe(ref)] == epoch {
+		k.keys[id] = dk.Key
+	}
 	k.mu.Unlock()
 	return dk.Key, nil
 }
@@ -286,10 +327,18 @@ func (k *Keyring) tombstone(ctx context.Context, ref string) (Tombstone, error) 
 	return t, nil
 }
 
+// stripe is ref's stripe of Keyring.epochs.
+func stripe(ref string) int {
+	h := fnv.New32a()
+	h.Write([]byte(ref))
+	return int(h.Sum32() % uint32(len(Keyring{}.epochs)))
+}
+
 // drop forgets what is cached of ref.
 func (k *Keyring) drop(ref string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.epochs[stripe(ref)]++
 	delete(k.cur, ref)
 	for id := range k.keys {
 		if len(id) > len(ref) && id[:len(ref)] == ref && id[len(ref)] == '.' {

@@ -9,6 +9,9 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/shred"
@@ -249,4 +252,80 @@ func grepDir(t *testing.T, dir string, needle []byte) string {
 		t.Fatal(err)
 	}
 	return found
+}
+
+// TestForgetMidwayCachesNoKey: a forget writes the tombstone, then erases
+// the keys. Another node that reads the subject in between — after its
+// watch has already dropped what it cached for the tombstone — must not
+// load the doomed key into its cache (nothing would ever drop it again: it
+// would show the forgotten person's data until restarted), nor seal new
+// values under it.
+func TestForgetMidwayCachesNoKey(t *testing.T) {
+	srv := natstest.RunServer(t)
+	_, js := natstest.Connect(t, srv)
+	ns := natstest.Namespace(t)
+	a, err := shred.Open(t.Context(), js, ns, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := shred.Open(t.Context(), js, ns, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgotten := make(chan string, 4)
+	b.OnForget = func(ref string) {
+		select {
+		case forgotten <- ref:
+		default:
+		}
+	}
+	go func() { _ = b.Run(t.Context()) }()
+	sealed := seal(t, &shred.Sealer{Keys: a}, requested{Traveler: "Ivo Ilic", Destination: "Split"})
+	ref, _ := a.Ref(t.Context(), "Ivo Ilic")
+
+	// The forget's first step, the tombstone (written again until b's
+	// watch, which sees updates only, has seen it); the key not erased yet.
+	kv, err := js.KeyValue(t.Context(), wire.KeysBucket(ns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tomb, _ := json.Marshal(shred.Tombstone{Ref: ref, By: "ops", Through: 1, At: time.Now().UTC()})
+	natstest.Eventually(t, 10*time.Second, func() bool {
+		if _, err := kv.Put(t.Context(), wire.TombstoneKey(ref), tomb); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-forgotten: // b dropped its cache for the tombstone
+			return true
+		case <-time.After(200 * time.Millisecond):
+			return false
+		}
+	})
+	sb := &shred.Sealer{Keys: b}
+	if out, erased, err := sb.OpenJSON(t.Context(), sealed); err != nil || len(erased) != 1 {
+		t.Errorf("b reads mid-forget: %s %v %v, want erased", out, erased, err)
+	}
+	if v, _, err := b.Current(t.Context(), ref); !errors.Is(err, shred.ErrForgetting) {
+		t.Errorf("b seals mid-forget under version %d (%v), want ErrForgetting: the tombstone covers 1, still in the bucket", v, err)
+	}
+	// The forget's second step: the key erased.
+	e, err := kv.Get(t.Context(), wire.DataKeyKey(ref, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, _ := js.Stream(t.Context(), wire.KVStream(wire.KeysBucket(ns)))
+	if err := st.SecureDeleteMsg(t.Context(), e.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	if out, erased, err := sb.OpenJSON(t.Context(), sealed); err != nil || len(erased) != 1 || bytes.Contains(out, []byte("Ilic")) {
+		t.Fatalf("b reads after the forget: %s %v %v, want erased", out, erased, err)
+	}
+	// Once erased, a new value gets a new key; the old version is not
+	// created again.
+	if v, _, err := b.Current(t.Context(), ref); err != nil || v != 2 {
+		t.Errorf("b seals after the forget under version %d (%v), want 2", v, err)
+	}
+	if _, err := kv.Get(t.Context(), wire.DataKeyKey(ref, 1)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Errorf("key v1 after the forget: %v, want gone", err)
+	}
 }

@@ -51,8 +51,9 @@ func IsSealed(data []byte) bool { return bytes.Contains(data, marker) }
 
 // SealJSON returns data (a JSON object) with the fields of spec sealed
 // under their subjects' current keys. A field absent or null is left as it
-// is; a non-empty personal field whose subject member is empty is an error
-// (nothing to key it by). Members come back in sorted order.
+// is; a non-empty personal field whose subject member is empty, or not a
+// string, is an error wrapping [ErrNoSubject] (nothing to key it by).
+// Members come back in sorted order.
 func (s *Sealer) SealJSON(ctx context.Context, data []byte, spec Spec) ([]byte, error) {
 	if spec.Empty() || len(data) == 0 {
 		return data, nil
@@ -69,7 +70,7 @@ func (s *Sealer) SealJSON(ctx context.Context, data []byte, spec Spec) ([]byte, 
 		var id string
 		if raw, ok := obj[f.Subject]; ok && !isNull(raw) {
 			if err := json.Unmarshal(raw, &id); err != nil {
-				return nil, fmt.Errorf("shred: subject member %q is not a string: %w", f.Subject, err)
+				return nil, fmt.Errorf("%w: subject member %q is not a string: %w", ErrNoSubject, f.Subject, err)
 			}
 		}
 		subjects[f.Subject] = id
@@ -81,7 +82,7 @@ func (s *Sealer) SealJSON(ctx context.Context, data []byte, spec Spec) ([]byte, 
 		}
 		id := subjects[f.Subject]
 		if id == "" {
-			return nil, fmt.Errorf("shred: personal member %q has a value but its subject member %q is empty: nothing to key it by", f.Name, f.Subject)
+			return nil, fmt.Errorf("%w: personal member %q has a value but its subject member %q is empty: nothing to key it by", ErrNoSubject, f.Name, f.Subject)
 		}
 		ref, err := s.Keys.Ref(ctx, id)
 		if err != nil {

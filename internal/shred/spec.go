@@ -21,6 +21,11 @@ type Field struct {
 // members only). The zero Spec seals nothing.
 type Spec struct {
 	Fields []Field
+	// Schema is the schema version of the event whose member names Fields
+	// are (a raw type's current one, when its configuration upcasts older
+	// shapes); 0: any. An older shape may name a personal field otherwise,
+	// and would reach the log in plaintext: the writer refuses it.
+	Schema int
 }
 
 // Empty reports whether the spec seals nothing.
@@ -123,7 +128,7 @@ func (r Registry) Merge(other Registry) Registry {
 		out[k] = v
 	}
 	for k, v := range other {
-		out[k] = Spec{Fields: slices.Clone(v.Fields)}
+		out[k] = Spec{Fields: slices.Clone(v.Fields), Schema: v.Schema}
 	}
 	return out
 }
