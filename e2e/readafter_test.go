@@ -24,7 +24,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -350,5 +349,10 @@ func TestReadAfterPositionHoldsThroughKillsRebuildsAndSwitches(t *testing.T) {
 		}
 		t.Error(v)
 	}
-	n.stop(t, syscall.SIGTERM)
+	// The last trips' sagas may still run, one of them waiting out the
+	// claim the in-process demo target of a killed node left mid-call (the
+	// receiver's lease, a minute): a graceful stop would wait for it past
+	// its 15s grace and exit 1 (seen on two busy cores). The views are what
+	// this test checks; graceful stops have tests of their own.
+	n.kill9(t)
 }
