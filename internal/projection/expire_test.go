@@ -46,6 +46,17 @@ func TestAGenerationNoLongerServedExpiresAndTheServedOneStays(t *testing.T) {
 		return err == nil && ctl.Active == 2 && ctl.Previous == 1
 	})
 	gen1 := wire.KVStream(ViewBucket(e.ns, "c", 1))
+	// What esjet streams and the console say of the two buckets.
+	ret, err := v.Retention(ctx, age)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := ret[wire.KVStream(ViewBucket(e.ns, "c", 2))]; r.Kept != "while it serves" || !strings.Contains(r.Why, "generation 2") {
+		t.Errorf("the served bucket's retention: %+v", r)
+	}
+	if r := ret[gen1]; !strings.HasPrefix(r.Kept, "until ") || !strings.Contains(r.Kept, "2s unserved") || !strings.Contains(r.Why, "switch back") {
+		t.Errorf("the previous bucket's retention: %+v", r)
+	}
 	eventually(t, "generation 1 expired and its bucket is gone", func() bool {
 		_, ctl, err := v.control(ctx, "c")
 		_, serr := e.js.Stream(ctx, gen1)
@@ -207,6 +218,13 @@ func TestANodeThatMayNotDeleteStreamsEmptiesExpiredGenerationsAndSaysSoOnce(t *t
 	ctl, _, err := cs.control(t.Context(), "c")
 	if err != nil || ctl.Previous != 0 || len(ctl.Retired) != 2 || ctl.Retired[0].Emptied.IsZero() || ctl.Retired[1].Emptied.IsZero() {
 		t.Fatalf("control: %+v (%v); want both generations retired and emptied", ctl, err)
+	}
+	ret, err := NewViews(js, ns, 0).Retention(t.Context(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := ret[wire.KVStream(ViewBucket(ns, "c", 1))]; r.Kept != "emptied, until an admin deletes it" {
+		t.Errorf("an emptied bucket's retention: %+v", r)
 	}
 	logMu.Lock()
 	defer logMu.Unlock()
