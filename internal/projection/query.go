@@ -102,7 +102,9 @@ func (v *Views) control(ctx context.Context, name string) (controlStore, Control
 //
 // The document's Position is true: every event up to it is in the view
 // (the lowest partition's checkpoint, just before its first parked event),
-// read before the document and checked unchanged in owner after it.
+// read with the document as one copy of the bucket held them (on R3 a
+// replica a moment behind answers with its older checkpoints too), and
+// checked unchanged in owner after it.
 func (v *Views) Get(ctx context.Context, name, key string, w Wait) (Doc, error) {
 	if err := ValidateKey(key); err != nil {
 		return Doc{}, err
@@ -135,9 +137,12 @@ func (v *Views) Get(ctx context.Context, name, key string, w Wait) (Doc, error) 
 		// Pending requests first: an owner deletes a request only after
 		// its heartbeat says what the request changed.
 		pend := w.After > 0 && v.pending(ctx, cs, name)
-		before, _, err := readSnapshot(ctx, snap, bucket, parts, "")
-		if err != nil {
-			return Doc{}, err
+		var before standing // nil holds 0: a read without a position goes to the document at once
+		if w.After > 0 {
+			// While waiting, the checkpoints alone.
+			if before, _, err = readSnapshot(ctx, snap, bucket, parts, ""); err != nil {
+				return Doc{}, err
+			}
 		}
 		if before.holds() >= w.After {
 			// The checkpoints again with the document, as one copy of the
