@@ -243,3 +243,56 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.b.Write(p)
 }
+
+// TestASecondSwitchRetiresTheGenerationItDropsAndARebuildTakesItsBucket:
+// the previous generation a switch drops is retired with the time it
+// stopped serving (not the time it was dropped), kept for the age, and the
+// rebuild that takes its bucket takes it off the list.
+func TestASecondSwitchRetiresTheGenerationItDropsAndARebuildTakesItsBucket(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := t.Context()
+	cfg := testConfig()
+	cfg.UnservedMaxAge = time.Hour
+	e.run(t, cfg, counter("c"))
+	e.append(t, "order", "o1", "placed")
+	eventually(t, "the view counts 1", func() bool { return e.count(t, "c", "o1") == 1 })
+	v := NewViews(e.js, e.ns, 0)
+	rebuild := func(want int) Control {
+		t.Helper()
+		gen, err := v.Rebuild(ctx, "c")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gen != want {
+			t.Fatalf("rebuild made generation %d, want %d", gen, want)
+		}
+		var ctl Control
+		eventually(t, "the rebuild serves", func() bool {
+			_, ctl, err = v.control(ctx, "c")
+			return err == nil && ctl.Active == gen
+		})
+		return ctl
+	}
+	first := rebuild(2)
+	if first.Previous != 1 || first.PreviousSince.IsZero() || len(first.Retired) != 0 {
+		t.Fatalf("after the first switch: %+v; want generation 1 kept since the switch, nothing retired", first)
+	}
+	second := rebuild(3)
+	if second.Previous != 2 || len(second.Retired) != 1 {
+		t.Fatalf("after the second switch: %+v; want generation 2 kept, generation 1 retired", second)
+	}
+	if r := second.Retired[0]; r.Generation != 1 || r.Bucket != ViewBucket(e.ns, "c", 1) || !r.Since.Equal(first.PreviousSince) {
+		t.Fatalf("retired %+v; want generation 1 in %s, unserved since %s", r, ViewBucket(e.ns, "c", 1), first.PreviousSince)
+	}
+	if _, err := e.js.Stream(ctx, wire.KVStream(ViewBucket(e.ns, "c", 1))); err != nil {
+		t.Fatalf("generation 1's bucket before its age: %v", err)
+	}
+	third := rebuild(4) // takes slot 0, generation 1's bucket
+	if third.Previous != 3 || len(third.Retired) != 1 || third.Retired[0].Generation != 2 {
+		t.Fatalf("after the third switch: %+v; want generation 3 kept, only generation 2 retired", third)
+	}
+	if n := e.count(t, "c", "o1"); n != 1 {
+		t.Fatalf("generation 4 counts %d, want 1", n)
+	}
+}
