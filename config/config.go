@@ -205,6 +205,13 @@ type Streams struct {
 	// 0: kept forever. Default 0 (see docs/streams.md, "How long esjet
 	// keeps what").
 	ReceiptsMaxAge Duration `yaml:"receipts_max_age"`
+	// UnservedViewsMaxAge is how long a view generation that no longer
+	// serves queries is kept after a rebuild switched away from it (the
+	// previous one keeps following the log, so `esjet projections switch`
+	// can go back) before it stops and its bucket is deleted: a view is
+	// rebuildable from EVENTS. 0: kept until a later rebuild takes its
+	// bucket. Default 168h (7 days).
+	UnservedViewsMaxAge Duration `yaml:"unserved_views_max_age"`
 	// MaxMessageSize is the largest message (one decision) a stream accepts, between
 	// 1KiB and 8MiB; the embedded server's max_payload is raised to match. Default 1MiB.
 	MaxMessageSize ByteSize `yaml:"max_message_size"`
@@ -421,6 +428,7 @@ func Default() Config {
 			OutboxMaxAge:          Duration(168 * time.Hour),
 			DLQSettledMaxAge:      Duration(720 * time.Hour),
 			ReceiptsMaxAge:        0,
+			UnservedViewsMaxAge:   Duration(168 * time.Hour),
 			MaxMessageSize:        MiB,
 			Compression:           CompressionNone,
 		},

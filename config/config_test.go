@@ -177,15 +177,15 @@ func TestEveryFieldHasAnEnvVariable(t *testing.T) {
 		"ESJET_AGGREGATES_SNAPSHOT_EVERY", "ESJET_AGGREGATES_IDEMPOTENCY_HORIZON",
 		"ESJET_CONSOLE_ALLOW_ACTIONS",
 		"ESJET_HTTP_METRICS_LISTEN",
-		"ESJET_PROJECTIONS_LEASE_TTL", "ESJET_PROJECTIONS_HEARTBEAT", "ESJET_STREAMS_RECEIPTS_MAX_AGE",
+		"ESJET_PROJECTIONS_LEASE_TTL", "ESJET_PROJECTIONS_HEARTBEAT", "ESJET_STREAMS_RECEIPTS_MAX_AGE", "ESJET_STREAMS_UNSERVED_VIEWS_MAX_AGE",
 	} {
 		if _, ok := fields[name]; !ok {
 			t.Errorf("no field for %s", name)
 		}
 	}
 	// Every leaf can be set from text; an unsupported type would fail here.
-	if len(fields) != 73 {
-		t.Errorf("got %d env fields, want 73 (update this count when the schema changes)", len(fields))
+	if len(fields) != 74 {
+		t.Errorf("got %d env fields, want 74 (update this count when the schema changes)", len(fields))
 	}
 	for name, f := range fields {
 		var c Config
@@ -323,6 +323,8 @@ func TestValidateRules(t *testing.T) {
 		{"receipts kept inside the margin", func(c *Config) { c.Streams.ReceiptsMaxAge = Duration(191 * time.Hour) }, "streams.receipts_max_age"},
 		{"receipts kept outbox age + margin", func(c *Config) { c.Streams.ReceiptsMaxAge = Duration(192 * time.Hour) }, ""},
 		{"receipts negative", func(c *Config) { c.Streams.ReceiptsMaxAge = -1 }, "streams.receipts_max_age"},
+		{"unserved views negative", func(c *Config) { c.Streams.UnservedViewsMaxAge = -1 }, "streams.unserved_views_max_age"},
+		{"unserved views kept until a rebuild", func(c *Config) { c.Streams.UnservedViewsMaxAge = 0 }, ""},
 		{"message size too small", func(c *Config) { c.Streams.MaxMessageSize = 1000 }, "streams.max_message_size"},
 		{"message size 8MiB", func(c *Config) { c.Streams.MaxMessageSize = 8 * MiB }, ""},
 		{"http none", func(c *Config) { c.HTTP.Listen = ListenNone }, ""},

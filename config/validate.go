@@ -250,6 +250,9 @@ func (s *Streams) validate(v *validator) {
 			"must be 0 (kept forever) or at least streams.outbox_max_age + %s (%s): a command OUTBOX still holds can be delivered again, and without its receipt a done command would run twice",
 			Duration(ReceiptsMargin), s.OutboxMaxAge+Duration(ReceiptsMargin)))
 	}
+	if s.UnservedViewsMaxAge < 0 {
+		v.add("streams.unserved_views_max_age", s.UnservedViewsMaxAge, "use 0 (kept until the next rebuild takes its bucket) or an age such as 168h")
+	}
 	if s.MaxMessageSize < KiB || s.MaxMessageSize > 8*MiB {
 		v.add("streams.max_message_size", s.MaxMessageSize, "use a size between 1KiB and 8MiB")
 	}

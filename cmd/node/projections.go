@@ -102,7 +102,7 @@ esjet.<ns>.ops.<user>.projections.<action>, where the node records the user.`,
 		{"resume <name>", "Go on after a pause"},
 		{"rebuild <name>", "Build a new generation from the start beside the serving one; switch when caught up"},
 		{"reset <name>", "Empty the serving generation in place and start over (queries see it refill)"},
-		{"switch <name> <generation>", "Serve another generation (the previous one, after a rebuild)"},
+		{"switch <name> <generation>", "Serve another generation (the previous one, after a rebuild, until streams.unserved_views_max_age)"},
 		{"retry <name> [position]", "Apply a parked event (and its aggregate's later ones), or resume a stopped projection"},
 		{"skip <name> <position>", "Pass over a parked or stopped-at event, leaving a record (--reason)"},
 	} {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/projection"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 )
@@ -76,7 +77,13 @@ func (g *globals) showStreams(ctx context.Context, cfg config.Config, asJSON boo
 		return err
 	}
 	defer nc.Close()
-	reports, err := collectStreams(ctx, js, streams.NamesFor(cfg.Namespace))
+	// What the views' control records say of their buckets (which
+	// generation each holds, until when); none where no projection ran.
+	views, err := projection.NewViews(js, cfg.Namespace, 0).Retention(ctx, cfg.Streams.UnservedViewsMaxAge.Std())
+	if err != nil {
+		views = nil // the buckets' own configuration says the rest
+	}
+	reports, err := collectStreams(ctx, js, streams.NamesFor(cfg.Namespace), views)
 	if err != nil {
 		return err
 	}
@@ -89,7 +96,7 @@ func (g *globals) showStreams(ctx context.Context, cfg config.Config, asJSON boo
 	return nil
 }
 
-func collectStreams(ctx context.Context, js jetstream.JetStream, names streams.Names) ([]streamReport, error) {
+func collectStreams(ctx context.Context, js jetstream.JetStream, names streams.Names, views map[string]streams.Retention) ([]streamReport, error) {
 	targets := []struct{ name, role string }{
 		{names.Events, "event log"},
 		{names.Outbox, "outbox"},
@@ -121,6 +128,9 @@ func collectStreams(ctx context.Context, js jetstream.JetStream, names streams.N
 		r.FirstSeq, r.LastSeq = info.State.FirstSeq, info.State.LastSeq
 		r.Replicas = info.Config.Replicas
 		r.Retention = streams.RetentionOf(names.Namespace, info.Config)
+		if v, ok := views[t.name]; ok {
+			r.Retention = v
+		}
 		lister := st.ListConsumers(ctx)
 		for ci := range lister.Info() {
 			r.Consumers = append(r.Consumers, consumerReport{

@@ -20,7 +20,7 @@ func TestStreamsListsTheReadModelBuckets(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	reports, err := collectStreams(t.Context(), js, streams.NamesFor("shop"))
+	reports, err := collectStreams(t.Context(), js, streams.NamesFor("shop"), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

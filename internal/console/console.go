@@ -51,6 +51,10 @@ type Config struct {
 	// in the DLQ, whole (streams.dlq_settled_max_age); zero means the
 	// default.
 	SettledMaxAge time.Duration
+	// ViewRetention says which generation each view bucket holds and how
+	// long it is kept (streams.unserved_views_max_age), by stream name; nil
+	// shows what the buckets' own configuration says.
+	ViewRetention func(context.Context) (map[string]streams.Retention, error)
 }
 
 // Console serves the web console of one namespace. It is safe for

@@ -135,6 +135,10 @@ func (c *Console) overview(ctx context.Context) (Overview, error) {
 // and object stores (OBJ_<ns>_…).
 func (c *Console) streams(ctx context.Context) ([]StreamStats, error) {
 	prefixes := []string{strings.ToUpper(c.cfg.Namespace) + "_", wire.KVStream(c.cfg.Namespace + "_"), wire.ObjStream(c.cfg.Namespace + "_")}
+	var views map[string]streams.Retention
+	if c.cfg.ViewRetention != nil {
+		views, _ = c.cfg.ViewRetention(ctx) // without it, the buckets' own configuration says the rest
+	}
 	var out []StreamStats
 	lister := c.js.ListStreams(ctx)
 	for info := range lister.Info() {
@@ -144,6 +148,9 @@ func (c *Console) streams(ctx context.Context) ([]StreamStats, error) {
 		}
 		s := stats(info)
 		s.Retention = streams.RetentionOf(c.cfg.Namespace, info.Config)
+		if v, ok := views[name]; ok {
+			s.Retention = v
+		}
 		out = append(out, s)
 	}
 	if err := lister.Err(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/esjet/esjet/internal/console"
+	"github.com/esjet/esjet/internal/streams"
 )
 
 // mountConsole serves the web console at /console on the HTTP listener
@@ -18,6 +19,9 @@ func (n *Node) mountConsole(mux *http.ServeMux) {
 		SetPaused:    n.control.SetPaused,
 		// A letter the console settles stays, whole, this long.
 		SettledMaxAge: n.cfg.Streams.DLQSettledMaxAge.Std(),
+		ViewRetention: func(ctx context.Context) (map[string]streams.Retention, error) {
+			return n.views.Retention(ctx, n.cfg.Streams.UnservedViewsMaxAge.Std())
+		},
 	}, n.logger)
 	if n.cfg.Console.AllowActions && !n.cfg.HTTP.Auth.Set() {
 		n.logger.Warn("console: write actions on (console.allow_actions) without http.auth: whoever reaches the HTTP listener can retry and discard dead letters as the node; set http.auth to give them to operators only",

@@ -34,7 +34,8 @@ func viewNames(defs []projection.Definition) []string {
 // NodeID left for the node to name).
 func ProjectionConfig(cfg config.Config) projection.Config {
 	return projection.Config{Replicas: cfg.Streams.Replicas,
-		LeaseTTL: cfg.Projections.LeaseTTL.Std(), Heartbeat: cfg.Projections.Heartbeat.Std()}
+		LeaseTTL: cfg.Projections.LeaseTTL.Std(), Heartbeat: cfg.Projections.Heartbeat.Std(),
+		UnservedMaxAge: cfg.Streams.UnservedViewsMaxAge.Std()}
 }
 
 // startProjections starts the runner of opts.Projections, if any.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -51,8 +52,17 @@ func (v *Views) Rebuild(ctx context.Context, name string) (int, error) {
 			c.SlotsFrom = max(c.Latest, c.Active, c.Previous) + 1
 		}
 		gen := c.nextGeneration(v.ns, name)
-		if err := v.empty(ctx, c.bucket(v.ns, name, gen)); err != nil {
-			return fmt.Errorf("rebuild %s: empty bucket %s for generation %d: %w", name, c.bucket(v.ns, name, gen), gen, err)
+		bucket := c.bucket(v.ns, name, gen)
+		if i := c.retired(bucket); i >= 0 {
+			// An expired generation's bucket: taken over, unless a node
+			// is deleting it right now.
+			if r := c.Retired[i]; r.ClaimedBy != "" && time.Since(r.ClaimedAt) < claimTTL {
+				return fmt.Errorf("%w: bucket %s of expired generation %d of %s is being deleted by %s; try again in a minute", ErrInvalid, bucket, r.Generation, name, r.ClaimedBy)
+			}
+			c.Retired = slices.Delete(c.Retired, i, i+1)
+		}
+		if err := v.empty(ctx, bucket); err != nil {
+			return fmt.Errorf("rebuild %s: empty bucket %s for generation %d: %w", name, bucket, gen, err)
 		}
 		c.Latest, c.Building = gen, gen
 		return nil
@@ -85,6 +95,7 @@ func (v *Views) Switch(ctx context.Context, name string, gen int) error {
 			return nil
 		case c.Previous:
 			c.Active, c.Previous = c.Previous, c.Active
+			c.switched(v.ns, name, 0, time.Time{}, time.Now().UTC())
 			return nil
 		}
 		return fmt.Errorf("%w: %s has no generation %d to switch to (active %d, previous %d)", ErrInvalid, name, gen, c.Active, c.Previous)

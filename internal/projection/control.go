@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -22,8 +23,17 @@ type Control struct {
 	// (0: none); it becomes Active when it has caught up.
 	Building int `json:"building,omitempty"`
 	// Previous is the generation Active replaced, kept running so that a
-	// switch back serves a current view (0: none).
+	// switch back serves a current view (0: none), until it expires
+	// (Config.UnservedMaxAge after PreviousSince).
 	Previous int `json:"previous,omitempty"`
+	// PreviousSince is when Previous stopped serving (zero: in a record
+	// written before it was kept; the first sweep starts the clock).
+	PreviousSince time.Time `json:"previous_since,omitzero"`
+	// Retired are generations neither served nor run whose buckets still
+	// exist: each is deleted (or, by a node that may not delete streams,
+	// emptied) once it has not served for Config.UnservedMaxAge, unless
+	// a rebuild takes its bucket first.
+	Retired []Retired `json:"retired,omitempty"`
 	// Latest is the highest generation ever made (a rebuild makes Latest+1).
 	Latest int  `json:"latest"`
 	Paused bool `json:"paused,omitempty"`
@@ -67,6 +77,55 @@ func (c Control) nextGeneration(ns, name string) int {
 		g++
 	}
 	return g
+}
+
+// Retired is a generation no longer served nor run, whose bucket waits to
+// expire.
+type Retired struct {
+	Generation int    `json:"generation"` // 0: not known (a bucket left from before generations were tracked)
+	Bucket     string `json:"bucket"`
+	// Since is when it stopped serving (or when a sweep first found it).
+	Since time.Time `json:"since"`
+	// Emptied is when a node that may not delete streams purged it: its
+	// empty bucket waits for a node that may (the admin role).
+	Emptied time.Time `json:"emptied,omitzero"`
+	// ClaimedBy is the node deleting it now (ClaimedAt: since when): no
+	// other node deletes it, and no rebuild takes its bucket, meanwhile.
+	ClaimedBy string    `json:"claimed_by,omitempty"`
+	ClaimedAt time.Time `json:"claimed_at,omitzero"`
+}
+
+// retired is the index of bucket's entry in Retired (-1: none).
+func (c Control) retired(bucket string) int {
+	for i, r := range c.Retired {
+		if r.Bucket == bucket {
+			return i
+		}
+	}
+	return -1
+}
+
+// holds says whether bucket belongs to a generation that serves, is built
+// or is kept for a switch back.
+func (c Control) holds(ns, name, bucket string) bool {
+	for _, g := range c.generations() {
+		if g > 0 && c.bucket(ns, name, g) == bucket {
+			return true
+		}
+	}
+	return false
+}
+
+// switched records that Active replaced the generation that served before
+// it, now Previous (at now); the Previous it replaced, if any, is retired.
+func (c *Control) switched(ns, name string, dropped int, droppedSince, now time.Time) {
+	if dropped > 0 && dropped != c.Active && dropped != c.Previous && dropped != c.Building {
+		b := c.bucket(ns, name, dropped)
+		if c.retired(b) < 0 && !c.holds(ns, name, b) {
+			c.Retired = append(c.Retired, Retired{Generation: dropped, Bucket: b, Since: cmp.Or(droppedSince, now)})
+		}
+	}
+	c.PreviousSince = now
 }
 
 // generations are the generations that run.

@@ -22,6 +22,7 @@ type Views struct {
 	ns       string
 	names    streams.Names
 	leaseTTL time.Duration
+	snaps    snapshots
 }
 
 // NewViews returns the query side of namespace ns's views. leaseTTL is the
@@ -101,7 +102,9 @@ func (v *Views) control(ctx context.Context, name string) (controlStore, Control
 //
 // The document's Position is true: every event up to it is in the view
 // (the lowest partition's checkpoint, just before its first parked event),
-// read before the document and checked unchanged in owner after it.
+// read with the document as one copy of the bucket held them (on R3 a
+// replica a moment behind answers with its older checkpoints too), and
+// checked unchanged in owner after it.
 func (v *Views) Get(ctx context.Context, name, key string, w Wait) (Doc, error) {
 	if err := ValidateKey(key); err != nil {
 		return Doc{}, err
@@ -113,10 +116,12 @@ func (v *Views) Get(ctx context.Context, name, key string, w Wait) (Doc, error) 
 	if ctl.Sink {
 		return Doc{}, ownStore(name)
 	}
-	kv, err := v.js.KeyValue(ctx, ctl.bucket(v.ns, name, ctl.Active))
+	bucket := ctl.bucket(v.ns, name, ctl.Active)
+	kv, err := v.js.KeyValue(ctx, bucket)
 	if err != nil {
 		return Doc{}, fmt.Errorf("view %s: %w", name, err)
 	}
+	snap := v.snaps.reader(v.js, wire.KVStream(bucket))
 	if w.After > 0 {
 		if err := v.checkPosition(ctx, w.After); err != nil {
 			return Doc{}, err
@@ -132,34 +137,44 @@ func (v *Views) Get(ctx context.Context, name, key string, w Wait) (Doc, error) 
 		// Pending requests first: an owner deletes a request only after
 		// its heartbeat says what the request changed.
 		pend := w.After > 0 && v.pending(ctx, cs, name)
-		before, err := readStanding(ctx, kv, parts)
-		if err != nil {
-			return Doc{}, err
+		var before standing // nil holds 0: a read without a position goes to the document at once
+		if w.After > 0 {
+			// While waiting, the checkpoints alone.
+			if before, _, err = readSnapshot(ctx, snap, bucket, parts, ""); err != nil {
+				return Doc{}, err
+			}
 		}
-		if pos := before.holds(); pos >= w.After {
-			e, err := kv.Get(ctx, key)
-			if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-				return Doc{}, fmt.Errorf("%w: view %s has no document %q", ErrNotFound, name, key)
-			}
+		if before.holds() >= w.After {
+			// The checkpoints again with the document, as one copy of the
+			// bucket held them: a replica behind the one that answered
+			// above answers with its own, older checkpoints, never with
+			// an older document under the newer ones.
+			st, d, err := readSnapshot(ctx, snap, bucket, parts, key)
 			if err != nil {
 				return Doc{}, err
 			}
-			after, err := readStanding(ctx, kv, parts)
-			if err != nil {
-				return Doc{}, err
-			}
-			tries++
-			if before.sameWriters(after) || w.After == 0 && tries >= 3 {
-				if !before.sameWriters(after) {
-					pos = 0 // owners changing under every read: claim nothing
+			if pos := st.holds(); pos >= w.After {
+				if d == nil || wire.IsKVDeleteOp(d.Header.Get(wire.HeaderKVOperation)) {
+					return Doc{}, fmt.Errorf("%w: view %s has no document %q", ErrNotFound, name, key)
 				}
-				return Doc{View: name, Key: key, Value: e.Value(), Revision: e.Revision(), Generation: ctl.Active, Position: pos}, nil
+				after, _, err := readSnapshot(ctx, snap, bucket, parts, "")
+				if err != nil {
+					return Doc{}, err
+				}
+				tries++
+				if st.sameWriters(after) || w.After == 0 && tries >= 3 {
+					if !st.sameWriters(after) {
+						pos = 0 // owners changing under every read: claim nothing
+					}
+					return Doc{View: name, Key: key, Value: d.Data, Revision: d.Sequence, Generation: ctl.Active, Position: pos}, nil
+				}
+				// A new owner (or a reset) between the reads: read again.
+				if time.Now().After(deadline) {
+					return Doc{}, fmt.Errorf("%w: view %s changed owners under every read for %s", ErrNotYet, name, w.For)
+				}
+				continue
 			}
-			// A new owner (or a reset) between the reads: read again.
-			if time.Now().After(deadline) {
-				return Doc{}, fmt.Errorf("%w: view %s changed owners under every read for %s", ErrNotYet, name, w.For)
-			}
-			continue
+			before = st // a copy behind the first answered: wait as for any
 		}
 		if err := v.behind(ctx, cs, ctl, kv, name, before, w.After, pend, time.Since(waitStart)); err != nil {
 			return Doc{}, err
@@ -251,16 +266,38 @@ func parkedError(ctx context.Context, kv jetstream.KeyValue, part int, pos, afte
 // checkpoint (the zero Checkpoint: never written).
 type standing []Checkpoint
 
-func readStanding(ctx context.Context, kv jetstream.KeyValue, parts int) (standing, error) {
+// readSnapshot reads where each partition stands and (key set) the
+// document under key, as one copy of the bucket held them at one instant
+// (d nil: no document). Unlike reads one key at a time, which replicas at
+// different points may answer, the document is then at least as new as
+// the checkpoints say.
+func readSnapshot(ctx context.Context, r *streams.SnapshotReader, bucket string, parts int, key string) (standing, *jetstream.RawStreamMsg, error) {
+	subjects := make([]string, 0, parts+1)
+	for part := range parts {
+		subjects = append(subjects, wire.KVSubject(bucket, cpKey(part)))
+	}
+	if key != "" {
+		subjects = append(subjects, wire.KVSubject(bucket, key))
+	}
+	msgs, err := r.Read(ctx, subjects)
+	if err != nil {
+		return nil, nil, err
+	}
 	st := make(standing, parts)
 	for part := range parts {
-		cp, err := readCheckpoint(ctx, kv, part)
-		if err != nil {
-			return nil, err
+		m := msgs[subjects[part]]
+		if m == nil || wire.IsKVDeleteOp(m.Header.Get(wire.HeaderKVOperation)) {
+			continue
 		}
-		st[part] = cp
+		if err := json.Unmarshal(m.Data, &st[part]); err != nil {
+			return nil, nil, fmt.Errorf("checkpoint %s of %s: %w", cpKey(part), bucket, err)
+		}
 	}
-	return st, nil
+	var d *jetstream.RawStreamMsg
+	if key != "" {
+		d = msgs[subjects[parts]]
+	}
+	return st, d, nil
 }
 
 // holds is the position up to which the view holds every event: the

@@ -34,6 +34,11 @@ type Config struct {
 	RetryBackoff time.Duration
 	// Replicas of the buckets the runner creates. Zero means 1.
 	Replicas int
+	// UnservedMaxAge is how long a view generation that no longer serves
+	// is kept (the previous one, for a switch back) before it stops
+	// running and its bucket is deleted (streams.unserved_views_max_age).
+	// Zero: kept until a rebuild takes its bucket.
+	UnservedMaxAge time.Duration
 }
 
 func (c *Config) setDefaults() {
@@ -79,6 +84,7 @@ type Runner struct {
 	// switchMarks: per generation being built, the log's end at the last
 	// look (maybeSwitch).
 	switchMarks map[string]uint64
+	expire      *expirer
 }
 
 // NewRunner returns a Runner of defs over log. It creates the control
@@ -110,6 +116,7 @@ func NewRunner(ctx context.Context, js jetstream.JetStream, log *streams.Log, de
 	r := &Runner{js: js, nc: js.Conn(), log: log, names: names, ns: names.Namespace, defs: defs, cfg: cfg,
 		logger: logger.With("component", "projection"), nodeID: cfg.NodeID, ctl: controlStore{kv: kv}, events: events,
 		running: map[string]*partition{}, switchMarks: map[string]uint64{}}
+	r.expire = newExpirer(js, r.ns, r.ctl, cfg, r.logger)
 	// Every projection exists (control record, bucket) once the runner
 	// does: a query right after the node starts finds it.
 	for _, d := range defs {
@@ -179,11 +186,25 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer wg.Wait()
 	tick := time.NewTicker(r.cfg.Heartbeat)
 	defer tick.Stop()
+	var views []string
+	for _, d := range r.defs {
+		if d.Sink == nil {
+			views = append(views, d.Name)
+		}
+	}
+	// Expiry looks often enough to be on time within a tenth of the age,
+	// at most once a minute.
+	sweepEvery := min(time.Minute, max(r.cfg.Heartbeat, r.cfg.UnservedMaxAge/10))
+	var swept time.Time
 	for {
 		for _, d := range r.defs {
 			if err := r.claim(ctx, d, &wg); err != nil && ctx.Err() == nil {
 				r.logger.Warn("projection: claim partitions", "projection", d.Name, "error", err)
 			}
+		}
+		if time.Since(swept) >= sweepEvery {
+			r.expire.sweep(ctx, views)
+			swept = time.Now()
 		}
 		select {
 		case <-ctx.Done():
@@ -335,7 +356,9 @@ func (r *Runner) maybeSwitch(ctx context.Context, d Definition, ctl Control) {
 		if c.Building != ctl.Building {
 			return errors.New("changed")
 		}
+		dropped, droppedSince := c.Previous, c.PreviousSince
 		c.Previous, c.Active, c.Building = c.Active, c.Building, 0
+		c.switched(r.ns, d.Name, dropped, droppedSince, time.Now().UTC())
 		return nil
 	})
 	if err == nil {
