@@ -255,15 +255,17 @@ func TestAFreshClaimMakesAWaiterReturnErrInProgressWhenItsContextEnds(t *testing
 }
 
 func TestALongEffectRenewsItsClaim(t *testing.T) {
-	r, _ := newReceiver(t, Config{Lease: 300 * time.Millisecond})
+	// A lease long enough that renewals every lease/3 keep the claim on a
+	// machine so busy a 100ms timer fires late (300ms was taken over there).
+	r, _ := newReceiver(t, Config{Lease: 1500 * time.Millisecond})
 	var c counter
 	first := make(chan error, 1)
 	go func() {
-		_, _, err := r.Do(t.Context(), "k", nil, c.effect(time.Second))
+		_, _, err := r.Do(t.Context(), "k", nil, c.effect(4*time.Second))
 		first <- err
 	}()
 	natstest.Eventually(t, 5*time.Second, func() bool { return c.n.Load() == 1 })
-	time.Sleep(500 * time.Millisecond) // past the lease: only renewals keep the claim
+	time.Sleep(2500 * time.Millisecond) // past the lease: only renewals keep the claim
 	res, replayed, err := r.Do(t.Context(), "k", nil, c.effect(0))
 	if err != nil || !replayed || string(res) != `{"run":1}` {
 		t.Fatalf("second delivery: %s replayed=%v err=%v", res, replayed, err)

@@ -236,6 +236,13 @@ func TestDLQActions(t *testing.T) {
 	first := list.Letters[0]
 	url := base + "/console/api/dlq/" + itoa(first.Seq)
 
+	// The worker writes the letter, then reports the failure to the trip:
+	// the refusal below needs the report recorded.
+	natstest.Eventually(t, 15*time.Second, func() bool {
+		var evs json.RawMessage
+		request(t, "GET", base+"/v1/trip/t2/events", "", "", &evs)
+		return strings.Contains(string(evs), `"flight_failed"`)
+	})
 	var e apiError
 	if code := request(t, "POST", url+"/retry", "text/plain", `{}`, &e); code != 415 || e.Error.Code != "unsupported_media_type" || !strings.Contains(e.Error.Message, "application/json") {
 		t.Errorf("retry as text/plain: %d %+v, want 415 asking for application/json", code, e)
