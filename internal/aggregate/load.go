@@ -5,7 +5,38 @@ import (
 	"fmt"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
+
+// foldTombstone takes e's state from a tombstone: the aggregate's
+// decisions before it are in the archive, and its state as of the last
+// one is in the tombstone. Every command it issued was settled before it
+// was archived, so nothing is outstanding.
+func (r *Repository) foldTombstone(def *Definition, e *entry, rec streams.Record) error {
+	t, _, err := wire.TombstoneOf(rec)
+	if err != nil {
+		return err
+	}
+	state := def.newState()
+	if len(t.State) > 0 {
+		if t.StateSchema != 0 && t.StateSchema != def.schema {
+			return fmt.Errorf("%w: %s/%s: the tombstone at seq %d holds state schema %d, this build's is %d; restore the aggregate from the archive %s",
+				ErrSchemaTooNew, rec.AggregateType, rec.AggregateID, rec.Seq, t.StateSchema, def.schema, t.Archive)
+		}
+		if state, err = def.decodeSt(t.State); err != nil {
+			return fmt.Errorf("%s/%s: tombstone at seq %d: state: %w", rec.AggregateType, rec.AggregateID, rec.Seq, err)
+		}
+	}
+	e.state = state
+	e.stateBytes = len(t.State)
+	e.pos = rec.Position()
+	e.archivedSeq = rec.Seq
+	if e.snapSeq == 0 {
+		e.snapSeq = rec.Seq
+	}
+	clear(e.outstanding)
+	return nil
+}
 
 // get returns the cached entry or loads it cold: snapshot + tail. loaded
 // says it was just read from the log, so its tail need not be checked
@@ -73,6 +104,9 @@ func (r *Repository) fold(def *Definition, e *entry, rec streams.Record) (err er
 			err = fmt.Errorf("%w: %s.Evolve panicked on %s/%s seq %d: %v", ErrInvalidDecision, def.typ, rec.AggregateType, rec.AggregateID, rec.Seq, p)
 		}
 	}()
+	if wire.IsTombstone(rec) {
+		return r.foldTombstone(def, e, rec)
+	}
 	grew := 0
 	for _, ev := range rec.Events {
 		state = def.evolve(state, ev)
