@@ -46,12 +46,6 @@ func (d *Definition) SetArchived(a ArchivedCommands) { d.archived = a }
 // Archived is what a command to an archived aggregate of the type does.
 func (d *Definition) Archived() ArchivedCommands { return d.archived }
 
-// StateOf is the state a tombstone carries for an aggregate of the type
-// after events: its snapshot JSON, Evolve folded from the zero state.
-func (d *Definition) StateOf(events []Event) (json.RawMessage, error) {
-	return d.encode(d.Replay(events))
-}
-
 type commandDef struct {
 	decode func(json.RawMessage) (any, error)
 	decide func(state, cmd any) (Decision, error)

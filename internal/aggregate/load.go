@@ -2,6 +2,7 @@ package aggregate
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/esjet/esjet/internal/streams"
@@ -12,7 +13,7 @@ import (
 // decisions before it are in the archive, and its state as of the last
 // one is in the tombstone. Every command it issued was settled before it
 // was archived, so nothing is outstanding.
-func (r *Repository) foldTombstone(def *Definition, e *entry, rec streams.Record) error {
+func (r *Repository) foldTombstone(ctx context.Context, def *Definition, e *entry, rec streams.Record) error {
 	t, _, err := wire.TombstoneOf(rec)
 	if err != nil {
 		return err
@@ -23,7 +24,11 @@ func (r *Repository) foldTombstone(def *Definition, e *entry, rec streams.Record
 			return fmt.Errorf("%w: %s/%s: the tombstone at seq %d holds state schema %d, this build's is %d; restore the aggregate from the archive %s",
 				ErrSchemaTooNew, rec.AggregateType, rec.AggregateID, rec.Seq, t.StateSchema, def.schema, t.Archive)
 		}
-		if state, err = def.decodeSt(t.State); err != nil {
+		opened, err := r.openState(ctx, t.State)
+		if err != nil {
+			return fmt.Errorf("%s/%s: tombstone at seq %d: %w", rec.AggregateType, rec.AggregateID, rec.Seq, err)
+		}
+		if state, err = def.decodeSt(opened); err != nil {
 			return fmt.Errorf("%s/%s: tombstone at seq %d: state: %w", rec.AggregateType, rec.AggregateID, rec.Seq, err)
 		}
 	}
@@ -82,7 +87,11 @@ func (r *Repository) refresh(ctx context.Context, def *Definition, typ, id strin
 	}
 	r.stats.recordsRead.Add(int64(len(tail.Records)))
 	for _, rec := range tail.Records {
-		if err := r.fold(def, e, rec); err != nil {
+		fold := r.fold
+		if wire.IsTombstone(rec) {
+			fold = func(def *Definition, e *entry, rec streams.Record) error { return r.foldTombstone(ctx, def, e, rec) }
+		}
+		if err := fold(def, e, rec); err != nil {
 			return err
 		}
 	}
@@ -104,9 +113,6 @@ func (r *Repository) fold(def *Definition, e *entry, rec streams.Record) (err er
 			err = fmt.Errorf("%w: %s.Evolve panicked on %s/%s seq %d: %v", ErrInvalidDecision, def.typ, rec.AggregateType, rec.AggregateID, rec.Seq, p)
 		}
 	}()
-	if wire.IsTombstone(rec) {
-		return r.foldTombstone(def, e, rec)
-	}
 	grew := 0
 	for _, ev := range rec.Events {
 		state = def.evolve(state, ev)
@@ -122,4 +128,39 @@ func (r *Repository) fold(def *Definition, e *entry, rec streams.Record) (err er
 	e.remember(rec, r.horizon())
 	r.track(def, e, rec)
 	return nil
+}
+
+// ArchiveState is what the archive needs of aggregate typ/id standing at
+// at: its state as a tombstone carries it (sealed as a snapshot is, when
+// it has personal fields) with its schema, and how many reported commands
+// still await their outcome. It returns an error wrapping [ErrConflict]
+// when the aggregate is not at at (a decision came since): the archive
+// of it is then abandoned.
+func (r *Repository) ArchiveState(ctx context.Context, typ, id string, at streams.Position) (state json.RawMessage, schema, outstanding int, err error) {
+	def, err := r.reg.Get(typ)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	key := typ + "/" + id
+	mu := r.locks.lock(key)
+	mu.Lock()
+	defer mu.Unlock()
+	e, loaded, err := r.get(ctx, def, typ, id)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if !loaded {
+		if err := r.refresh(ctx, def, typ, id, e, 0); err != nil {
+			r.cache.remove(key)
+			return nil, 0, 0, err
+		}
+	}
+	if e.pos != at {
+		return nil, 0, 0, fmt.Errorf("%w: %s/%s stands at seq %d version %d, not %d/%d", ErrConflict, typ, id, e.pos.Seq, e.pos.Version, at.Seq, at.Version)
+	}
+	raw, err := def.encode(e.state)
+	if err == nil {
+		raw, err = r.sealState(ctx, def, raw)
+	}
+	return raw, def.schema, len(e.outstanding), err
 }

@@ -36,6 +36,12 @@ const (
 	DLQMigrateUpdated = "dlq-migrate-updated" // the DLQ keeps one message per subject now; its older subjects not yet emptied
 )
 
+// Points of archiving (internal/archive), per aggregate.
+const (
+	ArchiveAfterPut       = "archive-after-put"       // the archive object is written and verified, no tombstone yet
+	ArchiveAfterTombstone = "archive-after-tombstone" // the tombstone is appended, the archived messages not yet purged
+)
+
 // Known lists every point a node reaches under load (the fault suite
 // kills a node at each in turn).
 var Known = []string{BeforeAppend, AfterAppend, RelayBeforePublish, RelayAfterPublish,
@@ -44,6 +50,9 @@ var Known = []string{BeforeAppend, AfterAppend, RelayBeforePublish, RelayAfterPu
 // Upgrade lists the points of one-time upgrades, reached only when there
 // is something older to move.
 var Upgrade = []string{DLQMigrateCopy, DLQMigrateUpdated}
+
+// Archive lists the points of an archive run.
+var Archive = []string{ArchiveAfterPut, ArchiveAfterTombstone}
 
 type action struct {
 	kill  bool

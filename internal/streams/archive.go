@@ -114,3 +114,53 @@ func (l *Log) SubjectCounts(ctx context.Context, typ string) (map[string]uint64,
 	}
 	return info.State.Subjects, nil
 }
+
+// ArchiveReader returns the records a tombstone stands for, in order,
+// read from its archive (and an earlier tombstone's, when the archive
+// begins with one): internal/archive provides it.
+type ArchiveReader func(ctx context.Context, t wire.Tombstone) ([]Record, error)
+
+// SetArchive makes history reads ([Log.LoadPage], [Log.History]) of an
+// archived aggregate fall through to its archive. Without it they show
+// the tombstone as the aggregate's first decision.
+func (l *Log) SetArchive(r ArchiveReader) { l.archive.Store(&r) }
+
+// ArchiveReads counts the reads that fell through to the archive.
+func (l *Log) ArchiveReads() int64 { return l.archiveReads.Load() }
+
+// History returns the aggregate's whole history: [Log.Load] from the
+// start, with an archived aggregate's decisions read from its archive
+// before its tombstone.
+func (l *Log) History(ctx context.Context, typ, id string) ([]Record, error) {
+	recs, err := l.Load(ctx, typ, id, Position{})
+	if err != nil {
+		return nil, err
+	}
+	return l.unarchive(ctx, recs, 0)
+}
+
+// unarchive puts before recs the archived records their first record (a
+// tombstone) stands for, those with events after version after, when
+// there is an archive reader and after is before the tombstone.
+func (l *Log) unarchive(ctx context.Context, recs []Record, after uint64) ([]Record, error) {
+	r := l.archive.Load()
+	if r == nil || len(recs) == 0 || !wire.IsTombstone(recs[0]) || after >= recs[0].FirstVersion()-1 {
+		return recs, nil
+	}
+	t, _, err := wire.TombstoneOf(recs[0])
+	if err != nil {
+		return nil, err
+	}
+	l.archiveReads.Add(1)
+	old, err := (*r)(ctx, t)
+	if err != nil {
+		return nil, fmt.Errorf("read archive %s of %s: %w", t.Archive, recs[0].Subject, err)
+	}
+	out := make([]Record, 0, len(old)+len(recs))
+	for _, o := range old {
+		if o.LastVersion() > after {
+			out = append(out, o)
+		}
+	}
+	return append(out, recs...), nil
+}
