@@ -108,11 +108,11 @@ func Parse(spec string) (map[string]*action, error) {
 			return nil, fmt.Errorf("%q: want point=kill[@N], point=stop[@N] or point=sleep(d)[@N]", item)
 		}
 		known := false
-		for _, k := range append(slices.Clone(Known), Upgrade...) {
+		for _, k := range append(append(slices.Clone(Known), Upgrade...), Archive...) {
 			known = known || k == name
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown failpoint %q (known: %s)", name, strings.Join(append(slices.Clone(Known), Upgrade...), ", "))
+			return nil, fmt.Errorf("unknown failpoint %q (known: %s)", name, strings.Join(append(append(slices.Clone(Known), Upgrade...), Archive...), ", "))
 		}
 		a := &action{at: 1}
 		if body, n, ok := strings.Cut(act, "@"); ok {
