@@ -10,6 +10,7 @@ package e2e
 // reports no drift.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -193,6 +194,11 @@ func TestArchiveThroughKillsLosesNothing(t *testing.T) {
 		settledReconcile(t, n.natsURL)
 	}
 	check(n, "after archiving")
+	backup := filepath.Join(dir, "archived.esjet-backup.gz")
+	runCLI(t, dir, "backup", "--url", n.natsURL, "--out", backup)
+	if b := gunzip(t, backup); !bytes.Contains(b, []byte(wire.ObjStream(wire.ArchiveBucket("demo")))) {
+		t.Errorf("the backup lacks the archive bucket %s", wire.ObjStream(wire.ArchiveBucket("demo")))
+	}
 	n.kill9(t)
 	n2 := startNode(t, dir, "--config", cfg)
 	check(n2, "after a restart")

@@ -251,7 +251,7 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 		// The archive (<ns>_archive): a history read of an archived
 		// aggregate reads its object. Read only: the admin's archive job
 		// writes it (and purges EVENTS).
-		archive := wire.ObjStreamPrefix + wire.ArchiveBucket(ns)
+		archive := wire.ObjStream(wire.ArchiveBucket(ns))
 		pub = append(pub, streamReads(archive)...)
 		pub = append(pub, "$JS.API.CONSUMER.CREATE."+archive+".>", "$JS.API.CONSUMER.DELETE."+archive+".*")
 		pub = append(pub, spec.Targets...)
