@@ -18,11 +18,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/failpoint"
+	"github.com/esjet/esjet/internal/natstest"
+	"github.com/esjet/esjet/internal/projection"
 	"github.com/esjet/esjet/internal/wire"
 )
 
@@ -102,6 +105,19 @@ func TestArchiveThroughKillsLosesNothing(t *testing.T) {
 		before[id] = tripHistory(t, n, id)
 		states[id] = tripStateJSON(t, n, id)
 	}
+	// The views, once they have caught up with every trip.
+	docs := map[string]string{}
+	natstest.Eventually(t, sagaTimeout, func() bool {
+		for _, id := range ids {
+			st := map[bool]string{true: "confirmed", false: "cancelled"}[!strings.Contains(states[id], `"status":"cancelled"`)]
+			doc, ok := viewDoc(t, n, "trips_by_status/"+st+"/"+id)
+			if !ok {
+				return false
+			}
+			docs[st+"/"+id] = doc
+		}
+		return true
+	})
 	nc, err := nats.Connect(n.natsURL)
 	if err != nil {
 		t.Fatal(err)
@@ -194,6 +210,23 @@ func TestArchiveThroughKillsLosesNothing(t *testing.T) {
 		settledReconcile(t, n.natsURL)
 	}
 	check(n, "after archiving")
+	// A rebuild of a view after archiving replays the archived events
+	// (the demo's views keep the default, projection.ArchivedReplay):
+	// the same documents.
+	views := projection.NewViews(js, "demo", 0)
+	gen, err := views.Rebuild(t.Context(), "trips_by_status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, time.Minute, func() bool {
+		st, err := views.Status(t.Context(), "trips_by_status")
+		return err == nil && st.Active == gen && st.Building == 0
+	})
+	for path, want := range docs {
+		if got, ok := viewDoc(t, n, "trips_by_status/"+path); got != want {
+			t.Errorf("view document %s after a rebuild over archived trips: %s (found %v), want %s", path, got, ok, want)
+		}
+	}
 	backup := filepath.Join(dir, "archived.esjet-backup.gz")
 	runCLI(t, dir, "backup", "--url", n.natsURL, "--out", backup)
 	if b := gunzip(t, backup); !bytes.Contains(b, []byte(wire.ObjStream(wire.ArchiveBucket("demo")))) {

@@ -192,7 +192,7 @@ func (a *Archiver) one(ctx context.Context, env *environment, typ, id string, co
 	}
 	recs := make([]streams.Record, 0, len(msgs))
 	for _, m := range msgs {
-		r, err := a.log.DecodeMsg(m)
+		r, err := a.log.DecodeMessage(m)
 		if err != nil {
 			// A foreign message or one this build cannot read: an archive
 			// must read back as what it was, so leave the aggregate.

@@ -30,7 +30,7 @@ func Reader(store Store, log *streams.Log) streams.ArchiveReader {
 		}
 		var out []streams.Record
 		for i, m := range obj.Messages {
-			r, err := log.DecodeMsg(m.Raw())
+			r, err := log.DecodeMessage(m.Raw())
 			if err != nil {
 				return nil, fmt.Errorf("archive %s, seq %d: %w", t.Archive, m.Seq, err)
 			}

@@ -35,10 +35,6 @@ func (l *Log) AggregateMsgs(ctx context.Context, typ, id string) ([]*jetstream.R
 	return msgs, nil
 }
 
-// DecodeMsg decodes one stored message as [Log.Load] does (upcasters
-// applied), for a reader of archived messages.
-func (l *Log) DecodeMsg(m *jetstream.RawStreamMsg) (Record, error) { return l.decode(m) }
-
 // AppendTombstone appends t as the tombstone of aggregate typ/id, which
 // must stand at at (its last archived decision): it is refused with a
 // [*ConflictError] when a decision was appended since. Its decision id is
@@ -137,6 +133,22 @@ func (l *Log) History(ctx context.Context, typ, id string) ([]Record, error) {
 		return nil, err
 	}
 	return l.unarchive(ctx, recs, 0)
+}
+
+// Archived returns the records tombstone rec stands for, read from its
+// archive (a rebuild that replays archived history exactly). It fails
+// without an archive reader ([Log.SetArchive]).
+func (l *Log) Archived(ctx context.Context, rec Record) ([]Record, error) {
+	r := l.archive.Load()
+	if r == nil {
+		return nil, fmt.Errorf("read archive of %s: no archive store is configured", rec.Subject)
+	}
+	t, _, err := wire.TombstoneOf(rec)
+	if err != nil {
+		return nil, err
+	}
+	l.archiveReads.Add(1)
+	return (*r)(ctx, t)
 }
 
 // unarchive puts before recs the archived records their first record (a
