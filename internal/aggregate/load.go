@@ -18,19 +18,23 @@ func (r *Repository) foldTombstone(ctx context.Context, def *Definition, e *entr
 	if err != nil {
 		return err
 	}
-	state := def.newState()
-	if len(t.State) > 0 {
-		if t.StateSchema != 0 && t.StateSchema != def.schema {
-			return fmt.Errorf("%w: %s/%s: the tombstone at seq %d holds state schema %d, this build's is %d; restore the aggregate from the archive %s",
-				ErrSchemaTooNew, rec.AggregateType, rec.AggregateID, rec.Seq, t.StateSchema, def.schema, t.Archive)
-		}
-		opened, err := r.openState(ctx, t.State)
-		if err != nil {
-			return fmt.Errorf("%s/%s: tombstone at seq %d: %w", rec.AggregateType, rec.AggregateID, rec.Seq, err)
-		}
-		if state, err = def.decodeSt(opened); err != nil {
-			return fmt.Errorf("%s/%s: tombstone at seq %d: state: %w", rec.AggregateType, rec.AggregateID, rec.Seq, err)
-		}
+	if len(t.State) == 0 {
+		// Archived by a build that did not know the type's Definition:
+		// folding on from the zero state would lose it.
+		return fmt.Errorf("%w: %s/%s: the tombstone at seq %d carries no state (archived as a raw type); its history is in the archive %s",
+			ErrInvalidDecision, rec.AggregateType, rec.AggregateID, rec.Seq, t.Archive)
+	}
+	if t.StateSchema != 0 && t.StateSchema != def.schema {
+		return fmt.Errorf("%w: %s/%s: the tombstone at seq %d holds state schema %d, this build's is %d; restore the aggregate from the archive %s",
+			ErrSchemaTooNew, rec.AggregateType, rec.AggregateID, rec.Seq, t.StateSchema, def.schema, t.Archive)
+	}
+	opened, err := r.openState(ctx, t.State)
+	if err != nil {
+		return fmt.Errorf("%s/%s: tombstone at seq %d: %w", rec.AggregateType, rec.AggregateID, rec.Seq, err)
+	}
+	state, err := def.decodeSt(opened)
+	if err != nil {
+		return fmt.Errorf("%s/%s: tombstone at seq %d: state: %w", rec.AggregateType, rec.AggregateID, rec.Seq, err)
 	}
 	e.state = state
 	e.stateBytes = len(t.State)

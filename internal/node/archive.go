@@ -57,6 +57,15 @@ func OpenArchiver(ctx context.Context, cfg config.Config, js jetstream.JetStream
 	if err != nil {
 		return nil, nil, err
 	}
+	for typ := range cfg.Archive.Types {
+		if _, err := reg.Get(typ); err != nil {
+			if _, raw := cfg.Aggregates.Raw[typ]; !raw {
+				// Its tombstones would carry no state: a node that defines
+				// the type in Go could not load them.
+				return nil, nil, fmt.Errorf("archive.types.%s: this build has no Definition of %s and aggregates.raw does not list it; archive a Go-defined type from a program that registers it (node.OpenArchiver), and list a raw type under aggregates.raw (even as {})", typ, typ)
+			}
+		}
+	}
 	keys := &shred.Lazy{JS: js, Namespace: cfg.Namespace, Replicas: cfg.Streams.Replicas}
 	lc := LogConfig(cfg)
 	lc.GroupCommit = streams.GroupCommit{}
