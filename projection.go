@@ -6,6 +6,7 @@ import (
 
 	"github.com/esjet/esjet/internal/projection"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Projection is a read model: a named handler over every event of the
@@ -23,6 +24,24 @@ type Projection = projection.Definition
 // global position, its aggregate, and Replay (set while a rebuild replays
 // the log: keep side effects out).
 type ProjectionEvent = projection.Event
+
+// What a view gets of an archived aggregate (Projection.Archived;
+// docs/archiving.md): by default a rebuild replays its archived events
+// from the archive, exactly; ArchivedTombstone hands the handler the
+// tombstone instead (one EventArchived event carrying the final state),
+// the fast rebuild.
+const (
+	ArchivedReplay    = projection.ArchivedReplay
+	ArchivedTombstone = projection.ArchivedTombstone
+)
+
+// EventArchived is the type of a tombstone's one event; its data is an
+// ArchiveTombstone.
+const EventArchived = wire.EventArchived
+
+// ArchiveTombstone is what remains of an archived aggregate in the log:
+// its final state, the archive's name and what was archived.
+type ArchiveTombstone = wire.Tombstone
 
 // ViewTx reads and writes a view's documents inside a projection handler.
 type ViewTx = projection.Tx

@@ -29,6 +29,8 @@ type Config struct {
 	Edge   Edge   `yaml:"edge"`
 	Memory Memory `yaml:"memory"`
 	Log    Log    `yaml:"log"`
+	// Archive moves closed aggregates out of the event log (archive.go).
+	Archive Archive `yaml:"archive"`
 }
 
 // Memory bounds the node process's memory.

@@ -79,6 +79,7 @@ func (c *Config) validate(v *validator) error {
 		v.add("aggregates.idempotency_horizon", a.IdempotencyHorizon, "must be greater than 0, e.g. 24h")
 	}
 	a.validateRaw(v)
+	c.Archive.validate(v)
 	if l := c.Memory.Limit; l != 0 && l < MinMemoryLimit {
 		v.add("memory.limit", l, "use 0 (no limit) or at least 64MiB: below that the garbage collector would run all the time")
 	}

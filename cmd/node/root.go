@@ -73,7 +73,7 @@ config/esjet.yaml) < ESJET_* environment variables < flags.`,
 	root.AddCommand(newWorkersCmd(g))
 	root.AddCommand(newForgetCmd(g))
 	root.AddCommand(newServerCmd(g), newPermissionsCmd(g), newHTTPTokenCmd(g))
-	root.AddCommand(newProvisionCmd(g))
+	root.AddCommand(newProvisionCmd(g), newArchiveCmd(g))
 	root.AddCommand(newBackupCmd(g), newRestoreCmd(g))
 	explainArgs(root)
 	refuseUnknownSubcommands(root)

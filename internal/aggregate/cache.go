@@ -34,7 +34,14 @@ type entry struct {
 	// snapshotted or read from a snapshot, plus the payloads of the events
 	// folded since (0 before either).
 	stateBytes int
+	// archivedSeq is the sequence of the last tombstone folded (0: none):
+	// while pos.Seq is still it, the aggregate is archived.
+	archivedSeq uint64
 }
+
+// archived reports whether e stands at a tombstone: archived, and not
+// restored by a decision since.
+func (e *entry) archived() bool { return e.archivedSeq != 0 && e.archivedSeq == e.pos.Seq }
 
 // Rough sizes, in bytes, of what an entry holds besides its state (map
 // buckets, strings and the LRU's element included).

@@ -22,7 +22,29 @@ type Definition struct {
 	decodeSt func(json.RawMessage) (any, error)
 	commands map[string]commandDef
 	events   map[string]*upcasts // event types with upcasters (schema.go)
+	archived ArchivedCommands    // what a command to an archived aggregate does
 }
+
+// ArchivedCommands is what a command to an archived aggregate of a type
+// does (docs/archiving.md).
+type ArchivedCommands int
+
+const (
+	// ArchivedRestore decides it on the state the tombstone carries and
+	// appends after the tombstone: the aggregate lives on, its archived
+	// history still read from the archive. The default.
+	ArchivedRestore ArchivedCommands = iota
+	// ArchivedRefuse answers [ErrArchived] (409 archived) and writes
+	// nothing.
+	ArchivedRefuse
+)
+
+// SetArchived sets what a command to an archived aggregate of the type
+// does; a node sets it from the configuration (archive.types.<type>).
+func (d *Definition) SetArchived(a ArchivedCommands) { d.archived = a }
+
+// Archived is what a command to an archived aggregate of the type does.
+func (d *Definition) Archived() ArchivedCommands { return d.archived }
 
 type commandDef struct {
 	decode func(json.RawMessage) (any, error)

@@ -54,6 +54,11 @@ var (
 	// append issued a command kind its type is not configured to issue.
 	// Nothing was written. The API answers 403 raw_command_not_allowed.
 	ErrRawCommandNotAllowed = errors.New("aggregate: command kind not allowed for the raw type")
+	// ErrArchived: the aggregate was archived (its decisions moved to the
+	// archive behind a tombstone) and its type refuses commands to an
+	// archived aggregate ([ArchivedRefuse]). Nothing was written. 409
+	// archived.
+	ErrArchived = errors.New("aggregate: aggregate is archived")
 )
 
 // RawCommandError says which command kind a raw append may not issue, and

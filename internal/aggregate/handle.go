@@ -100,6 +100,10 @@ func (r *Repository) handle(ctx context.Context, q *request) (Result, error) {
 				continue
 			}
 		}
+		if e.archived() && q.def.archived == ArchivedRefuse && q.outcome == nil {
+			return Result{}, fmt.Errorf("%w: %s/%s was archived at seq %d; its type refuses commands to archived aggregates (archive.types.%s.on_command)",
+				ErrArchived, q.cmd.Type, q.cmd.ID, e.archivedSeq, q.cmd.Type)
+		}
 		dec, err := r.decide(q, e)
 		if !tailChecked && appendsNothing(dec, err) {
 			// A rejection or a no-op appends nothing, so no expectation

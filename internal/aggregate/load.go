@@ -2,10 +2,50 @@ package aggregate
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
+
+// foldTombstone takes e's state from a tombstone: the aggregate's
+// decisions before it are in the archive, and its state as of the last
+// one is in the tombstone. Every command it issued was settled before it
+// was archived, so nothing is outstanding.
+func (r *Repository) foldTombstone(ctx context.Context, def *Definition, e *entry, rec streams.Record) error {
+	t, _, err := wire.TombstoneOf(rec)
+	if err != nil {
+		return err
+	}
+	if len(t.State) == 0 {
+		// Archived by a build that did not know the type's Definition:
+		// folding on from the zero state would lose it.
+		return fmt.Errorf("%w: %s/%s: the tombstone at seq %d carries no state (archived as a raw type); its history is in the archive %s",
+			ErrInvalidDecision, rec.AggregateType, rec.AggregateID, rec.Seq, t.Archive)
+	}
+	if t.StateSchema != 0 && t.StateSchema != def.schema {
+		return fmt.Errorf("%w: %s/%s: the tombstone at seq %d holds state schema %d, this build's is %d; restore the aggregate from the archive %s",
+			ErrSchemaTooNew, rec.AggregateType, rec.AggregateID, rec.Seq, t.StateSchema, def.schema, t.Archive)
+	}
+	opened, err := r.openState(ctx, t.State)
+	if err != nil {
+		return fmt.Errorf("%s/%s: tombstone at seq %d: %w", rec.AggregateType, rec.AggregateID, rec.Seq, err)
+	}
+	state, err := def.decodeSt(opened)
+	if err != nil {
+		return fmt.Errorf("%s/%s: tombstone at seq %d: state: %w", rec.AggregateType, rec.AggregateID, rec.Seq, err)
+	}
+	e.state = state
+	e.stateBytes = len(t.State)
+	e.pos = rec.Position()
+	e.archivedSeq = rec.Seq
+	if e.snapSeq == 0 {
+		e.snapSeq = rec.Seq
+	}
+	clear(e.outstanding)
+	return nil
+}
 
 // get returns the cached entry or loads it cold: snapshot + tail. loaded
 // says it was just read from the log, so its tail need not be checked
@@ -52,7 +92,11 @@ func (r *Repository) refresh(ctx context.Context, def *Definition, typ, id strin
 	}
 	r.stats.recordsRead.Add(int64(len(tail.Records)))
 	for _, rec := range tail.Records {
-		if err := r.fold(def, e, rec); err != nil {
+		fold := r.fold
+		if wire.IsTombstone(rec) {
+			fold = func(def *Definition, e *entry, rec streams.Record) error { return r.foldTombstone(ctx, def, e, rec) }
+		}
+		if err := fold(def, e, rec); err != nil {
 			return err
 		}
 	}
@@ -89,4 +133,39 @@ func (r *Repository) fold(def *Definition, e *entry, rec streams.Record) (err er
 	e.remember(rec, r.horizon())
 	r.track(def, e, rec)
 	return nil
+}
+
+// ArchiveState is what the archive needs of aggregate typ/id standing at
+// at: its state as a tombstone carries it (sealed as a snapshot is, when
+// it has personal fields) with its schema, and how many reported commands
+// still await their outcome. It returns an error wrapping [ErrConflict]
+// when the aggregate is not at at (a decision came since): the archive
+// of it is then abandoned.
+func (r *Repository) ArchiveState(ctx context.Context, typ, id string, at streams.Position) (state json.RawMessage, schema, outstanding int, err error) {
+	def, err := r.reg.Get(typ)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	key := typ + "/" + id
+	mu := r.locks.lock(key)
+	mu.Lock()
+	defer mu.Unlock()
+	e, loaded, err := r.get(ctx, def, typ, id)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	if !loaded {
+		if err := r.refresh(ctx, def, typ, id, e, 0); err != nil {
+			r.cache.remove(key)
+			return nil, 0, 0, err
+		}
+	}
+	if e.pos != at {
+		return nil, 0, 0, fmt.Errorf("%w: %s/%s stands at seq %d version %d, not %d/%d", ErrConflict, typ, id, e.pos.Seq, e.pos.Version, at.Seq, at.Version)
+	}
+	raw, err := def.encode(e.state)
+	if err == nil {
+		raw, err = r.sealState(ctx, def, raw)
+	}
+	return raw, def.schema, len(e.outstanding), err
 }

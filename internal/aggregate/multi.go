@@ -147,6 +147,9 @@ func (r *Repository) decideAll(ctx context.Context, cmds []MultiCommand, qs []*r
 	for i, q := range qs {
 		e := es[i]
 		want := cmds[i].ExpectedVersion
+		if e.archived() && q.def.archived == ArchivedRefuse {
+			return nil, false, fmt.Errorf("command %d: %w: %s/%s was archived at seq %d", i, ErrArchived, q.cmd.Type, q.cmd.ID, e.archivedSeq)
+		}
 		dec, err := q.def.Decide(e.state, q.cmd.Kind, q.cmd.Payload)
 		if !checked[i] && (appendsNothing(dec, err) || err != nil || (want != nil && *want != e.pos.Version)) {
 			// No expectation would catch a stale cache here: read the tail

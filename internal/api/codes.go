@@ -18,6 +18,7 @@ const (
 	CodeForbidden             = "forbidden"
 	CodeHostNotAllowed        = "host_not_allowed"
 	CodeIdempotencyKeyReused  = "idempotency_key_reused"
+	CodeArchived              = "archived"
 	CodeInternal              = "internal"
 	CodeInvalidEvents         = "invalid_events"
 	CodeInvalidHeader         = "invalid_header"

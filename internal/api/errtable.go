@@ -39,6 +39,7 @@ var sentinels = []Sentinel{
 	{Err: aggregate.ErrBadCommand, Status: http.StatusBadRequest, Code: CodeBadPayload, say: payloadMessage},
 	{Err: aggregate.ErrManagedType, Status: http.StatusBadRequest, Code: CodeManagedType},
 	{Err: streams.ErrInvalidDecision, Status: http.StatusBadRequest, Code: CodeInvalidEvents},
+	{Err: aggregate.ErrArchived, Status: http.StatusConflict, Code: CodeArchived},
 	{Err: aggregate.ErrKeyReused, Status: http.StatusConflict, Code: CodeIdempotencyKeyReused},
 	{Err: aggregate.ErrConflict, Status: http.StatusConflict, Code: CodeConflict},
 	{Err: aggregate.ErrTooLarge, Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge},

@@ -162,6 +162,9 @@ func (rn renamer) name(s string) string {
 	if bucket, ok := strings.CutPrefix(s, wire.KVStreamPrefix); ok && strings.HasPrefix(bucket, rn.from+"_") {
 		return wire.KVStream(rn.to + "_" + bucket[len(rn.from)+1:])
 	}
+	if bucket, ok := strings.CutPrefix(s, wire.ObjStreamPrefix); ok && strings.HasPrefix(bucket, rn.from+"_") {
+		return wire.ObjStreamPrefix + rn.to + "_" + bucket[len(rn.from)+1:]
+	}
 	return s
 }
 
@@ -174,6 +177,9 @@ func (rn renamer) subject(s string) string {
 	}
 	if p := wire.KVSubjectRoot + rn.from + "_"; strings.HasPrefix(s, p) {
 		return wire.KVSubjectRoot + rn.to + "_" + s[len(p):]
+	}
+	if p := wire.ObjSubjectRoot + rn.from + "_"; strings.HasPrefix(s, p) {
+		return wire.ObjSubjectRoot + rn.to + "_" + s[len(p):]
 	}
 	return s
 }

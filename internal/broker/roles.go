@@ -248,6 +248,12 @@ func RolePermissions(role string, spec RoleSpec) (*server.Permissions, error) {
 			pub = append(pub, "$JS.API.STREAM.PURGE."+s)
 		}
 		pub = append(pub, nodeKeys(ns)...)
+		// The archive (<ns>_archive): a history read of an archived
+		// aggregate reads its object. Read only: the admin's archive job
+		// writes it (and purges EVENTS).
+		archive := wire.ObjStream(wire.ArchiveBucket(ns))
+		pub = append(pub, streamReads(archive)...)
+		pub = append(pub, "$JS.API.CONSUMER.CREATE."+archive+".>", "$JS.API.CONSUMER.DELETE."+archive+".*")
 		pub = append(pub, spec.Targets...)
 		sub := []string{NodeInboxPrefix(ns) + ".>", api + ".> " + APIQueue(ns), "$SRV.>"}
 		sub = append(sub, spec.Targets...)

@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/ops"
-	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 )
 
@@ -113,7 +112,7 @@ func (c *Console) timeline(ctx context.Context, typ, id string) (Timeline, error
 	if err != nil {
 		return Timeline{}, fmt.Errorf("state of %s/%s: %w", typ, id, err)
 	}
-	recs, err := c.repo.Log().Load(ctx, typ, id, streams.Position{})
+	recs, err := c.repo.Log().History(ctx, typ, id) // an archived aggregate's from its archive
 	if err != nil {
 		return Timeline{}, err
 	}

@@ -36,6 +36,12 @@ const (
 	DLQMigrateUpdated = "dlq-migrate-updated" // the DLQ keeps one message per subject now; its older subjects not yet emptied
 )
 
+// Points of archiving (internal/archive), per aggregate.
+const (
+	ArchiveAfterPut       = "archive-after-put"       // the archive object is written and verified, no tombstone yet
+	ArchiveAfterTombstone = "archive-after-tombstone" // the tombstone is appended, the archived messages not yet purged
+)
+
 // Known lists every point a node reaches under load (the fault suite
 // kills a node at each in turn).
 var Known = []string{BeforeAppend, AfterAppend, RelayBeforePublish, RelayAfterPublish,
@@ -44,6 +50,9 @@ var Known = []string{BeforeAppend, AfterAppend, RelayBeforePublish, RelayAfterPu
 // Upgrade lists the points of one-time upgrades, reached only when there
 // is something older to move.
 var Upgrade = []string{DLQMigrateCopy, DLQMigrateUpdated}
+
+// Archive lists the points of an archive run.
+var Archive = []string{ArchiveAfterPut, ArchiveAfterTombstone}
 
 type action struct {
 	kill  bool
@@ -99,11 +108,11 @@ func Parse(spec string) (map[string]*action, error) {
 			return nil, fmt.Errorf("%q: want point=kill[@N], point=stop[@N] or point=sleep(d)[@N]", item)
 		}
 		known := false
-		for _, k := range append(slices.Clone(Known), Upgrade...) {
+		for _, k := range append(append(slices.Clone(Known), Upgrade...), Archive...) {
 			known = known || k == name
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown failpoint %q (known: %s)", name, strings.Join(append(slices.Clone(Known), Upgrade...), ", "))
+			return nil, fmt.Errorf("unknown failpoint %q (known: %s)", name, strings.Join(append(append(slices.Clone(Known), Upgrade...), Archive...), ", "))
 		}
 		a := &action{at: 1}
 		if body, n, ok := strings.Cut(act, "@"); ok {

@@ -166,6 +166,7 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	rc.Telemetry = n.tel
 	rc.Sealer, rc.Personal, rc.PlainKinds = &shred.Sealer{Keys: n.keys}, personalSpecs(cfg), plainKinds(cfg)
 	n.repo = aggregate.NewRepository(n.log, snaps, reg, rc, logger)
+	applyArchive(cfg, js, reg, n.log)
 	n.views = projection.NewViews(js, cfg.Namespace, cfg.Projections.LeaseTTL.Std())
 	n.control, err = consumer.OpenControl(ctx, js, cfg.Namespace, logger)
 	if err != nil {
@@ -227,6 +228,7 @@ func ProvisionConfig(cfg config.Config) streams.ProvisionConfig {
 		MaxMessageSize:        int(cfg.Streams.MaxMessageSize),
 		Compression:           cfg.Streams.Compression != config.CompressionNone,
 		DLQSettledMaxAge:      cfg.Streams.DLQSettledMaxAge.Std(),
+		Archive:               cfg.Archive.Enabled(),
 	}
 }
 

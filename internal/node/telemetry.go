@@ -35,7 +35,7 @@ func (n *Node) watchTelemetry() error {
 			s := n.repo.Stats()
 			return telemetry.RepositoryStats{CacheHits: s.CacheHits, ColdLoads: s.ColdLoads, SnapshotHits: s.SnapshotHits,
 				SnapshotsWritten: s.SnapshotsWritten, Conflicts: s.Conflicts, Replays: s.Replays, OutcomesRefused: s.OutcomesRefused,
-				RecordsRead: s.RecordsRead, TailReads: s.TailReads, Cached: s.Cached}
+				RecordsRead: s.RecordsRead, TailReads: s.TailReads, Cached: s.Cached, ArchiveReads: n.log.ArchiveReads()}
 		},
 		Relay: func() telemetry.RelayStats {
 			if n.relay == nil {

@@ -267,6 +267,11 @@ type Report struct {
 	ReceiptsMaxAge time.Duration `json:"receipts_max_age,omitempty"`
 	// Undecodable counts messages in the log that are not esjet decisions.
 	Undecodable uint64 `json:"undecodable"`
+	// Tombstones counts the archived aggregates' tombstones this run read
+	// (docs/archiving.md): their archived decisions' commands were all
+	// settled when archived, so they are not read as issued; their OUTBOX
+	// copies and receipts still count where they are.
+	Tombstones uint64 `json:"tombstones,omitempty"`
 	// Checkpoint says whether the run started from the last one's
 	// checkpoint (and what it read), or why it read everything.
 	Checkpoint CheckpointInfo    `json:"checkpoint"`

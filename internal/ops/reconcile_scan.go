@@ -31,6 +31,10 @@ func (r *Reconciler) scanEvents(ctx context.Context, s *scan, after, to uint64, 
 			r.logger.Warn("reconcile: not an esjet decision; skipped", "stream", r.names.Events, "seq", m.Sequence, "error", err)
 			return nil
 		}
+		if m.Header.Get(wire.HeaderArchived) != "" {
+			rep.Tombstones++
+			return nil
+		}
 		if id, o, ok := reportedOutcome(space, rec); ok {
 			e := s.entries[id]
 			switch {

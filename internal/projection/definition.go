@@ -65,7 +65,30 @@ type Definition struct {
 	// from the log with that subject's fields erased (docs/personal-data.md).
 	// A Sink's owner is told nothing: keep personal data out of it.
 	Personal bool
+	// Archived is what the view gets of an archived aggregate
+	// (docs/archiving.md). Zero: [ArchivedReplay].
+	Archived ArchivedEvents
 }
+
+// ArchivedEvents is what a view gets of an aggregate archived behind a
+// tombstone (internal/archive).
+type ArchivedEvents int
+
+const (
+	// ArchivedReplay: a rebuild reads the archived events from the
+	// archive and hands them to the handler as they were (their own
+	// positions), so the view is the same as before archiving, whatever
+	// its handler does; a view that is following skips the tombstone (it
+	// saw those events when they were live). Exact, and slower: one
+	// archive read per archived aggregate.
+	ArchivedReplay ArchivedEvents = iota
+	// ArchivedTombstone: the handler gets the tombstone itself, one event
+	// of type wire.EventArchived whose data is a wire.Tombstone with the
+	// aggregate's final state, live and in a rebuild; nothing is read from
+	// the archive. The fast rebuild, for a view that can build its
+	// document from the final state.
+	ArchivedTombstone
+)
 
 // Validate checks the definition.
 func (d Definition) Validate() error {

@@ -207,7 +207,11 @@ func (p *partition) flushBatch(ctx context.Context) error {
 func (p *partition) process(ctx context.Context, raw *jetstream.RawStreamMsg, from int) error {
 	seq := raw.Sequence
 	n := p.def.partitions()
-	if PartitionOf(raw.Subject, n) != p.part || !p.def.wantsAny(raw.Header.Get(wire.HeaderEventTypes)) {
+	if raw.Header.Get(wire.HeaderArchived) != "" && PartitionOf(raw.Subject, n) == p.part && p.def.Archived == ArchivedReplay {
+		return p.processArchived(ctx, raw)
+	}
+	tombstone := raw.Header.Get(wire.HeaderArchived) != "" // an ArchivedTombstone view's
+	if PartitionOf(raw.Subject, n) != p.part || (!tombstone && !p.def.wantsAny(raw.Header.Get(wire.HeaderEventTypes))) {
 		p.pos = wire.EndOfSeq(seq)
 		return nil
 	}
@@ -223,7 +227,7 @@ func (p *partition) process(ctx context.Context, raw *jetstream.RawStreamMsg, fr
 	evs := rec.LogEvents(make([]streams.LogEvent, 0, len(rec.Events)), from)
 	handled := 0
 	for _, le := range evs {
-		if !p.def.wants(le.Type) {
+		if !p.def.wants(le.Type) && le.Type != wire.EventArchived {
 			p.pos = le.Position
 			continue
 		}
@@ -297,4 +301,59 @@ func safeHandle(ctx context.Context, h Handler, tx *Tx, e Event) (err error) {
 		}
 	}()
 	return h(ctx, tx, e)
+}
+
+// processArchived handles a tombstone for a view that replays archived
+// history ([ArchivedReplay]): skipped while following, its archived
+// events applied as they were during a rebuild.
+func (p *partition) processArchived(ctx context.Context, raw *jetstream.RawStreamMsg) error {
+	seq := raw.Sequence
+	if !p.replay {
+		p.pos = wire.EndOfSeq(seq)
+		return nil
+	}
+	rec, err := p.r.log.DecodeMessage(raw)
+	if err != nil {
+		return fmt.Errorf("decode tombstone at seq %d: %w", seq, err)
+	}
+	old, err := p.r.log.Archived(ctx, rec)
+	if err != nil {
+		return fmt.Errorf("rebuild %s: %w", p.def.Name, err)
+	}
+	handled := 0
+	for _, r := range old {
+		if wire.IsTombstone(r) {
+			continue
+		}
+		for _, le := range r.LogEvents(nil, 0) {
+			if !p.def.wants(le.Type) {
+				continue
+			}
+			e := Event{LogEvent: le, Replay: true}
+			attempts, herr := p.apply(ctx, e)
+			if herr != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				if p.def.parking() {
+					// The archive's records come opened, with no trace of
+					// what was sealed, and a retry could not read an archived
+					// event from the log again: the data stays in the record.
+					if err := p.park(e, raw.Subject, herr, attempts, false); err != nil {
+						return err
+					}
+					continue
+				}
+				// Single: stop before the tombstone, what came before is stored.
+				p.pos = wire.EventPosition(seq, 0) - 1
+				p.stopped = &HandlerError{Projection: p.def.Name, Position: le.Position, Attempts: attempts, Err: herr}
+				return nil
+			}
+			handled++
+		}
+	}
+	p.events += uint64(handled)
+	p.rate.add(handled)
+	p.pos = wire.EndOfSeq(seq)
+	return nil
 }

@@ -120,7 +120,13 @@ func diffStream(have, want jetstream.StreamConfig) []Diff {
 		}
 	}
 	deny("deny_delete", have.DenyDelete, want.DenyDelete, "a message")
-	deny("deny_purge", have.DenyPurge, want.DenyPurge, "every message")
+	if have.DenyPurge && !want.DenyPurge {
+		// Archiving asks for purges; JetStream cannot allow them on an
+		// existing stream, and a stream that denies them loses nothing.
+		add("deny_purge", true, false, DiffBenign, "archiving needs purges, which JetStream cannot allow on an existing stream: esjet archive refuses to run on it")
+	} else {
+		deny("deny_purge", have.DenyPurge, want.DenyPurge, "every message")
+	}
 	switch {
 	case have.AllowRollup == want.AllowRollup:
 	case have.AllowRollup && strings.HasPrefix(want.Name, wire.KVStreamPrefix):

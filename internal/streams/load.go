@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -94,6 +95,11 @@ func (l *Log) load(ctx context.Context, typ, id string, after Position) (Tail, e
 		// A caller that knows only the sequence (Version 0 with Seq > 0)
 		// learns the version from the first record.
 		if after.Seq > 0 && after.Version == 0 && len(t.Records) == 0 {
+			next = r.FirstVersion()
+		}
+		// A tombstone stands for everything before it (archived): it
+		// carries the state, and the versions go on from its own.
+		if wire.IsTombstone(r) {
 			next = r.FirstVersion()
 		}
 		if r.FirstVersion() != next {

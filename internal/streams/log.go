@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -89,6 +90,10 @@ type Log struct {
 	refused refusedSeen
 	// commit is the group commit (groupcommit.go); nil when off.
 	commit *committer
+	// archive reads archived history (SetArchive); archiveReads counts
+	// the reads that used it.
+	archive      atomic.Pointer[ArchiveReader]
+	archiveReads atomic.Int64
 }
 
 // Open returns the Log of namespace ns. The streams must exist (see

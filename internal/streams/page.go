@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -45,6 +46,9 @@ func (l *Log) LoadPage(ctx context.Context, typ, id string, after uint64, limit 
 		return Page{}, err
 	}
 	p, err := l.page(ctx, subject, after, limit)
+	if err == nil {
+		p.Records, err = l.unarchive(ctx, p.Records, after)
+	}
 	if err != nil {
 		return Page{}, fmt.Errorf("load page of %s/%s after version %d: %w", typ, id, after, err)
 	}
@@ -76,6 +80,11 @@ func (l *Log) page(ctx context.Context, subject string, after uint64, limit int)
 		start, err := l.holding(ctx, subject, after, last)
 		if err != nil {
 			return Page{}, err
+		}
+		if start == nil && l.archive.Load() != nil {
+			// Archived: the versions up to after are behind the
+			// tombstone; read from the subject's first message.
+			start = &Record{Seq: 1}
 		}
 		if start == nil {
 			return Page{}, fmt.Errorf("%w: no decision on %s holds version %d or one before it", ErrCorrupt, subject, after)
@@ -111,7 +120,7 @@ func (l *Log) page(ctx context.Context, subject string, after uint64, limit int)
 			if err != nil {
 				return err
 			}
-			if len(p.Records) == 0 && after > 0 {
+			if (len(p.Records) == 0 && after > 0) || wire.IsTombstone(r) {
 				next = r.FirstVersion()
 			}
 			if r.FirstVersion() != next {

@@ -32,6 +32,11 @@ type ProvisionConfig struct {
 	// (streams.dlq_settled_max_age): provisioning gives an older DLQ's
 	// settled letters what is left of it. Zero means 720h.
 	DLQSettledMaxAge time.Duration
+	// Archive allows purges on EVENTS (deny_purge off), which archiving
+	// needs (internal/archive: only the admin role may purge). JetStream
+	// cannot turn deny_purge off on an existing stream: it takes effect on
+	// an EVENTS created with it.
+	Archive bool
 }
 
 // setDefaults fills what is zero with config.Default()'s values: the
@@ -93,7 +98,7 @@ func StreamConfigs(names Names, c ProvisionConfig) []jetstream.StreamConfig {
 		MaxMsgSize:        maxMsg,
 		Discard:           jetstream.DiscardNew,
 		DenyDelete:        true,
-		DenyPurge:         true,
+		DenyPurge:         !c.Archive,
 		AllowRollup:       false,
 		AllowDirect:       true,
 		Duplicates:        c.DuplicateWindow,
@@ -374,7 +379,9 @@ func updated(have, want jetstream.StreamConfig) jetstream.StreamConfig {
 	upd.MaxMsgSize = want.MaxMsgSize
 	upd.Discard = want.Discard
 	upd.DenyDelete = want.DenyDelete
-	upd.DenyPurge = want.DenyPurge
+	// JetStream refuses to turn deny_purge off (an EVENTS made before
+	// archiving was configured): keep it, archiving says why it cannot run.
+	upd.DenyPurge = want.DenyPurge || have.DenyPurge
 	upd.AllowRollup = want.AllowRollup
 	upd.AllowDirect = want.AllowDirect
 	upd.Duplicates = want.Duplicates

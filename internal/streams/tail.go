@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -63,6 +64,9 @@ func (l *Log) tailMsgs(ctx context.Context, subject string, after Position) ([]*
 			break
 		}
 		curRec, curErr := decodeRaw(cur)
+		if curErr == nil && wire.IsTombstone(curRec) {
+			break // it stands for everything before it (archive.go)
+		}
 		if between <= denseSpan(after, curRec, curErr) {
 			head, err = l.rangeMsgs(ctx, subject, after.Seq+1, cur.Sequence-1)
 			break

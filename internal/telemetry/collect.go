@@ -29,6 +29,8 @@ type Sources struct {
 type RepositoryStats struct {
 	CacheHits, ColdLoads, SnapshotHits, SnapshotsWritten, Conflicts, Replays, OutcomesRefused, RecordsRead, TailReads int64
 	Cached                                                                                                            int
+	// ArchiveReads are history reads that fell through to the archive.
+	ArchiveReads int64
 }
 
 // RelayStats are the relay's counters on this node.
@@ -85,6 +87,7 @@ var (
 	dReplays        = desc("esjet_idempotent_replays_total", "Retried requests (same Idempotency-Key) answered from the log.")
 	dRefused        = desc("esjet_outcomes_refused_total", "Worker outcomes the aggregate refused (not an outstanding command).")
 	dRecordsRead    = desc("esjet_log_records_read_total", "Decisions read from the log by loads and conflict reloads.")
+	dArchiveReads   = desc("esjet_archive_reads_total", "History reads of archived aggregates that read their archive object (docs/archiving.md).")
 	dRelayDecisions = desc("esjet_relay_decisions_total", "Decisions this node's relay acknowledged after their commands were in OUTBOX.")
 	dRelayCommands  = desc("esjet_relay_commands_total", "Commands this node's relay carried to OUTBOX, by result: published, scheduled (a deliver-after), duplicate (OUTBOX had it).", "result")
 	dRelayFailures  = desc("esjet_relay_failures_total", "Relay publishes that failed (the decisions are tried again).")
@@ -112,7 +115,7 @@ var (
 )
 
 var allDescs = []*prometheus.Desc{dCacheHits, dColdLoads, dCached, dSnapReads, dSnapWrites, dConflicts, dReplays, dRefused,
-	dRecordsRead, dRelayDecisions, dRelayCommands, dRelayFailures, dRelayUndecod, dRelayPending, dRelayLag, dPending,
+	dRecordsRead, dArchiveReads, dRelayDecisions, dRelayCommands, dRelayFailures, dRelayUndecod, dRelayPending, dRelayLag, dPending,
 	dInFlight, dWaiting, dDead, dBacklogUp, dPool, dOutcomes, dFeedbackErrors, dUnreadReceipts, dFlowPaused, dFlowWaiting, dFlowWaits, dConnected, dReconnects, dProjPending, dProjLag, dProjParked, dProjHealth}
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
@@ -142,6 +145,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		counter(ch, dReplays, r.Replays)
 		counter(ch, dRefused, r.OutcomesRefused)
 		counter(ch, dRecordsRead, r.RecordsRead)
+		counter(ch, dArchiveReads, r.ArchiveReads)
 	}
 	if s.Relay != nil {
 		r := s.Relay()

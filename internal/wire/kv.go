@@ -11,6 +11,9 @@ const (
 // KVStream is the stream of KV bucket bucket.
 func KVStream(bucket string) string { return KVStreamPrefix + bucket }
 
+// ObjSubjectRoot starts every object store's subjects: $O.<bucket>.…
+const ObjSubjectRoot = "$O."
+
 // ObjStream is the stream of object store bucket.
 func ObjStream(bucket string) string { return ObjStreamPrefix + bucket }
 

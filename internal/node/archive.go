@@ -1,0 +1,115 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/aggregate"
+	"github.com/esjet/esjet/internal/archive"
+	"github.com/esjet/esjet/internal/shred"
+	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
+)
+
+// ArchiveStore is the namespace's archive store: the directory
+// archive.dir when set, else the object store bucket <ns>_archive
+// (created on first write when mode says so: the archive job's).
+func ArchiveStore(cfg config.Config, js jetstream.JetStream, mode archive.OpenMode) archive.Store {
+	if cfg.Archive.Dir != "" {
+		return archive.Dir(cfg.Archive.Dir)
+	}
+	return archive.NewObjectStore(js, cfg.Namespace, cfg.Streams.Replicas, mode)
+}
+
+// applyArchive makes the node's history reads fall through to the
+// archive, and gives each archived type's definition what a command to an
+// archived aggregate does.
+func applyArchive(cfg config.Config, js jetstream.JetStream, reg *aggregate.Registry, log *streams.Log) {
+	log.SetArchive(archive.Reader(ArchiveStore(cfg, js, archive.ReadBucket), log))
+	for typ, r := range cfg.Archive.Types {
+		if def, err := reg.Get(typ); err == nil && r.OnCommand == config.ArchiveRefuse {
+			def.SetArchived(aggregate.ArchivedRefuse)
+		}
+	}
+}
+
+// ArchiveRules are the configured rules, as the archiver takes them.
+func ArchiveRules(cfg config.Config) map[string]archive.Rule {
+	out := map[string]archive.Rule{}
+	for typ, r := range cfg.Archive.Types {
+		out[typ] = archive.Rule{ClosedBy: r.ClosedBy, After: r.AfterOf()}
+	}
+	return out
+}
+
+// OpenArchiver builds what `esjet archive run` needs without a node: the
+// log, a repository of defs (for the state a tombstone carries, sealed as
+// snapshots are) and the archiver. js must be the admin's (it purges
+// EVENTS and may create the archive bucket). stop releases the keyring.
+func OpenArchiver(ctx context.Context, cfg config.Config, js jetstream.JetStream, defs []*aggregate.Definition, logger *slog.Logger) (_ *archive.Archiver, stop func(), _ error) {
+	reg, err := aggregate.NewRegistry(defs...)
+	if err != nil {
+		return nil, nil, err
+	}
+	for typ := range cfg.Archive.Types {
+		if _, err := reg.Get(typ); err != nil {
+			if _, raw := cfg.Aggregates.Raw[typ]; !raw {
+				// Its tombstones would carry no state: a node that defines
+				// the type in Go could not load them.
+				return nil, nil, fmt.Errorf("archive.types.%s: this build has no Definition of %s and aggregates.raw does not list it; archive a Go-defined type from a program that registers it (node.OpenArchiver), and list a raw type under aggregates.raw (even as {})", typ, typ)
+			}
+		}
+	}
+	keys := &shred.Lazy{JS: js, Namespace: cfg.Namespace, Replicas: cfg.Streams.Replicas}
+	lc := LogConfig(cfg)
+	lc.GroupCommit = streams.GroupCommit{}
+	raw, err := aggregate.RawUpcasts(cfg.Aggregates.Raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	up, err := aggregate.NewUpcasters(reg, raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	lc.Upcast = up.Upcast
+	lc.Open = opening(keys, cfg)
+	// The state is folded from opened events; the archive job's own log
+	// reads messages as stored (they are archived sealed).
+	stateLog, err := streams.Open(ctx, js, cfg.Namespace, lc, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	plain, err := streams.Open(ctx, js, cfg.Namespace, streams.Config{MaxMessageSize: lc.MaxMessageSize}, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	snaps, err := js.KeyValue(ctx, wire.NamesFor(cfg.Namespace).Snapshots)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open snapshots bucket: %w", err)
+	}
+	rc := RepositoryConfig(cfg)
+	rc.CacheSize = -1
+	rc.SnapshotEvery = -1
+	rc.Sealer, rc.Personal = &shred.Sealer{Keys: keys}, personalSpecs(cfg)
+	repo := aggregate.NewRepository(stateLog, snaps, reg, rc, logger)
+	state := func(ctx context.Context, typ, id string, at wire.Position) (json.RawMessage, int, int, error) {
+		st, schema, outstanding, err := repo.ArchiveState(ctx, typ, id, at)
+		switch {
+		case errors.Is(err, aggregate.ErrUnknownType):
+			return nil, 0, 0, nil // a raw type: no state
+		case errors.Is(err, aggregate.ErrConflict):
+			return nil, 0, 0, fmt.Errorf("%w: %w", archive.ErrMoved, err)
+		}
+		return st, schema, outstanding, err
+	}
+	a := archive.New(js, plain, ArchiveStore(cfg, js, archive.CreateBucket), state, archive.Config{
+		Rules: ArchiveRules(cfg), ReceiptsMaxAge: cfg.Streams.ReceiptsMaxAge.Std(),
+	}, logger)
+	return a, keys.Wait, nil
+}
