@@ -20,19 +20,30 @@ import (
 	"github.com/esjet/esjet/internal/wire"
 )
 
-// TestArchiveAtScale measures issue 34's done-when at the scale given by
-// ESJET_ARCHIVE_SCALE (decisions; skipped without it): aggregates of 5
-// decisions each (~560 bytes of event data each), 90% of them closed;
-// EVENTS' size, a full reconcile and a view rebuild (a fresh projection
-// catching up, ArchivedTombstone) before and after `archive run`, as
-// ratios from the same run. Decisions issue no commands here (the
-// settled check reads receipts only for commands): reconcile's cost is
-// its walk of the log.
-func TestArchiveAtScale(t *testing.T) {
-	n, _ := strconv.Atoi(os.Getenv("ESJET_ARCHIVE_SCALE"))
-	if n <= 0 {
-		t.Skip("set ESJET_ARCHIVE_SCALE=<decisions> to measure")
+// BenchmarkArchiveAtScale measures issue 34's done-when once, whatever
+// b.N (run it with -benchtime 1x): ESJET_ARCHIVE_SCALE decisions (default
+// 20,000) on aggregates of ESJET_ARCHIVE_PER decisions each (default 5;
+// ~560 bytes of event data each), 90% of them closed; EVENTS' size, a
+// full reconcile and a view rebuild (a fresh projection catching up,
+// ArchivedTombstone) before and after `archive run`, as ratios from the
+// same run. Decisions issue no commands here (the settled check reads
+// receipts only for commands): reconcile's cost is its walk of the log.
+func BenchmarkArchiveAtScale(b *testing.B) {
+	n, per := envInt("ESJET_ARCHIVE_SCALE", 20000), envInt("ESJET_ARCHIVE_PER", 5)
+	for range b.N {
+		b.StopTimer()
+		measureArchive(b, n, per)
 	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+func measureArchive(t testing.TB, n, per int) {
 	srv := natstest.RunServer(t)
 	_, js := natstest.Connect(t, srv)
 	ns := natstest.Namespace(t)
@@ -46,7 +57,6 @@ func TestArchiveAtScale(t *testing.T) {
 	}
 	store := archive.NewObjectStore(js, ns, 1, archive.CreateBucket)
 	log.SetArchive(archive.Reader(store, log))
-	const per = 5
 	aggs := n / per
 	data := json.RawMessage(fmt.Sprintf(`{"note":%q}`, string(make([]byte, 0))+fmt.Sprintf("%0540d", 0)))
 	began := time.Now()
@@ -135,7 +145,7 @@ func TestArchiveAtScale(t *testing.T) {
 	view0 := rebuild("before")
 
 	a := archive.New(js, log, store, func(context.Context, string, string, wire.Position) (json.RawMessage, int, int, error) {
-		return json.RawMessage(`{"n":5}`), 1, 0, nil
+		return json.RawMessage(fmt.Sprintf(`{"n":%d}`, per)), 1, 0, nil
 	}, archive.Config{Rules: map[string]archive.Rule{"tally": {ClosedBy: []string{"closed"}}}}, nil)
 	start := time.Now()
 	p, err := a.Run(ctx, nil)
@@ -151,4 +161,9 @@ func TestArchiveAtScale(t *testing.T) {
 	t.Logf("EVENTS: %d msgs %d bytes → %d msgs %d bytes: %.1f%% smaller", msgs0, bytes0, msgs1, bytes1, 100*(1-float64(bytes1)/float64(bytes0)))
 	t.Logf("full reconcile: %s → %s: %.1f× faster", rec0.Round(time.Millisecond), rec1.Round(time.Millisecond), rec0.Seconds()/rec1.Seconds())
 	t.Logf("view rebuild (catch-up from zero, ArchivedTombstone): %s → %s: %.1f× faster", view0.Round(time.Millisecond), view1.Round(time.Millisecond), view0.Seconds()/view1.Seconds())
+	if b, ok := t.(*testing.B); ok {
+		b.ReportMetric(100*(1-float64(bytes1)/float64(bytes0)), "%smaller")
+		b.ReportMetric(rec0.Seconds()/rec1.Seconds(), "x-reconcile")
+		b.ReportMetric(view0.Seconds()/view1.Seconds(), "x-rebuild")
+	}
 }
