@@ -35,3 +35,34 @@ func TestRelayStopsBeforeANewerEnvelope(t *testing.T) {
 			st, got, before.Seq, newer.Sequence, after.Commands[0].ID)
 	}
 }
+
+// Issue 32: a relay stopped before a newer envelope does not keep the pin
+// while it waits: it stands down, so a standby relay (in a rolling upgrade,
+// a newer node's, which reads that envelope) takes the namespace over.
+// Here both relays are of this build, so each reaches the decision in turn
+// and stands down; neither relays past it.
+func TestARelayStoppedAtANewerEnvelopeHandsThePinOver(t *testing.T) {
+	e := newRelayEnv(t, natstest.RunServer(t))
+	before := e.appendWithCommands(t, "o1", "ship", 1, time.Time{})
+	m := nats.NewMsg(e.ns + ".evt.order.o2")
+	m.Header.Set(wire.HeaderEnvelope, "2")
+	m.Data = []byte(`{"v":2}`)
+	if _, err := e.js.PublishMsg(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	after := e.appendWithCommands(t, "o3", "ship", 1, time.Time{})
+
+	cfg := RelayConfig{Batch: 10, PinnedTTL: 2 * time.Second}
+	a, _ := runRelay(t, e, cfg)
+	natstest.Eventually(t, 10*time.Second, func() bool { return a.Stats().TooNew >= 1 })
+	b, _ := runRelay(t, e, cfg)
+	natstest.Eventually(t, 20*time.Second, func() bool { return b.Stats().TooNew >= 1 })
+	got := e.outboxByCommand(t)
+	if got[before.Commands[0].ID] != 1 || got[after.Commands[0].ID] != 0 {
+		t.Fatalf("OUTBOX %v: want %s relayed once, %s not relayed", got, before.Commands[0].ID, after.Commands[0].ID)
+	}
+	// Standing down, not spinning: a handful of tries, not one a second.
+	if tries := a.Stats().TooNew + b.Stats().TooNew; tries > 12 {
+		t.Errorf("%d tries at the newer decision in a few seconds", tries)
+	}
+}
