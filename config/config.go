@@ -362,6 +362,11 @@ type Worker struct {
 	// Concurrency is the most calls in flight for one key value. Default 1
 	// (only with concurrency_key).
 	Concurrency int `yaml:"concurrency"`
+	// Schema is the newest schema version of the kind's payload this
+	// node's target understands. A command of a newer one (a newer build's,
+	// in a rolling upgrade) is left for a node that understands it,
+	// counting no attempt. Default 1.
+	Schema int `yaml:"schema"`
 }
 
 // Demo configures the trip-booking demo.

@@ -48,6 +48,7 @@ func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.M
 		w.report(ctx, log, d, false, nil, reason) // best effort: the DLQ entry is the record
 	}
 	_ = m.TermWithReason(reason)
+	w.settleDeferral(ctx, log, d)
 }
 
 // report sends the outcome to the aggregate when the decision asked for it.

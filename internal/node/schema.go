@@ -1,6 +1,9 @@
 package node
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/streams"
@@ -37,3 +40,27 @@ func (n *Node) refusedReport() map[string]any {
 
 // Refused is what the node refused to read as too new (see [streams.Log.Refused]).
 func (n *Node) Refused() (int64, []streams.Refusal) { return n.log.Refused() }
+
+// waitingReport is what readiness says of the commands waiting for a newer
+// worker across the fleet (their schema is newer than the workers that
+// received them understood): the node stays ready, and says how many wait,
+// by kind. Nil when none wait (or the count cannot be read now).
+func (n *Node) waitingReport(ctx context.Context) map[string]any {
+	if n.control == nil {
+		return nil
+	}
+	byKind, err := n.control.Waiting(ctx)
+	if err != nil {
+		return nil
+	}
+	total := 0
+	for _, c := range byKind {
+		total += c
+	}
+	if total == 0 {
+		return nil
+	}
+	return map[string]any{"commands": total, "kinds": byKind,
+		"note": fmt.Sprintf("%d command(s) waiting for a newer worker: their schema is newer than the workers that received them understand; "+
+			"they run once a node that understands them serves their kind (see workers.<kind>.schema)", total)}
+}
