@@ -184,8 +184,8 @@ func TestEveryFieldHasAnEnvVariable(t *testing.T) {
 		}
 	}
 	// Every leaf can be set from text; an unsupported type would fail here.
-	if len(fields) != 73 {
-		t.Errorf("got %d env fields, want 73 (update this count when the schema changes)", len(fields))
+	if len(fields) != 74 {
+		t.Errorf("got %d env fields, want 74 (update this count when the schema changes)", len(fields))
 	}
 	for name, f := range fields {
 		var c Config
