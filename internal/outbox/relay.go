@@ -147,7 +147,7 @@ func (r *Relay) Stats() RelayStats {
 // lease, until they land or ctx ends: it never acks past a decision whose
 // commands are not in OUTBOX, so commands reach OUTBOX in decision order.
 // It returns true when it stopped before a decision a newer build wrote,
-// having handed that one and the rest back: the relay stands down (Run).
+// leaving that one and the rest unacknowledged: the relay stands down (Run).
 func (r *Relay) relay(ctx context.Context, conf *confirmer, msgs []jetstream.Msg) (standDown bool) {
 	failpoint.Hit(failpoint.RelayBeforePublish)
 	backoff := 100 * time.Millisecond
@@ -165,12 +165,13 @@ func (r *Relay) relay(ctx context.Context, conf *confirmer, msgs []jetstream.Msg
 			return false
 		}
 		if r.stoppedNewer {
-			// Everything before it landed and is acked; holding the rest
-			// would keep the pin, and no relay of a newer build could
-			// take over.
-			for _, m := range msgs {
-				_ = m.Nak()
-			}
+			// Everything before it landed and is acked. Retrying here would
+			// keep the pin, and no relay of a newer build could take over;
+			// a nak would have the server hand it straight back to this
+			// relay while it still pulls (and one that lands after the
+			// pull stopped is lost until AckWait, while the decisions after
+			// it go out). So it and the rest are left unacknowledged: they
+			// come back after AckWait to whichever relay is active then.
 			return true
 		}
 		for _, m := range msgs {

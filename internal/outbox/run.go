@@ -16,10 +16,13 @@ import (
 // ack) and returns. It returns an error only if it cannot start consuming.
 //
 // A relay stopped before a decision a newer build wrote (toonew.go) stands
-// down: it hands the rest of its batch back, stops pulling, and gives up
-// the pin, so a standby relay — a newer node's, in a rolling upgrade —
-// takes the namespace over; it pulls again, as a standby, after
-// standDown.
+// down: it stops pulling and gives up the pin, so a standby relay — a
+// newer node's, in a rolling upgrade — takes the namespace over; it pulls
+// again, as a standby, after standDown. What it held from that decision on
+// stays unacknowledged and comes back after AckWait to the relay active
+// then (in whatever order the server redelivers it: a decision after the
+// newer one may be relayed before it, as after any failover, but the newer
+// one is never acknowledged unrelayed).
 func (r *Relay) Run(ctx context.Context) error {
 	r.logger.Info("relay started", "stream", r.names.Events)
 	defer func() {
@@ -49,10 +52,13 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // standDown is how long a relay stopped at a newer decision stays away:
-// long enough for a standby's pull to take the pin (every PinnedTTL/2),
-// short enough to come back soon if none of them reads it either.
+// long enough for a standby's pull to take the pin (every PinnedTTL/2) and
+// for what it held to come back (AckWait), so that, if it gets the pin
+// again, the decision it stopped at comes first (the server redelivers
+// before it delivers anything new); short enough to come back soon if no
+// relay reads it.
 func (r *Relay) standDown() time.Duration {
-	return min(max(r.cfg.PinnedTTL, 2*time.Second), 30*time.Second)
+	return max(min(max(r.cfg.PinnedTTL, 2*time.Second), 30*time.Second), r.cfg.AckWait+time.Second)
 }
 
 // consume runs one pull session: until ctx ends (false), or until the relay
@@ -84,8 +90,10 @@ func (r *Relay) consume(ctx context.Context) (stood bool, _ error) {
 		<-cc.Closed()
 		conf.stop()
 		// Hand back what was prefetched but not relayed, so the next relay
-		// gets it now rather than after AckWait.
-		for {
+		// gets it now rather than after AckWait. Not when standing down:
+		// the decision it stopped at was not handed back (relay), and what
+		// follows it comes back with it.
+		for !stood {
 			select {
 			case m := <-in:
 				_ = m.Nak()
