@@ -371,17 +371,11 @@ type Worker struct {
 	// Concurrency is the most calls in flight for one key value. Default 1
 	// (only with concurrency_key).
 	Concurrency int `yaml:"concurrency"`
-}
-
-// Demo configures the trip-booking demo.
-type Demo struct {
-	// Services runs the demo's budget and supplier services inside the node,
-	// and `esjet run` routes the trip's commands that workers leaves out to
-	// them. With false, `esjet demo-services` beside the node answers
-	// demo.svc.>, and the trip's commands still go there unless workers
-	// routes any of them (then it routes all it wants this node to serve).
-	// Default true.
-	Services bool `yaml:"services"`
+	// Schema is the newest schema version of the kind's payload this
+	// node's target understands. A command of a newer one (a newer build's,
+	// in a rolling upgrade) is left for a node that understands it,
+	// counting no attempt. Default 1.
+	Schema int `yaml:"schema"`
 }
 
 // Console configures the web console the node serves at /console on the

@@ -57,6 +57,9 @@ func (c *Config) validate(v *validator) error {
 		// another namespace's clients', operators' or receiver's.
 		v.add("namespace", n, "may not end in _clients, _ops or _leaf nor contain _recv_ or _site_: the NATS accounts of another namespace's roles have those names; use '-' instead")
 	}
+	if b := c.Demo.Build; b != "" && b != DemoBuildNext {
+		v.add("demo.build", b, "leave it empty for today's trip, or \"next\" for its next shape (docs/schema-evolution.md)")
+	}
 	c.NATS.validate(v, c.Streams.Replicas)
 	c.Streams.validate(v)
 	a := c.Aggregates

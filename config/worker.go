@@ -126,6 +126,9 @@ var fieldName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 // validateKeyLimit checks a kind's concurrency per key (path names its
 // workers entry).
 func validateKeyLimit(v *validator, path string, w Worker) {
+	if w.Schema < 0 {
+		v.add(path+".schema", w.Schema, "the newest schema version of the kind's payload the target understands: use 1 or more (0 means 1)")
+	}
 	switch {
 	case w.Concurrency < 0:
 		v.add(path+".concurrency", w.Concurrency, "calls in flight per key: use 1 or more (0 means 1)")

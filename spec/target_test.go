@@ -92,7 +92,7 @@ func TestTargetRequestMatchesTheSpec(t *testing.T) {
 	}
 	defer sub.Unsubscribe()
 	d := consumer.Delivery{CommandID: "trip:t1:2:1", Kind: "book_hotel", Payload: json.RawMessage(`{"room":"double"}`),
-		Attempt: 3, Fence: 9, AggregateType: "trip", AggregateID: "t1", AggregateVersion: 2, CorrelationID: "c-1",
+		Attempt: 3, Fence: 9, AggregateType: "trip", AggregateID: "t1", AggregateVersion: 2, CorrelationID: "c-1", Schema: 2,
 		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
 	res, err := consumer.NATSTarget{Conn: nc, Subject: "svc.hotels"}.Handle(t.Context(), d)
 	if err != nil || string(res) != `{"ok":true}` {

@@ -45,7 +45,11 @@ func runNode(cmd *cobra.Command, g *globals) error {
 		logger.Info("demo services are off: the trip's commands go to " + services.SubjectAll +
 			"; run `esjet demo-services` beside this node, or route workers.<kind> elsewhere in the config")
 	}
-	n, err := node.Start(ctx, cfg, node.Options{Logger: logger, OwnsProcess: true, Aggregates: []*aggregate.Definition{trip.Definition()}, Version: version(),
+	def := trip.Definition()
+	if cfg.Demo.Build == config.DemoBuildNext {
+		def = trip.NextDefinition()
+	}
+	n, err := node.Start(ctx, cfg, node.Options{Logger: logger, OwnsProcess: true, Aggregates: []*aggregate.Definition{def}, Version: version(),
 		Projections: trip.Views()})
 	if err != nil {
 		return err
@@ -95,8 +99,10 @@ func tripRoutes(cfg config.Config) map[string]config.Worker {
 		}
 	}
 	out := map[string]config.Worker{}
+	schemas := trip.WorkerSchemas(cfg.Demo.Build == config.DemoBuildNext)
 	for kind, subject := range services.KindSubjects {
-		out[kind] = config.Worker{Target: config.TargetNATS, Subject: subject}
+		// The demo's services read every payload schema the trip issues.
+		out[kind] = config.Worker{Target: config.TargetNATS, Subject: subject, Schema: schemas[kind]}
 	}
 	maps.Copy(out, workers)
 	return out

@@ -54,10 +54,13 @@ type (
 		Traveler string `json:"traveler"`
 		Amount   int64  `json:"amount"`
 	}
+	// bookPayload reads book_hotel at both payload schemas: 1 says
+	// "price", 2 (the trip's next shape) "price_cents".
 	bookPayload struct {
 		Traveler    string `json:"traveler"`
 		Destination string `json:"destination"`
 		Price       int64  `json:"price"`
+		PriceCents  int64  `json:"price_cents"`
 	}
 	cancelPayload struct {
 		BookingRef string `json:"booking_ref"`
@@ -113,6 +116,9 @@ func book(prefix string, rule func(bookPayload) error) func([]byte) (any, error)
 		var b bookPayload
 		if err := decode(p, &b); err != nil {
 			return nil, err
+		}
+		if b.Price == 0 {
+			b.Price = b.PriceCents
 		}
 		if strings.TrimSpace(b.Traveler) == "" || strings.TrimSpace(b.Destination) == "" || b.Price <= 0 {
 			return nil, terminal(fmt.Sprintf("invalid payload: traveler %q, destination %q, price %d: want all three, price positive in cents", b.Traveler, b.Destination, b.Price))

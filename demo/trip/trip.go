@@ -165,6 +165,9 @@ type (
 		Budget      int64  `json:"budget_cents"`
 		FlightPrice int64  `json:"flight_price"`
 		HotelPrice  int64  `json:"hotel_price"`
+		// Currency is schema 3's (the trip's next shape, next.go); absent
+		// before.
+		Currency string `json:"currency,omitempty"`
 	}
 	BudgetLocked struct {
 		Amount int64 `json:"amount"`
@@ -233,12 +236,22 @@ var (
 )
 
 // Definition returns the trip aggregate type, ready to register with a node.
-func Definition() *esjet.Definition {
+func Definition() *esjet.Definition { return define(false) }
+
+// define builds today's trip, or its next shape (next.go).
+func define(next bool) *esjet.Definition {
 	def := esjet.Define(Type, StateSchema, evolve)
-	esjet.On(def, KindRequestTrip, requestTrip)
+	request, locked := requestTrip, lockBudgetDone
+	if next {
+		request, locked = requestTripNext, lockBudgetDoneNext
+	}
+	esjet.On(def, KindRequestTrip, request)
 	esjet.On(def, KindAddNote, addNote)
 	esjet.Upcast(def, EventTripRequested, 1, upcastTripRequested)
-	esjet.On(def, esjet.DoneKind(KindLockBudget), lockBudgetDone)
+	if next {
+		esjet.Upcast(def, EventTripRequested, 2, upcastTripRequestedV3)
+	}
+	esjet.On(def, esjet.DoneKind(KindLockBudget), locked)
 	esjet.On(def, esjet.FailedKind(KindLockBudget), lockBudgetFailed)
 	for _, l := range []struct{ me, other leg }{{flight, hotel}, {hotel, flight}} {
 		esjet.On(def, esjet.DoneKind(l.me.book), bookDone(l.me, l.other))
@@ -253,18 +266,6 @@ func Definition() *esjet.Definition {
 		return s.BudgetStatus == BudgetStatusLocked
 	}))
 	return def.Definition()
-}
-
-// upcastTripRequested turns a trip_requested of schema version 1 into
-// version 2, which names the budget's unit: "budget" → "budget_cents".
-func upcastTripRequested(data json.RawMessage) (json.RawMessage, error) {
-	var v map[string]json.RawMessage
-	if err := json.Unmarshal(data, &v); err != nil {
-		return nil, err
-	}
-	v["budget_cents"] = v["budget"]
-	delete(v, "budget")
-	return json.Marshal(v)
 }
 
 func requestTrip(s State, c RequestTrip) (esjet.Decision, error) {
@@ -295,7 +296,7 @@ func requestTrip(s State, c RequestTrip) (esjet.Decision, error) {
 			"flight %d + hotel %d cents exceed the budget of %d cents", c.FlightPrice, c.HotelPrice, c.Budget)
 	}
 	amount := c.FlightPrice + c.HotelPrice
-	return esjet.Emit(EventTripRequested, TripRequested(c)).
+	return esjet.Emit(EventTripRequested, TripRequested{Traveler: c.Traveler, Destination: c.Destination, Budget: c.Budget, FlightPrice: c.FlightPrice, HotelPrice: c.HotelPrice}).
 		Issue(KindLockBudget, LockBudget{Traveler: c.Traveler, Amount: amount}), nil
 }
 

@@ -40,6 +40,11 @@ type NewCommand struct {
 	// [PriorityLow], or empty (normal). Workers pull higher bands first
 	// without starving lower ones (docs/flow-control.md).
 	Priority string
+	// Schema is the version of Payload's shape; 0 means 1. Workers that
+	// understand only older versions of the kind (workers.<kind>.schema)
+	// leave the command for one that understands it, counting no attempt
+	// (docs/schema-evolution.md).
+	Schema int
 }
 
 // Command priorities ([NewCommand].Priority); "normal" is accepted for
@@ -79,6 +84,16 @@ func (d Decision) WithPriority(p string) Decision {
 	if n := len(d.Commands); n > 0 {
 		d.Commands = append(d.Commands[:n-1:n-1], d.Commands[n-1])
 		d.Commands[n-1].Priority = p
+	}
+	return d
+}
+
+// WithSchema sets the schema version of the command appended last's
+// payload (see [NewCommand].Schema); without a command it changes nothing.
+func (d Decision) WithSchema(version int) Decision {
+	if n := len(d.Commands); n > 0 {
+		d.Commands = append(d.Commands[:n-1:n-1], d.Commands[n-1])
+		d.Commands[n-1].Schema = version
 	}
 	return d
 }

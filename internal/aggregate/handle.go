@@ -282,7 +282,7 @@ func toStreams(cmd Command, decisionID, dig string, dec Decision) (streams.Decis
 		if err != nil {
 			return sd, fmt.Errorf("%w: %s.%s command %d (%s): %v", ErrInvalidDecision, cmd.Type, cmd.Kind, i, nc.Kind, err)
 		}
-		sd.Commands = append(sd.Commands, streams.Command{Kind: nc.Kind, Payload: payload, Report: nc.Report, DeliverAfter: nc.DeliverAfter, Priority: nc.Priority})
+		sd.Commands = append(sd.Commands, streams.Command{Kind: nc.Kind, Payload: payload, Report: nc.Report, DeliverAfter: nc.DeliverAfter, Priority: nc.Priority, Schema: nc.Schema})
 	}
 	return sd, nil
 }

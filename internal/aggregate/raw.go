@@ -44,6 +44,9 @@ type RawCommand struct {
 	DeliverAfter time.Time `json:"deliver_after,omitzero"`
 	// Priority is high, normal (or empty) or low (streams.Command.Priority).
 	Priority string `json:"priority,omitempty"`
+	// Schema is the payload's schema version; 0 means 1
+	// (streams.Command.Schema).
+	Schema int `json:"schema,omitempty"`
 }
 
 // AppendRaw appends req's events and commands as one decision, on the same
@@ -97,7 +100,7 @@ func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, erro
 		d.Events = append(d.Events, streams.Event{Type: e.Type, Schema: e.Schema, Data: e.Data})
 	}
 	for _, c := range req.Commands {
-		d.Commands = append(d.Commands, streams.Command{Kind: c.Kind, Payload: c.Payload, Report: c.Report, DeliverAfter: c.DeliverAfter, Priority: c.Priority})
+		d.Commands = append(d.Commands, streams.Command{Kind: c.Kind, Payload: c.Payload, Report: c.Report, DeliverAfter: c.DeliverAfter, Priority: c.Priority, Schema: c.Schema})
 	}
 
 	// A keyed append first looks for its decision within the horizon: the

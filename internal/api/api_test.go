@@ -435,7 +435,8 @@ func TestSendCommand_RecordsEventIssuesCommandAndShowsInStateAndHistory(t *testi
 				ev.DecisionID != res.DecisionID || ev.Schema != 2 || ev.Time.IsZero() { // trip_requested is at schema 2
 				t.Errorf("history event %+v, want the recorded trip_requested of decision %s", ev, res.DecisionID)
 			}
-			jsonEqual(t, "event data", ev.Data, trip.TripRequested(request))
+			jsonEqual(t, "event data", ev.Data, trip.TripRequested{Traveler: request.Traveler, Destination: request.Destination,
+				Budget: request.Budget, FlightPrice: request.FlightPrice, HotelPrice: request.HotelPrice})
 			if len(h.Commands) != 1 || h.Commands[0].ID != wantCmd || h.Commands[0].Kind != trip.KindLockBudget ||
 				h.Commands[0].Seq != res.Seq || !h.Commands[0].Report {
 				t.Fatalf("history commands %+v, want the lock_budget %s", h.Commands, wantCmd)

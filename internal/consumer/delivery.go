@@ -36,6 +36,12 @@ type Delivery struct {
 	Report           bool
 	// Priority is the command's band: high, low or empty (normal).
 	Priority string
+	// Schema is the version of Payload's shape (1 when the command does
+	// not say): never newer than the worker's KindConfig.Schema.
+	Schema int
+	// Deferred is how many deliveries of the command workers that did not
+	// understand its schema left alone (not counted in Attempt).
+	Deferred int
 	// Header is the OUTBOX message's header, for anything else.
 	Header nats.Header
 }
@@ -51,7 +57,7 @@ func (d Delivery) IdempotencyKey() string { return d.CommandID }
 func deliveryFrom(m *nats.Msg, attempt int, seq uint64) (Delivery, error) {
 	c, err := wire.DecodeCommand(m)
 	return Delivery{
-		CommandID: c.ID, Kind: c.Kind, Payload: c.Payload, Attempt: attempt, Fence: c.FenceBase + seq, Priority: c.Priority,
+		CommandID: c.ID, Kind: c.Kind, Payload: c.Payload, Attempt: attempt, Fence: c.FenceBase + seq, Priority: c.Priority, Schema: c.Schema,
 		AggregateType: c.AggregateType, AggregateID: c.AggregateID, AggregateVersion: c.Version,
 		DecisionID: c.DecisionID, CorrelationID: c.CorrelationID, TraceParent: c.TraceParent,
 		Report: c.Report, Header: m.Header,
@@ -62,7 +68,7 @@ func deliveryFrom(m *nats.Msg, attempt int, seq uint64) (Delivery, error) {
 func (d Delivery) command() wire.OutboxCommand {
 	return wire.OutboxCommand{ID: d.CommandID, Kind: d.Kind, AggregateType: d.AggregateType, AggregateID: d.AggregateID,
 		Version: d.AggregateVersion, DecisionID: d.DecisionID, CorrelationID: d.CorrelationID, TraceParent: d.TraceParent,
-		Report: d.Report}
+		Report: d.Report, Schema: d.Schema}
 }
 
 // Handler carries out one command. It returns the result (JSON, may be nil)

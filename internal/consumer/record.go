@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -48,6 +49,7 @@ func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.M
 		w.report(ctx, log, d, false, nil, reason) // best effort: the DLQ entry is the record
 	}
 	_ = m.TermWithReason(reason)
+	w.settleDeferral(ctx, log, d)
 }
 
 // report sends the outcome to the aggregate when the decision asked for it.
@@ -253,4 +255,42 @@ func digest(b []byte) string {
 	}
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:16])
+}
+
+// readReceipt reads the command's receipt before anything runs, and reads
+// it again while the read fails: whether the command is done already (a
+// redelivery after a lost ack has a receipt) is not known until then, and
+// running it could apply it twice. The delivery keeps its lease meanwhile
+// and counts no attempt, so a receipts stream that stalls longer than the
+// retry budget does not dead-letter a command that never ran. ok is false
+// when the delivery was dealt with here: given back because the worker is
+// stopping, left to its next delivery because the lease ran out, or
+// dead-lettered because its id cannot key a receipt.
+func (w *Worker) readReceipt(ctx context.Context, stop <-chan struct{}, log *slog.Logger, m jetstream.Msg, raw *nats.Msg, seq uint64, d Delivery, l *lease) (_ wire.Receipt, found, ok bool) {
+	for try := 1; ; try++ {
+		rc, found, err := w.receipt(ctx, d.CommandID)
+		switch {
+		case err == nil:
+			return rc, found, true
+		case errors.Is(err, jetstream.ErrInvalidKey):
+			// No receipt can ever be kept for it, so it cannot be run
+			// once and only once.
+			w.poison.Add(1)
+			w.deadLetter(ctx, log, m, raw, seq, d, fmt.Errorf("command id %q cannot key a receipt: %w", d.CommandID, err))
+			return wire.Receipt{}, false, false
+		}
+		w.unreadReceipts.Add(1)
+		log.Warn("receipt not readable; reading it again before the command runs", "error", err, "try", try)
+		select {
+		case <-stop:
+			_ = m.Nak()
+			return wire.Receipt{}, false, false
+		case <-time.After(min(w.backoff(try), max(w.cfg.AckWait/3, time.Millisecond))):
+		}
+		if !l.renew(ctx, w.js.Conn(), m) {
+			w.stale.Add(1)
+			log.Warn("the lease ran out while the receipt was unreadable; the command waits for its next delivery")
+			return wire.Receipt{}, false, false
+		}
+	}
 }

@@ -38,6 +38,10 @@ type KindStatus struct {
 	// none, or the node does not serve it).
 	Rate  float64 `json:"rate,omitempty"`
 	Burst int     `json:"burst,omitempty"`
+	// Waiting are the commands of a schema newer than the workers that
+	// received them understood, left for a newer worker (deferral.go):
+	// nonzero in a rolling upgrade, or while no node understands them.
+	Waiting int `json:"waiting_for_newer_worker,omitempty"`
 }
 
 // Statuses returns the status of every kind that has a worker consumer on
@@ -93,6 +97,13 @@ func (c *Control) Statuses(ctx context.Context, js jetstream.JetStream, ns strin
 		st := get(kind)
 		st.Paused, st.By, st.At, st.Reason = rec.Paused, rec.By, rec.At, rec.Reason
 	}
+	waiting, err := c.Waiting(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("workers' status: %w", err)
+	}
+	for kind, n := range waiting {
+		get(kind).Waiting = n
+	}
 	for kind, kc := range limits {
 		if kc.Rate > 0 {
 			st := get(kind)
@@ -128,6 +139,24 @@ func (c *Control) readPauses(ctx context.Context) (map[string]wire.PauseRecord, 
 		if json.Unmarshal(e.Value(), &rec) == nil {
 			rec.Kind = kind
 			out[kind] = rec
+		}
+	}
+	return out, nil
+}
+
+// Waiting counts, by kind, the commands waiting for a newer worker across
+// the fleet: the deferral records in the workers' bucket (a command is
+// counted from its first deferral until a worker that understands it
+// finishes it).
+func (c *Control) Waiting(ctx context.Context) (map[string]int, error) {
+	keys, err := c.kv.ListKeysFiltered(ctx, wire.DeferWatch)
+	if err != nil {
+		return nil, fmt.Errorf("list the deferral records: %w", err)
+	}
+	out := map[string]int{}
+	for key := range keys.Keys() {
+		if kind := wire.KindOfDeferKey(key); kind != "" {
+			out[kind]++
 		}
 	}
 	return out, nil

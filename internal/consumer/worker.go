@@ -73,6 +73,11 @@ type KindConfig struct {
 	// Concurrency is the most calls in flight for one key value. Zero
 	// means 1 (with ConcurrencyKey).
 	Concurrency int
+	// Schema is the newest schema version of the kind's payload this
+	// node's handler understands. A command of a newer one is left for a
+	// worker that understands it, counting no attempt (deferral.go). Zero
+	// means 1.
+	Schema int
 }
 
 func (c *KindConfig) setDefaults() {
@@ -102,6 +107,9 @@ func (c *KindConfig) setDefaults() {
 	}
 	if c.Concurrency == 0 && c.ConcurrencyKey != "" {
 		c.Concurrency = 1
+	}
+	if c.Schema == 0 {
+		c.Schema = 1
 	}
 }
 
@@ -146,12 +154,13 @@ var errStopping = errors.New("the worker is stopping")
 // RateWaiting counts the deliveries waiting for their rate limit's token
 // now, RateWaits those that ever had to wait; KeyWaiting and KeyWaits the
 // same for their concurrency key. Refused counts the commands
-// KindConfig.Admit refused.
+// KindConfig.Admit refused. Deferred counts the deliveries this worker
+// left for a newer worker: their schema was newer than it understands.
 type Stats struct {
 	Done, Retried, Dead, Skipped, Poison, FeedbackErrors, Stale, UnreadReceipts int64
 	Paused                                                                      bool
 	RateWaiting, RateWaits, KeyWaiting, KeyWaits                                int64
-	Refused                                                                     int64
+	Refused, Deferred                                                           int64
 }
 
 // Worker runs one kind's commands on this node.
@@ -162,13 +171,16 @@ type Worker struct {
 	fb       Feedback
 	logger   *slog.Logger
 	receipts jetstream.KeyValue
+	// control is the workers' bucket, where deferrals are counted (nil:
+	// none can be).
+	control jetstream.KeyValue
 	// bands are the kind's priority bands, highest first (bands.go);
 	// waitEnded is told when a band's idle wait ends.
 	bands     []*band
 	waitEnded chan struct{}
 	waits     atomic.Int32 // band waits outstanding, each holding a place
 
-	done, retried, dead, skipped, poison, feedbackErrors, stale, unreadReceipts, refused atomic.Int64
+	done, retried, dead, skipped, poison, feedbackErrors, stale, unreadReceipts, refused, deferred atomic.Int64
 	// Flow control: whether the pull waits for a resume; deliveries
 	// waiting for their rate limit's token now, and how many ever did.
 	paused                                       atomic.Bool
@@ -251,6 +263,11 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 	if cfg.ConcurrencyKey != "" {
 		w.keys = newKeyLimit(cfg, js, names.Workers)
 	}
+	if cfg.Control != nil {
+		w.control = cfg.Control.kv
+	} else if w.control, err = streams.BindBucket(ctx, js, names.Workers); err != nil {
+		return nil, fmt.Errorf("worker %s: workers' control bucket: %w", cfg.Kind, err)
+	}
 	return w, nil
 }
 
@@ -279,7 +296,7 @@ func (w *Worker) Stats() Stats {
 	return Stats{Done: w.done.Load(), Retried: w.retried.Load(), Dead: w.dead.Load(), Skipped: w.skipped.Load(),
 		Poison: w.poison.Load(), FeedbackErrors: w.feedbackErrors.Load(), Stale: w.stale.Load(), UnreadReceipts: w.unreadReceipts.Load(),
 		Paused: w.paused.Load(), RateWaiting: w.rateWaiting.Load(), RateWaits: w.rateWaits.Load(),
-		KeyWaiting: w.keyWaiting.Load(), KeyWaits: w.keyWaits.Load(), Refused: w.refused.Load()}
+		KeyWaiting: w.keyWaiting.Load(), KeyWaits: w.keyWaits.Load(), Refused: w.refused.Load(), Deferred: w.deferred.Load()}
 }
 
 // handle runs one delivery, held under lease l, to its outcome. stop is
@@ -316,6 +333,21 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 			return
 		}
 	}
+	if d.Schema > w.cfg.Schema {
+		// Written by a newer build for newer workers: never run here.
+		w.deferNewer(ctx, log, m, d)
+		return
+	}
+	if n, err := w.deferrals(ctx, d); err != nil {
+		// How many of its deliveries were left for newer workers is not
+		// known: counting them all as attempts could dead-letter it.
+		log.Warn("deferral count not readable; giving the command back", "error", err)
+		_ = m.NakWithDelay(w.backoff(1))
+		return
+	} else if n > 0 {
+		d.Deferred, d.Attempt = n, max(d.Attempt-n, 1)
+		log = log.With("deferred", n, "attempt_counted", d.Attempt)
+	}
 	rc, found, ok := w.readReceipt(ctx, stop, log, m, raw, meta.Sequence.Stream, d, l)
 	if !ok {
 		return
@@ -329,6 +361,7 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 			return
 		}
 		w.ackFolded(log, m)
+		w.settleDeferral(ctx, log, d)
 		return
 	}
 	if d.Attempt > w.cfg.MaxAttempts {
@@ -406,6 +439,7 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		} else {
 			w.ack(ctx, log, m) // no receipt: a redelivery would run it again
 		}
+		w.settleDeferral(ctx, log, d)
 		return
 	}
 	verdict, after := classify(herr)
@@ -428,42 +462,4 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		return
 	}
 	w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, herr)
-}
-
-// readReceipt reads the command's receipt before anything runs, and reads
-// it again while the read fails: whether the command is done already (a
-// redelivery after a lost ack has a receipt) is not known until then, and
-// running it could apply it twice. The delivery keeps its lease meanwhile
-// and counts no attempt, so a receipts stream that stalls longer than the
-// retry budget does not dead-letter a command that never ran. ok is false
-// when the delivery was dealt with here: given back because the worker is
-// stopping, left to its next delivery because the lease ran out, or
-// dead-lettered because its id cannot key a receipt.
-func (w *Worker) readReceipt(ctx context.Context, stop <-chan struct{}, log *slog.Logger, m jetstream.Msg, raw *nats.Msg, seq uint64, d Delivery, l *lease) (_ wire.Receipt, found, ok bool) {
-	for try := 1; ; try++ {
-		rc, found, err := w.receipt(ctx, d.CommandID)
-		switch {
-		case err == nil:
-			return rc, found, true
-		case errors.Is(err, jetstream.ErrInvalidKey):
-			// No receipt can ever be kept for it, so it cannot be run
-			// once and only once.
-			w.poison.Add(1)
-			w.deadLetter(ctx, log, m, raw, seq, d, fmt.Errorf("command id %q cannot key a receipt: %w", d.CommandID, err))
-			return wire.Receipt{}, false, false
-		}
-		w.unreadReceipts.Add(1)
-		log.Warn("receipt not readable; reading it again before the command runs", "error", err, "try", try)
-		select {
-		case <-stop:
-			_ = m.Nak()
-			return wire.Receipt{}, false, false
-		case <-time.After(min(w.backoff(try), max(w.cfg.AckWait/3, time.Millisecond))):
-		}
-		if !l.renew(ctx, w.js.Conn(), m) {
-			w.stale.Add(1)
-			log.Warn("the lease ran out while the receipt was unreadable; the command waits for its next delivery")
-			return wire.Receipt{}, false, false
-		}
-	}
 }

@@ -84,6 +84,9 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 	if r := n.refusedReport(); r != nil {
 		body["refused"] = r
 	}
+	if r := n.waitingReport(ctx); r != nil {
+		body["waiting_for_newer_worker"] = r
+	}
 	writeJSON(w, http.StatusOK, body)
 }
 

@@ -77,6 +77,7 @@ type Node struct {
 	// control is the fleet's flow control of the workers: pauses, rate
 	// limits (KV <ns>_workers).
 	control     *consumer.Control
+	waiting     waitingCache // readiness's count of commands waiting for a newer worker
 	workers     []*consumer.Worker
 	workersStop context.CancelFunc
 	workersDone sync.WaitGroup

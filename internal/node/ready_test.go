@@ -64,3 +64,37 @@ func TestReadyzChecksTheNamespacesStreams(t *testing.T) {
 		})
 	}
 }
+
+// Issue 32: readiness says how many commands across the fleet wait for a
+// worker that understands their payload schema (the deferral records in
+// the workers' bucket), and stays ready: the node serves everything else.
+func TestReadyzCountsTheCommandsWaitingForANewerWorker(t *testing.T) {
+	n := esjettest.Start(t, trip.Definition())
+	nc, err := nats.Connect(n.NATSURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	kv, err := js.KeyValue(t.Context(), "test_workers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"defer.book_hotel.trip.t1.2.1", "defer.book_hotel.trip.t2.2.1", "pause.x"} {
+		if _, err := kv.Put(t.Context(), key, []byte(`{}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var code int
+	var body map[string]any
+	natstest.Eventually(t, 10*time.Second, func() bool {
+		code, body = readyz(t, n.HTTPAddr())
+		return body["waiting_for_newer_worker"] != nil
+	})
+	w, _ := body["waiting_for_newer_worker"].(map[string]any)
+	kinds, _ := w["kinds"].(map[string]any)
+	if code != http.StatusOK || body["status"] != "ready" || w["commands"] != 2.0 || kinds["book_hotel"] != 2.0 ||
+		!strings.Contains(w["note"].(string), "2 command(s) waiting for a newer worker") {
+		t.Fatalf("readyz %d %v", code, body)
+	}
+}

@@ -52,14 +52,20 @@ func (n *Node) watchTelemetry() error {
 				out = append(out, telemetry.WorkerStats{Kind: w.Kind(), Pool: w.Pool(), Done: s.Done, Retried: s.Retried, Dead: s.Dead,
 					Skipped: s.Skipped, Poison: s.Poison, FeedbackErrors: s.FeedbackErrors, Stale: s.Stale,
 					UnreadReceipts: s.UnreadReceipts, Paused: s.Paused, RateWaiting: s.RateWaiting, RateWaits: s.RateWaits,
-					KeyWaiting: s.KeyWaiting, KeyWaits: s.KeyWaits})
+					KeyWaiting: s.KeyWaiting, KeyWaits: s.KeyWaits, Deferred: s.Deferred})
 			}
 			return out
 		},
 		Projections: n.projectionMetrics,
-		Conn:        n.broker.Conn(),
-		JetStream:   n.broker.JetStream(),
-		Namespace:   n.cfg.Namespace,
+		NewerWaiting: func(ctx context.Context) (map[string]int, error) {
+			if n.control == nil {
+				return nil, nil
+			}
+			return n.control.Waiting(ctx)
+		},
+		Conn:      n.broker.Conn(),
+		JetStream: n.broker.JetStream(),
+		Namespace: n.cfg.Namespace,
 	})
 	if err != nil {
 		return err

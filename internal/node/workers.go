@@ -20,7 +20,7 @@ func (n *Node) kindConfig(kind string, w config.Worker) consumer.KindConfig {
 		BackoffInitial: w.BackoffInitial.Std(), BackoffMax: w.BackoffMax.Std(), Node: n.cfg.NATS.Embedded.ServerName,
 		Telemetry: n.tel, Receipts: n.receipts, Control: n.control, Rate: w.Rate, Burst: w.Burst,
 		Admit:          hubAdmission(n.cfg),
-		ConcurrencyKey: w.ConcurrencyKey, Concurrency: w.Concurrency,
+		ConcurrencyKey: w.ConcurrencyKey, Concurrency: w.Concurrency, Schema: w.Schema,
 	}
 }
 

@@ -53,6 +53,9 @@ type Relay struct {
 	lastSeq                                                                                           atomic.Uint64
 	tooNew                                                                                            atomic.Int64
 	tooNewSeq                                                                                         atomic.Uint64 // the last one logged
+	// stoppedNewer: the last publish stopped before a decision a newer
+	// build wrote, everything before it landed (the Run goroutine's).
+	stoppedNewer bool
 
 	// Exactly once without a time limit (redelivery.go): decisions stored
 	// before this time (unix ns) may have been relayed before; OUTBOX's
@@ -138,83 +141,19 @@ func (r *Relay) Stats() RelayStats {
 	}
 }
 
-// Run relays until ctx ends, then finishes the batch in hand (publish, wait,
-// ack) and returns. It returns an error only if it cannot start consuming.
-func (r *Relay) Run(ctx context.Context) error {
-	in := make(chan jetstream.Msg, r.cfg.Batch*4)
-	cc, err := r.cons.Consume(func(m jetstream.Msg) { in <- m },
-		jetstream.PullPriorityGroup(PriorityGroup),
-		jetstream.PullMaxMessages(r.cfg.Batch*2),
-		jetstream.PullExpiry(max(time.Second, min(r.cfg.PinnedTTL/2, 30*time.Second))),
-		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
-			if errors.Is(err, jetstream.ErrPinIDMismatch) {
-				return // a standby relay's pulls while another is pinned
-			}
-			// The server may have been restarted under us, forgetting
-			// deliveries it made: what comes next may have been relayed.
-			r.lostServer()
-			if !errors.Is(err, jetstream.ErrNoHeartbeat) {
-				r.logger.Debug("consume", "error", err)
-			}
-		}))
-	if err != nil {
-		return fmt.Errorf("relay: consume %s: %w", r.names.Events, err)
-	}
-	r.lostServer()
-	r.logger.Info("relay started", "stream", r.names.Events)
-	conf := r.startConfirmer(ctx)
-	defer func() {
-		cc.Stop()
-		<-cc.Closed()
-		conf.stop()
-		// Hand back what was prefetched but not relayed, so the next relay
-		// gets it now rather than after AckWait.
-		for {
-			select {
-			case m := <-in:
-				_ = m.Nak()
-				continue
-			default:
-			}
-			break
-		}
-		r.closeScanner()
-		r.logger.Info("relay stopped", "last_seq", r.lastSeq.Load())
-	}()
-	batch := make([]jetstream.Msg, 0, r.cfg.Batch)
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case m := <-in:
-			batch = append(batch[:0], m)
-		}
-		// Take what else is already here, up to a batch: under load the
-		// batches fill, when idle a single decision goes at once.
-	fill:
-		for len(batch) < r.cfg.Batch {
-			select {
-			case m := <-in:
-				batch = append(batch, m)
-			default:
-				break fill
-			}
-		}
-		r.cfg.Telemetry.RelayBatch(len(batch))
-		r.relay(ctx, conf, batch)
-	}
-}
-
 // relay publishes the commands of msgs (in order), waits for OUTBOX, and acks
 // the decisions. If some commands did not land, it acks the decisions
 // before the first such one and then tries again from it, holding the
 // lease, until they land or ctx ends: it never acks past a decision whose
 // commands are not in OUTBOX, so commands reach OUTBOX in decision order.
-func (r *Relay) relay(ctx context.Context, conf *confirmer, msgs []jetstream.Msg) {
+// It returns true when it stopped before a decision a newer build wrote,
+// leaving that one and the rest unacknowledged: the relay stands down (Run).
+func (r *Relay) relay(ctx context.Context, conf *confirmer, msgs []jetstream.Msg) (standDown bool) {
 	failpoint.Hit(failpoint.RelayBeforePublish)
 	backoff := 100 * time.Millisecond
 	check := recheckSuspect
 	for len(msgs) > 0 {
+		r.stoppedNewer = false
 		failedAt := r.publish(ctx, msgs, check)
 		check = recheckAll // what did not land may have landed in part
 		failpoint.Hit(failpoint.RelayAfterPublish)
@@ -223,7 +162,17 @@ func (r *Relay) relay(ctx context.Context, conf *confirmer, msgs []jetstream.Msg
 		}
 		msgs = msgs[failedAt:]
 		if len(msgs) == 0 {
-			return
+			return false
+		}
+		if r.stoppedNewer {
+			// Everything before it landed and is acked. Retrying here would
+			// keep the pin, and no relay of a newer build could take over;
+			// a nak would have the server hand it straight back to this
+			// relay while it still pulls (and one that lands after the
+			// pull stopped is lost until AckWait, while the decisions after
+			// it go out). So it and the rest are left unacknowledged: they
+			// come back after AckWait to whichever relay is active then.
+			return true
 		}
 		for _, m := range msgs {
 			_ = m.InProgress()
@@ -234,11 +183,12 @@ func (r *Relay) relay(ctx context.Context, conf *confirmer, msgs []jetstream.Msg
 			for _, m := range msgs {
 				_ = m.Nak()
 			}
-			return
+			return false
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, r.retryMax())
 	}
+	return false
 }
 
 // retryMax is the longest pause between two tries of a batch. While OUTBOX
@@ -294,6 +244,7 @@ func (r *Relay) publish(ctx context.Context, msgs []jetstream.Msg, check recheck
 		d, err := streams.Decode(m.Data())
 		if r.stopsAt(m, meta.Sequence.Stream, err) {
 			stopAt = i
+			r.stoppedNewer = true
 			break
 		}
 		if err != nil {

@@ -78,7 +78,7 @@ var (
 	envelopeKeys = []string{"v", "id", "aggregate_type", "aggregate_id", "correlation_id", "causation_id",
 		"traceparent", "idempotency_key", "request_digest", "events", "commands"}
 	eventKeys   = []string{"id", "type", "schema", "version", "time", "data"}
-	commandKeys = []string{"id", "kind", "payload", "report", "deliver_after", "priority"}
+	commandKeys = []string{"id", "kind", "payload", "report", "deliver_after", "priority", "schema"}
 )
 
 // fold maps key to the known key it names: exactly, else case-insensitively
@@ -136,6 +136,8 @@ func (d *envDecoder) command(c *Command) error {
 			err = d.time(&c.DeliverAfter)
 		case "priority":
 			c.Priority, err = d.strOrNull()
+		case "schema":
+			c.Schema, _, err = d.int()
 		default:
 			_, err = d.skipValid()
 		}

@@ -83,6 +83,12 @@ func prepare(d Decision, after Position, now time.Time) (Decision, error) {
 			return d, invalid("command %d (%s): priority %q: use high, normal (or nothing) or low", i, c.Kind, c.Priority)
 		}
 		c.Priority = p
+		switch {
+		case c.Schema < 0:
+			return d, invalid("command %d (%s): schema %d: use 1 or more (0 means 1)", i, c.Kind, c.Schema)
+		case c.Schema == 1:
+			c.Schema = 0 // stored as absent: the same bytes as before commands had versions
+		}
 		if !c.DeliverAfter.IsZero() {
 			c.DeliverAfter = c.DeliverAfter.UTC()
 		}
@@ -331,6 +337,10 @@ func appendEnvelope(b []byte, d Decision) ([]byte, error) {
 			}
 			if c.Priority != "" {
 				b = appendField(b, "priority", c.Priority)
+			}
+			if c.Schema > 1 {
+				b = append(b, `,"schema":`...)
+				b = strconv.AppendInt(b, int64(c.Schema), 10)
 			}
 			b = append(b, '}')
 		}

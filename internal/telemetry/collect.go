@@ -23,6 +23,9 @@ type Sources struct {
 	Namespace string
 	// Projections are the namespace's read models: each one's lag.
 	Projections func(ctx context.Context) []ProjectionLag
+	// NewerWaiting counts, by kind, the commands across the fleet that
+	// wait for a worker that understands their schema.
+	NewerWaiting func(ctx context.Context) (map[string]int, error)
 }
 
 // RepositoryStats are the aggregate repository's counters.
@@ -49,6 +52,9 @@ type WorkerStats struct {
 	// same for their concurrency key.
 	Paused                                       bool
 	RateWaiting, RateWaits, KeyWaiting, KeyWaits int64
+	// Deferred: deliveries left for a newer worker (their schema was
+	// newer than this node's workers understand).
+	Deferred int64
 }
 
 // ProjectionLag is how far one projection is behind the log.
@@ -100,7 +106,8 @@ var (
 	dDead           = desc("esjet_dlq_depth", "Dead letters not settled (retried or discarded) yet, per kind.", "kind")
 	dBacklogUp      = desc("esjet_backlog_up", "1 when JetStream answered the backlog queries of this scrape (relay lag, OUTBOX, DLQ), else 0.")
 	dPool           = desc("esjet_worker_pool", "Workers this node runs for a kind.", "kind")
-	dOutcomes       = desc("esjet_worker_deliveries_total", "Deliveries a kind's workers finished, by outcome: done, retried, dead, skipped (done before), poison (undecodable), stale (left to a newer holder).", "kind", "outcome")
+	dOutcomes       = desc("esjet_worker_deliveries_total", "Deliveries a kind's workers finished, by outcome: done, retried, dead, skipped (done before), poison (undecodable), stale (left to a newer holder), deferred (a schema newer than this node's workers understand: left for a newer worker, no attempt counted).", "kind", "outcome")
+	dNewerWaiting   = desc("esjet_commands_waiting_newer_worker", "Commands across the fleet waiting for a worker that understands their schema (deferred at least once, not finished yet), per kind.", "kind")
 	dFeedbackErrors = desc("esjet_worker_feedback_errors_total", "Outcomes a kind's workers could not report to the aggregate yet (tried again).", "kind")
 	dUnreadReceipts = desc("esjet_worker_receipt_read_failures_total", "Receipt reads that failed before a command could run (read again; the command waits).", "kind")
 	dFlowPaused     = desc("esjet_worker_paused", "1 while this node's workers of a kind pull nothing because an operator paused it (esjet workers pause).", "kind")
@@ -116,7 +123,7 @@ var (
 
 var allDescs = []*prometheus.Desc{dCacheHits, dColdLoads, dCached, dSnapReads, dSnapWrites, dConflicts, dReplays, dRefused,
 	dRecordsRead, dArchiveReads, dRelayDecisions, dRelayCommands, dRelayFailures, dRelayUndecod, dRelayPending, dRelayLag, dPending,
-	dInFlight, dWaiting, dDead, dBacklogUp, dPool, dOutcomes, dFeedbackErrors, dUnreadReceipts, dFlowPaused, dFlowWaiting, dFlowWaits, dConnected, dReconnects, dProjPending, dProjLag, dProjParked, dProjHealth}
+	dInFlight, dWaiting, dDead, dBacklogUp, dPool, dOutcomes, dFeedbackErrors, dUnreadReceipts, dFlowPaused, dFlowWaiting, dFlowWaits, dConnected, dReconnects, dProjPending, dProjLag, dProjParked, dProjHealth, dNewerWaiting}
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range allDescs {
@@ -162,7 +169,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			for _, o := range []struct {
 				name string
 				v    int64
-			}{{"done", w.Done}, {"retried", w.Retried}, {"dead", w.Dead}, {"skipped", w.Skipped}, {"poison", w.Poison}, {"stale", w.Stale}} {
+			}{{"done", w.Done}, {"retried", w.Retried}, {"dead", w.Dead}, {"skipped", w.Skipped}, {"poison", w.Poison}, {"stale", w.Stale}, {"deferred", w.Deferred}} {
 				counter(ch, dOutcomes, o.v, w.Kind, o.name)
 			}
 			counter(ch, dFeedbackErrors, w.FeedbackErrors, w.Kind)
@@ -190,6 +197,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	if s.JetStream != nil {
 		c.collectBacklog(ctx, ch)
+	}
+	if s.NewerWaiting != nil {
+		if byKind, err := s.NewerWaiting(ctx); err == nil {
+			for kind, n := range byKind {
+				gauge(ch, dNewerWaiting, float64(n), kind)
+			}
+		}
 	}
 	if s.Projections != nil {
 		for _, p := range s.Projections(ctx) {

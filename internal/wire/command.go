@@ -29,6 +29,9 @@ type OutboxCommand struct {
 	TraceParent   string
 	Priority      string // high, low, or empty (normal)
 	FenceBase     uint64 // added to the delivery sequence to make the fence (a re-drive's)
+	// Schema is the version of Payload's shape ([Command].Schema): 1 when
+	// the message has no [HeaderCommandSchema].
+	Schema int
 }
 
 // EncodeCommand builds the OUTBOX message for command c of record rec: on
@@ -63,6 +66,9 @@ func EncodeCommand(ns string, rec Record, c Command, now time.Time) *nats.Msg {
 	if c.Priority != "" {
 		set(HeaderPriority, c.Priority)
 	}
+	if c.Schema > 1 {
+		set(HeaderCommandSchema, strconv.Itoa(c.Schema))
+	}
 	if !rec.Stored.IsZero() {
 		set(HeaderIssued, rec.Stored.UTC().Format(time.RFC3339Nano))
 	}
@@ -95,8 +101,10 @@ func IsSchedule(m *nats.Msg) bool {
 }
 
 // DecodeCommand reads an OUTBOX command message. It returns an error
-// wrapping [ErrNotACommand] when m has no command id or its payload is not
-// JSON (a message some other producer put on an OUTBOX subject). Headers
+// wrapping [ErrNotACommand] when m has no command id, its payload is not
+// JSON (a message some other producer put on an OUTBOX subject) or its
+// schema header is not a whole number from 1 (esjet never writes one: no
+// worker can tell whether it understands the payload). Other headers
 // that do not parse (a version that is not a number, a time that is not
 // RFC 3339) read as zero: they are informational, and a worker must still
 // be able to run and dead-letter the command.
@@ -117,6 +125,14 @@ func DecodeCommand(m *nats.Msg) (OutboxCommand, error) {
 	}
 	c.DeliverAfter = parseTime(h.Get(HeaderDeliverAfter))
 	c.Issued = parseTime(h.Get(HeaderIssued))
+	c.Schema = 1
+	if v := h.Get(HeaderCommandSchema); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return c, fmt.Errorf("%w: %s %q is not a schema version (1, 2, …)", ErrNotACommand, HeaderCommandSchema, v)
+		}
+		c.Schema = n
+	}
 	if c.ID == "" {
 		return c, fmt.Errorf("%w: no %s header", ErrNotACommand, HeaderCommandID)
 	}
@@ -155,6 +171,9 @@ func RequestHeader(c OutboxCommand, attempt int, fence uint64) map[string]string
 	}
 	if c.CorrelationID != "" {
 		h[HeaderCorrelationID] = c.CorrelationID
+	}
+	if c.Schema > 1 {
+		h[HeaderCommandSchema] = strconv.Itoa(c.Schema)
 	}
 	if c.TraceParent != "" {
 		// Lower case, as W3C writes it: NATS headers are case-sensitive

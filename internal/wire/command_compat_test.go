@@ -28,7 +28,7 @@ func TestDecodeCommandReadsTheShapeWrittenBeforeIssue18(t *testing.T) {
 	}
 	rec := testRecord()
 	want := OutboxCommand{ID: "trip:t1:4:1", Kind: "notify", Payload: json.RawMessage(`{"to":"ada"}`), AggregateType: "trip", AggregateID: "t1",
-		Version: 4, DecisionID: rec.ID, DecisionSeq: 42, Issued: rec.Stored, CorrelationID: "corr-1", CausationID: rec.ID, TraceParent: rec.TraceParent}
+		Version: 4, DecisionID: rec.ID, DecisionSeq: 42, Issued: rec.Stored, CorrelationID: "corr-1", CausationID: rec.ID, TraceParent: rec.TraceParent, Schema: 1}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("old shape:\n got %+v\nwant %+v", got, want)
 	}

@@ -31,6 +31,7 @@ func TestEncodeDecodeCommandRoundTrips(t *testing.T) {
 		{ID: "trip:t1:4:0", Kind: "book_flight", Payload: json.RawMessage(`{"to":"LIS"}`), Report: true},
 		{ID: "trip:t1:4:1", Kind: "notify", Payload: nil},
 		{ID: "trip:t1:4:2", Kind: "remind", Payload: json.RawMessage(`1`), DeliverAfter: now.Add(500 * time.Millisecond)},
+		{ID: "trip:t1:4:3", Kind: "book_flight", Payload: json.RawMessage(`{"to":"LIS"}`), Schema: 2},
 	} {
 		m := EncodeCommand("ns", rec, c, now)
 		if m.Subject != "ns.outbox."+c.Kind || m.Header.Get(jetstream.MsgIDHeader) != c.ID || IsSchedule(m) {
@@ -43,7 +44,10 @@ func TestEncodeDecodeCommandRoundTrips(t *testing.T) {
 		want := OutboxCommand{
 			ID: c.ID, Kind: c.Kind, Payload: c.Payload, AggregateType: "trip", AggregateID: "t1", Version: 4,
 			DecisionID: rec.ID, DecisionSeq: 42, Report: c.Report, DeliverAfter: c.DeliverAfter, Issued: rec.Stored,
-			CorrelationID: "corr-1", CausationID: rec.ID, TraceParent: rec.TraceParent,
+			CorrelationID: "corr-1", CausationID: rec.ID, TraceParent: rec.TraceParent, Schema: max(c.Schema, 1),
+		}
+		if (c.Schema > 1) != (m.Header.Get(HeaderCommandSchema) != "") {
+			t.Errorf("%s: schema %d, header %q: written only above 1", c.ID, c.Schema, m.Header.Get(HeaderCommandSchema))
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("round trip:\n got %+v\nwant %+v", got, want)

@@ -106,6 +106,10 @@ type Command struct {
 	// [PriorityLow], or empty (normal). Workers pull higher bands first,
 	// by a weighted share that never starves a lower one.
 	Priority string `json:"priority,omitempty"`
+	// Schema is the version of Payload's shape; 0 means 1, and 1 is stored
+	// as 0 (absent). Workers that understand only older versions of the
+	// kind leave the command for a worker that understands it.
+	Schema int `json:"schema,omitempty"`
 }
 
 // Command priorities ([Command].Priority). Empty is normal; "normal" is

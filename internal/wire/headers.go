@@ -23,6 +23,11 @@ const (
 	// back through another band's consumer, whose sequence is its own.
 	// Absent: 0.
 	HeaderFenceBase = "Esjet-Fence-Base"
+	// HeaderCommandSchema is the schema version of the command's payload,
+	// written when it is above 1 (absent: 1). A worker that understands
+	// only older versions of its kind leaves the command for one that
+	// understands it, counting no attempt; targets receive it too.
+	HeaderCommandSchema = "Esjet-Command-Schema"
 
 	// JetStream message schedule headers (nats-server 2.12+).
 	HeaderSchedule       = "Nats-Schedule"

@@ -14,6 +14,8 @@ import (
 //	rate.<kind>                 a kind's rate limit: its token bucket, taken by compare-and-set
 //	key.<kind>.<key>.<slot>     a call in flight for one concurrency key (slot 0..max-1),
 //	                            created with a TTL, purged when the call is over ([KeyLeaseKey])
+//	defer.<kind>.<command id>   how often workers that understand only an older schema
+//	                            left a command for a newer worker ([DeferKey], [Deferral])
 
 // PauseKey is the key of kind's pause record.
 func PauseKey(kind string) string { return "pause." + kind }
@@ -90,4 +92,42 @@ type KeyLease struct {
 	CommandID string `json:"command_id"`
 	Node      string `json:"node"`
 	At        string `json:"at"` // RFC 3339, UTC: when it was taken
+}
+
+// DeferKey is the key of command id's deferral record, kind being its kind:
+// defer.<kind>.<id with ':' as '.'> (as [ReceiptKey]).
+func DeferKey(kind, commandID string) string { return DeferPrefix(kind) + ReceiptKey(commandID) }
+
+// DeferPrefix starts the deferral keys of kind: defer.<kind>.
+func DeferPrefix(kind string) string { return "defer." + kind + "." }
+
+// DeferWatch is the filter of every deferral record of every kind.
+const DeferWatch = "defer.>"
+
+// KindOfDeferKey is the kind a deferral key names ("" if key is not one).
+func KindOfDeferKey(key string) string {
+	rest, ok := strings.CutPrefix(key, "defer.")
+	if !ok {
+		return ""
+	}
+	kind, _, ok := strings.Cut(rest, ".")
+	if !ok {
+		return ""
+	}
+	return kind
+}
+
+// Deferral is the value of a deferral key: a command of a schema newer than
+// the workers that received it understood, left Deferred times for a
+// worker that understands it. A delivery's attempt is the server's
+// delivery count minus Deferred, so waiting costs no attempt. Removed when
+// a worker that understands the command finishes it.
+type Deferral struct {
+	CommandID   string `json:"command_id"`
+	Kind        string `json:"kind"`
+	Schema      int    `json:"schema"`      // the command's schema version
+	Deferred    int    `json:"deferred"`    // deliveries left alone so far
+	Node        string `json:"node"`        // the worker that deferred it last
+	Understands int    `json:"understands"` // the newest schema that worker understands
+	At          string `json:"at"`          // RFC 3339, UTC: the last deferral
 }

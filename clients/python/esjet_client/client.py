@@ -10,7 +10,7 @@ from nats.aio.client import Client as NATS
 
 from .errors import EsjetError
 
-SPEC_VERSION = "1.1.0"
+SPEC_VERSION = "1.2.0"
 
 HEADER_IDEMPOTENCY_KEY = "Idempotency-Key"
 HEADER_CORRELATION_ID = "Esjet-Correlation-Id"

@@ -27,6 +27,8 @@ HEADER_IDEMPOTENCY_KEY = "Idempotency-Key"
 HEADER_ATTEMPT = "Esjet-Attempt"
 HEADER_FENCE = "Esjet-Fence"
 HEADER_COMMAND_ID = "Esjet-Command-Id"
+# The payload's schema version, when above 1 (spec 1.2.0; absent: 1).
+HEADER_COMMAND_SCHEMA = "Esjet-Command-Schema"
 
 MAX_KEY_LEN = 512
 DEFAULT_RETENTION = 7 * 24 * 3600.0  # seconds

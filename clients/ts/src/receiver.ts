@@ -16,6 +16,8 @@ export const TargetHeaders = {
   AggregateType: "Esjet-Aggregate-Type",
   AggregateId: "Esjet-Aggregate-Id",
   AggregateVersion: "Esjet-Aggregate-Version",
+  /** The payload's schema version, when above 1 (spec 1.2.0; absent: 1). */
+  CommandSchema: "Esjet-Command-Schema",
   CorrelationId: "Esjet-Correlation-Id",
   TraceParent: "traceparent",
 } as const;

@@ -1,7 +1,7 @@
 // The wire shapes of spec/schemas, as TypeScript types (spec version 1.x).
 
 /** Wire spec version this client speaks. */
-export const SPEC_VERSION = "1.1.0";
+export const SPEC_VERSION = "1.2.0";
 
 export interface EventRef {
   id: string;
@@ -88,7 +88,7 @@ export interface Page {
 export interface RawAppend {
   expected_version: number;
   events: { type: string; schema?: number; data?: unknown }[];
-  commands?: { kind: string; payload?: unknown; deliver_after?: string }[];
+  commands?: { kind: string; payload?: unknown; deliver_after?: string; /** The payload's schema version (spec 1.2.0); absent: 1. */ schema?: number }[];
   idempotency_key?: string;
   correlation_id?: string;
   causation_id?: string;

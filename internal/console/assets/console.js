@@ -218,7 +218,11 @@ function renderOverview(ov, prev) {
        el("table", {}, el("thead", {}, el("tr", {}, el("th", {scope: "col", class: "num"}, "Seq"), el("th", {scope: "col"}, "Subject"), el("th", {scope: "col"}, "Why"))),
          el("tbody", {}, ov.refused.map(r => el("tr", {}, num(r.seq), el("td", {}, el("code", {}, r.subject)), el("td", {class: "error"}, r.reason)))))]
     : [];
-  return [cards, ...refused, el("h2", {}, "Streams and buckets"), streams, el("h2", {}, "Relay lag"), relayTable,
+  const newer = (ov.workers || []).reduce((n, w) => n + (w.waiting_for_newer_worker || 0), 0);
+  const waiting = newer
+    ? [el("p", {class: "error", id: "waiting-newer"}, newer + " command" + (newer === 1 ? "" : "s") + " waiting for a newer worker: their schema is newer than the workers that received them understand. They run, counting no attempt, once a node that understands them serves their kind.")]
+    : [];
+  return [cards, ...refused, ...waiting, el("h2", {}, "Streams and buckets"), streams, el("h2", {}, "Relay lag"), relayTable,
     el("h2", {}, "Workers per kind"), kinds, el("h2", {}, "Projection lag"), proj];
 }
 
@@ -251,6 +255,9 @@ function flowCell(kind, f, actions) {
       f.oldest_age_seconds ? el("span", {class: "muted"}, " · oldest waiting " + fmtAge(f.oldest_age_seconds * 1e9)) : "");
   } else if (f.rate) {
     td.append(el("span", {class: "muted"}, f.rate + "/s (burst " + f.burst + ")"));
+  }
+  if (f.waiting_for_newer_worker) {
+    td.append(" ", badge(f.waiting_for_newer_worker + " waiting for a newer worker", "b-warn"));
   }
   if (!actions) return td;
   const pause = !f.paused;

@@ -1,0 +1,140 @@
+package consumer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/wire"
+)
+
+// Versioned commands: a command's payload has a schema version
+// (wire.HeaderCommandSchema, 1 when absent), and a kind's workers
+// understand versions up to KindConfig.Schema. A worker that receives a
+// newer one — an older build, in a rolling upgrade — never runs it: it
+// leaves it for a worker that understands it.
+//
+// Leaving it must not cost an attempt, yet the only way to hand a command
+// back is a nak, and a worker's attempt is JetStream's delivery count. So
+// the fleet counts the deliveries it left alone, per command, in KV
+// <ns>_workers (wire.DeferKey, a [wire.Deferral] taken by compare-and-set),
+// and a delivery's attempt is the delivery count minus that. The count is
+// written before the nak: a worker killed in between costs no attempt
+// either (the redelivery after AckWait is the delivery it counted). A
+// deferral is naked after a backoff that grows with the deferrals (the
+// kind's BackoffInitial × 2^n, capped at BackoffMax), so a fleet of old
+// workers only looks at a newer command every BackoffMax, and the server
+// never gives up on it (MaxDeliver is unlimited). The record is removed
+// when a worker that understands the command finishes it (done or
+// dead-lettered); until then it says how many commands wait for a newer
+// worker (Stats.Deferred per node, [Control.Waiting] across the fleet).
+
+// deferNewer leaves d, of a schema newer than this worker understands, for
+// a worker that understands it: it counts the deferral, then naks it
+// after a backoff. A count that cannot be written is tried again a few
+// times; if it still fails the nak goes out anyway (that delivery counts
+// as an attempt, logged).
+func (w *Worker) deferNewer(ctx context.Context, log *slog.Logger, m jetstream.Msg, d Delivery) {
+	w.deferred.Add(1)
+	n, err := w.countDeferral(ctx, d)
+	if err != nil {
+		log.Error("deferral not counted: this delivery will count as an attempt", "schema", d.Schema, "understands", w.cfg.Schema, "error", err)
+	}
+	delay := w.backoff(n + 1)
+	if n <= 1 {
+		log.Warn("command of a newer schema than this worker understands: left for a newer worker, counting no attempt",
+			"schema", d.Schema, "understands", w.cfg.Schema, "delay", delay)
+	}
+	_ = m.NakWithDelay(delay)
+}
+
+// countDeferral adds one to d's deferral record and returns the new count.
+func (w *Worker) countDeferral(ctx context.Context, d Delivery) (int, error) {
+	if w.control == nil {
+		return 0, errors.New("no workers' control bucket")
+	}
+	key := wire.DeferKey(d.Kind, d.CommandID)
+	var last error
+	for try := range 5 {
+		if try > 0 {
+			time.Sleep(time.Duration(try) * 50 * time.Millisecond)
+		}
+		kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		n, err := w.tryCountDeferral(kctx, key, d)
+		cancel()
+		if err == nil {
+			return n, nil
+		}
+		last = err
+	}
+	return 0, last
+}
+
+func (w *Worker) tryCountDeferral(ctx context.Context, key string, d Delivery) (int, error) {
+	rec := wire.Deferral{CommandID: d.CommandID, Kind: d.Kind, Schema: d.Schema}
+	var rev uint64
+	e, err := w.control.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return 0, fmt.Errorf("read %s: %w", key, err)
+	default:
+		rev = e.Revision()
+		if err := json.Unmarshal(e.Value(), &rec); err != nil {
+			return 0, fmt.Errorf("deferral record %s is not JSON: %w", key, err)
+		}
+	}
+	rec.Deferred++
+	rec.Node, rec.Understands, rec.At = w.cfg.Node, w.cfg.Schema, time.Now().UTC().Format(time.RFC3339Nano)
+	b, _ := json.Marshal(rec)
+	if rev == 0 {
+		_, err = w.control.Create(ctx, key, b)
+	} else {
+		_, err = w.control.Update(ctx, key, b, rev)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("write %s: %w", key, err)
+	}
+	return rec.Deferred, nil
+}
+
+// deferrals reads how many deliveries of d the fleet left for a newer
+// worker (0 when none did). Only a redelivery can have any.
+func (w *Worker) deferrals(ctx context.Context, d Delivery) (int, error) {
+	if w.control == nil || d.Attempt <= 1 {
+		return 0, nil
+	}
+	kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	e, err := w.control.Get(kctx, wire.DeferKey(d.Kind, d.CommandID))
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return 0, nil
+	case err != nil:
+		return 0, err
+	}
+	var rec wire.Deferral
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return 0, fmt.Errorf("deferral record of %s is not JSON: %w", d.CommandID, err)
+	}
+	return rec.Deferred, nil
+}
+
+// settleDeferral removes d's deferral record once d is finished (done or
+// dead-lettered). Best effort: a record left behind counts one command
+// too many as waiting, nothing else.
+func (w *Worker) settleDeferral(ctx context.Context, log *slog.Logger, d Delivery) {
+	if w.control == nil || d.Deferred == 0 {
+		return
+	}
+	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := w.control.Purge(kctx, wire.DeferKey(d.Kind, d.CommandID), jetstream.PurgeTTL(time.Second)); err != nil {
+		log.Warn("deferral record not removed", "error", err)
+	}
+}
