@@ -154,7 +154,7 @@ func TestARateLimitHoldsAcrossNodes(t *testing.T) {
 	var ws []*Worker
 	for range 3 {
 		kc := fast("charge", target.handler())
-		kc.Workers, kc.Rate, kc.Burst, kc.AckWait = 8, rate, burst, 5*time.Second
+		kc.Workers, kc.Rate, kc.Burst, kc.AckWait = 8, rate, burst, 15*time.Second // a lease that outlasts a busy -race machine's stalls: a lapsed one is a redelivery, an attempt
 		w, _ := e.node(t, s, kc)
 		ws = append(ws, w)
 	}
