@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -88,8 +89,29 @@ func isGone(err error) bool {
 }
 
 // Run watches the keys bucket until ctx ends and drops what this node
-// cached of a subject another node rotated or forgot.
+// cached of a subject another node rotated or forgot. A watch that ends or
+// cannot start while ctx lives (the connection lost its consumer) is
+// started again after a pause, and everything cached is dropped first: a
+// forget may have come in the gap, and a key kept past it would open the
+// person's data here.
 func (k *Keyring) Run(ctx context.Context) error {
+	for {
+		err := k.watch(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		k.dropAll()
+		slog.Default().Warn("keys bucket watch ended; dropped every cached data key and watching again", "error", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// watch follows the keys bucket until ctx ends or the watch does.
+func (k *Keyring) watch(ctx context.Context) error {
 	w, err := k.kv.WatchAll(ctx, jetstream.UpdatesOnly())
 	if err != nil {
 		return fmt.Errorf("watch keys bucket: %w", err)
@@ -101,7 +123,7 @@ func (k *Keyring) Run(ctx context.Context) error {
 			return nil
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil
+				return errors.New("the watch's updates ended")
 			}
 			if e == nil {
 				continue

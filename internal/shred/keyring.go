@@ -335,6 +335,17 @@ func stripe(ref string) int {
 }
 
 // drop forgets what is cached of ref.
+// dropAll forgets every cached key, as if every subject had been dropped.
+func (k *Keyring) dropAll() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for i := range k.epochs {
+		k.epochs[i]++
+	}
+	clear(k.cur)
+	clear(k.keys)
+}
+
 func (k *Keyring) drop(ref string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
