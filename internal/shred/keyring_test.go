@@ -52,7 +52,7 @@ func TestForgetErasesKeyOnDisk(t *testing.T) {
 	}
 	s := &shred.Sealer{Keys: ring}
 	sealed := seal(t, s, requested{Traveler: "Zelda Quux", Phone: "+41 79 555", Destination: "Lima"})
-	if bytes.Contains(sealed, []byte("Zelda")) || bytes.Contains(sealed, []byte("555")) || !bytes.Contains(sealed, []byte("Lima")) {
+	if bytes.Contains(sealed, []byte("Zelda")) || bytes.Contains(sealed, []byte("+41 79 555")) || !bytes.Contains(sealed, []byte("Lima")) {
 		t.Fatalf("sealed = %s", sealed)
 	}
 	out, erased, err := s.OpenJSON(t.Context(), sealed)
