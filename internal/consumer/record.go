@@ -22,11 +22,22 @@ import (
 // What a worker records when a delivery ends: the dead letter, the
 // receipt, the outcome reported to the aggregate, the ack.
 
-// deadLetter records a terminal failure: DLQ entry, failed receipt, the
-// failure reported to the aggregate, then term. If the DLQ write fails the
+// deadLetter records a terminal failure: failed receipt, the failure
+// reported to the aggregate, DLQ entry, then term. The letter comes last
+// because an operator may retry it the moment it is visible: a retry must
+// find the failure already recorded (it refuses to re-drive a command its
+// aggregate was told failed, and it clears the failed receipt), never
+// record it after the re-drive. Each step is idempotent and a delivery
+// that finds a failed receipt comes straight back here, so a crash
+// anywhere in between resumes the sequence; if the DLQ write fails the
 // message is nak'ed and comes back: nothing is lost.
 func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.Msg, raw *nats.Msg, seq uint64, d Delivery, cause error) {
 	reason := wire.OneLine(cause.Error())
+	if d.CommandID != "" {
+		_, _, _ = w.saveReceipt(ctx, log, wire.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: wire.OutcomeFailed,
+			Attempts: d.Attempt, LastError: reason, At: time.Now().UTC()})
+		w.report(ctx, log, d, false, nil, reason) // best effort: the DLQ entry is the record
+	}
 	dl := wire.DeadLetterMsg(w.names.Namespace, raw, seq, reason, d.Attempt, w.cfg.Node, time.Now().UTC())
 	if d.Fence > 0 {
 		// A re-drive's fence base: its next fences rise above this one
@@ -43,11 +54,6 @@ func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.M
 	}
 	w.dead.Add(1)
 	log.Warn("dead-lettered", "error", cause)
-	if d.CommandID != "" {
-		_, _, _ = w.saveReceipt(ctx, log, wire.Receipt{CommandID: d.CommandID, Kind: d.Kind, Outcome: wire.OutcomeFailed,
-			Attempts: d.Attempt, LastError: reason, At: time.Now().UTC()})
-		w.report(ctx, log, d, false, nil, reason) // best effort: the DLQ entry is the record
-	}
 	_ = m.TermWithReason(reason)
 	w.settleDeferral(ctx, log, d)
 }

@@ -364,6 +364,17 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		w.settleDeferral(ctx, log, d)
 		return
 	}
+	if found && rc.Outcome == wire.OutcomeFailed {
+		// Failed for good already (a redelivery after a crash mid-way
+		// through dead-lettering, or a duplicate copy): its aggregate may
+		// have been told, so it never runs again; the dead-letter steps
+		// are finished instead (a retry from the DLQ clears this receipt).
+		// The same reason and count as the first time: the report must be
+		// byte-identical to one the aggregate may have taken.
+		d.Attempt = max(rc.Attempts, 1)
+		w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, errors.New(rc.LastError))
+		return
+	}
 	if d.Attempt > w.cfg.MaxAttempts {
 		// Redelivered past the limit without an outcome (workers died
 		// mid-handler): give up rather than loop.

@@ -214,8 +214,8 @@ func testTerminal(t *testing.T, e *wEnv) {
 	if calls.Load() != 1 || e.deadLetters(t) != 1 {
 		t.Fatalf("%d calls, %d dead letters", calls.Load(), e.deadLetters(t))
 	}
-	// The dead letter is counted when it is written; the failed receipt
-	// follows it (under group commit, in the next receipts round).
+	// The failed receipt is written before the dead letter (see
+	// TestAFailureIsReportedBeforeItsLetterCanBeRetried).
 	var rc wire.Receipt
 	natstest.Eventually(t, 5*time.Second, func() bool { rc, _ = e.receipt(t, id); return rc.Outcome != "" })
 	if rc.Outcome != wire.OutcomeFailed || rc.LastError == "" {
