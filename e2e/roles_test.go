@@ -160,8 +160,11 @@ func TestRolesEachDoTheirJobAndNothingMore(t *testing.T) {
 		t.Fatalf("client's state read: %s", got)
 	}
 	// ... and a view, which the node (as the node role) keeps.
+	// Ada's porto trip may be confirmed too by the time the view has
+	// caught up: one confirmed trip or two, not a count of exactly one.
+	confirmed := regexp.MustCompile(`"confirmed":[12][,}]`)
 	natstest.Eventually(t, 2*time.Minute, func() bool { // the view follows the log: slower on a loaded machine
-		return strings.Contains(client.request(t, "esjet.sec.views.traveler_spend.get", `{"key":"ada"}`), `"confirmed":1`)
+		return confirmed.MatchString(client.request(t, "esjet.sec.views.traveler_spend.get", `{"key":"ada"}`))
 	})
 
 	// ... and nothing more.
