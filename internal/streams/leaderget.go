@@ -113,3 +113,36 @@ type apiError struct {
 func (e *apiError) Error() string {
 	return fmt.Sprintf("%s (%d/%d)", e.Description, e.Code, e.ErrCode)
 }
+
+// LeaderLastSeq asks the leader of stream for the sequence of the last
+// message on subject ($JS.API.STREAM.MSG.GET with last_by_subj, which no
+// replica behind answers). found is false when the leader holds none.
+// For the rare read that must not take a copy behind for the truth: a
+// direct get that answered something unexpected, checked once.
+func LeaderLastSeq(ctx context.Context, js jetstream.JetStream, stream, subject string) (seq uint64, found bool, err error) {
+	g := newBatchGetter(js, stream)
+	body, err := json.Marshal(struct {
+		LastFor string `json:"last_by_subj"`
+	}{subject})
+	if err != nil {
+		return 0, false, err
+	}
+	var resp struct {
+		Message *struct {
+			Sequence uint64 `json:"seq"`
+		} `json:"message"`
+		Error *apiError `json:"error"`
+	}
+	if err := g.leaderRequest(ctx, "STREAM.MSG.GET.", body, &resp); err != nil {
+		return 0, false, err
+	}
+	switch {
+	case resp.Error != nil && resp.Error.Code == 404:
+		return 0, false, nil
+	case resp.Error != nil:
+		return 0, false, fmt.Errorf("get from the leader of %s: %w", stream, resp.Error)
+	case resp.Message == nil:
+		return 0, false, fmt.Errorf("get from the leader of %s: an empty answer", stream)
+	}
+	return resp.Message.Sequence, true, nil
+}
