@@ -15,6 +15,9 @@ import (
 type health struct {
 	mu     sync.Mutex
 	failed []error
+	// projections is why the read models have not started yet (they are
+	// tried again), nil once they have or when there are none.
+	projections error
 }
 
 // componentFailed is how a component's goroutine reports that its Run

@@ -81,6 +81,11 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body["status"] = "ready"
+	if err := n.projectionsNotStarted(); err != nil {
+		// Commands are served and views read; the node's own share of
+		// the read models waits.
+		body["projections"] = "not started yet, trying again: " + err.Error()
+	}
 	if r := n.refusedReport(); r != nil {
 		body["refused"] = r
 	}

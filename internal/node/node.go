@@ -70,7 +70,6 @@ type Node struct {
 	relayDone chan error
 
 	views           *projection.Views
-	projections     *projection.Runner
 	projectionsStop context.CancelFunc
 	projectionsDone chan error
 
