@@ -199,17 +199,19 @@ func NewRepository(log *streams.Log, snaps jetstream.KeyValue, reg *Registry, cf
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	space := uuid.NewSHA1(uuid.NameSpaceURL, []byte("esjet:"+cfg.Namespace))
-	ns := cfg.Namespace
+	idns, ons := cfg.Namespace, cfg.Namespace
 	if log != nil {
-		ns = log.Names().Namespace
+		ons = log.IDSpace()
+		if ons != log.Names().Namespace {
+			idns = ons // restored under another name: its ids are the first namespace's
+		}
 	}
 	return &Repository{
 		log: log, snaps: snaps, reg: reg, cfg: cfg,
 		logger:       logger.With("component", "aggregate"),
 		cache:        newLRU(cfg.CacheSize, max(cfg.CacheBytes, 0)),
-		space:        space,
-		outcomeSpace: wire.OutcomeSpace(ns),
+		space:        wire.RequestSpace(idns),
+		outcomeSpace: wire.OutcomeSpace(ons),
 	}
 }
 

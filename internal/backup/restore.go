@@ -220,6 +220,22 @@ const window = 256
 func startRestoring(ctx context.Context, js jetstream.JetStream, obj Object, rn renamer, o RestoreOptions) (*restoring, error) {
 	c := obj.Config
 	c.Name = rn.name(c.Name)
+	if rn.from != rn.to {
+		// The descriptions name the namespace's subjects (streams.Ensure
+		// compares them with what it would create).
+		c.Description = strings.ReplaceAll(c.Description, rn.from+".", rn.to+".")
+	}
+	if rn.from != rn.to && c.Name == wire.NamesFor(rn.to).Events {
+		// The log's decision ids stay those of the namespace it was
+		// first written in (wire.MetaIDSpace).
+		meta := map[string]string{wire.MetaIDSpace: wire.IDSpace(c.Metadata, rn.from)}
+		for k, v := range c.Metadata {
+			if k != wire.MetaIDSpace {
+				meta[k] = v
+			}
+		}
+		c.Metadata = meta
+	}
 	for i, s := range c.Subjects {
 		c.Subjects[i] = rn.subject(s)
 	}

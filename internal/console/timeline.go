@@ -118,7 +118,7 @@ func (c *Console) timeline(ctx context.Context, typ, id string) (Timeline, error
 	}
 	tl := Timeline{Type: typ, ID: id, Version: st.Position.Version, Seq: st.Position.Seq, State: state,
 		Decisions: make([]Decision, 0, len(recs))}
-	space := wire.OutcomeSpace(c.cfg.Namespace)
+	space := wire.OutcomeSpace(c.repo.Log().IDSpace())
 	inspect := MaxInspected
 	consumers := map[string]*jetstream.ConsumerInfo{}
 	for i := len(recs) - 1; i >= 0; i-- { // newest first, for the cap

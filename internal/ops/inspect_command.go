@@ -90,7 +90,7 @@ func (in *Inspector) Command(ctx context.Context, id string) (CommandInfo, error
 	if err != nil {
 		return info, fmt.Errorf("command %s: %w", id, err)
 	}
-	info.Reported = outcomesIn(in.names.Namespace, recs, id)
+	info.Reported = outcomesIn(log.IDSpace(), recs, id)
 	if info.Reported == nil {
 		info.Reported = []ReportedOutcome{}
 	}

@@ -39,8 +39,8 @@ func reportedOutcome(space uuid.UUID, rec streams.Record) (commandID string, out
 	return id, ReportedOutcome{Outcome: outcome, DecisionID: rec.ID, Seq: rec.Seq, Time: rec.Stored.UTC()}, true
 }
 
-// outcomesIn returns what recs (one aggregate's log in namespace ns)
-// recorded about command id, oldest first.
+// outcomesIn returns what recs (one aggregate's log, its ids made in id
+// space ns: [streams.Log.IDSpace]) recorded about command id, oldest first.
 func outcomesIn(ns string, recs []streams.Record, id string) []ReportedOutcome {
 	var out []ReportedOutcome
 	space := wire.OutcomeSpace(ns)
@@ -63,7 +63,7 @@ func reportedOutcomes(ctx context.Context, log *streams.Log, id string) ([]Repor
 	if err != nil {
 		return nil, fmt.Errorf("read %s/%s: %w", ref.AggregateType, ref.AggregateID, err)
 	}
-	return outcomesIn(log.Names().Namespace, recs, id), nil
+	return outcomesIn(log.IDSpace(), recs, id), nil
 }
 
 // toldFailed returns the decision that told id's aggregate the command

@@ -20,8 +20,12 @@ func (r *Reconciler) scanEvents(ctx context.Context, s *scan, after, to uint64, 
 	if to <= after {
 		return nil
 	}
-	space := wire.OutcomeSpace(r.names.Namespace)
-	err := s.read(ctx, r.names.Events, streams.ScanRange{Filter: r.onlyFilter(ctx, r.names.Events, r.names.EventsFilter()), From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
+	idSpace, err := streams.IDSpaceOf(ctx, r.js, r.names.Namespace)
+	if err != nil {
+		return err
+	}
+	space := wire.OutcomeSpace(idSpace)
+	err = s.read(ctx, r.names.Events, streams.ScanRange{Filter: r.onlyFilter(ctx, r.names.Events, r.names.EventsFilter()), From: after + 1, To: to}, func(m *jetstream.RawStreamMsg) error {
 		tick()
 		s.scanned.Events++
 		rec, err := streams.DecodeCommands(m) // the events are not needed, only checked

@@ -10,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Upcaster turns an event of an older schema into the current shape. It is
@@ -94,6 +96,9 @@ type Log struct {
 	// the reads that used it.
 	archive      atomic.Pointer[ArchiveReader]
 	archiveReads atomic.Int64
+	// idSpace is the namespace the log's decision ids are made in
+	// (wire.IDSpace of EVENTS' metadata).
+	idSpace string
 }
 
 // Open returns the Log of namespace ns. The streams must exist (see
@@ -122,13 +127,14 @@ func Open(ctx context.Context, js jetstream.JetStream, ns string, cfg Config, lo
 		return nil, fmt.Errorf("open event log %s: %w", names.Events, err)
 	}
 	l := &Log{
-		leader: leader,
-		js:     js,
-		names:  names,
-		cfg:    cfg,
-		logger: logger.With("component", "streams", "stream", names.Events),
-		events: st,
-		getter: newBatchGetter(js, names.Events),
+		leader:  leader,
+		js:      js,
+		names:   names,
+		cfg:     cfg,
+		logger:  logger.With("component", "streams", "stream", names.Events),
+		events:  st,
+		getter:  newBatchGetter(js, names.Events),
+		idSpace: wire.IDSpace(st.CachedInfo().Config.Metadata, ns),
 	}
 	if cfg.GroupCommit.MinBatch > 0 {
 		l.commit = &committer{js: js, cfg: cfg.GroupCommit, timeout: cfg.AppendTimeout, wake: make(chan struct{}, 1), logger: l.logger,
@@ -145,3 +151,16 @@ func Open(ctx context.Context, js jetstream.JetStream, ns string, cfg Config, lo
 
 // Names returns the JetStream names of the log's namespace.
 func (l *Log) Names() Names { return l.names }
+
+// IDSpace is the namespace the log's decision ids are made in: its own,
+// or the one it was restored from under another name ([wire.MetaIDSpace]).
+func (l *Log) IDSpace() string { return l.idSpace }
+
+// IDSpaceOf is [Log.IDSpace] of namespace ns, read from its EVENTS stream.
+func IDSpaceOf(ctx context.Context, js jetstream.JetStream, ns string) (string, error) {
+	st, err := js.Stream(ctx, NamesFor(ns).Events)
+	if err != nil {
+		return "", fmt.Errorf("event log %s: %w", NamesFor(ns).Events, err)
+	}
+	return wire.IDSpace(st.CachedInfo().Config.Metadata, ns), nil
+}

@@ -74,11 +74,35 @@ func ParseOutcomeKey(key string) (commandID, outcome string, ok bool) {
 	return "", "", false
 }
 
+// MetaIDSpace is the EVENTS stream's metadata key naming the namespace
+// whose id spaces the log's decisions were made in: decision ids derived
+// from idempotency keys ([RequestSpace]) and outcome decision ids
+// ([OutcomeSpace]). Absent, it is the stream's own namespace. A restore
+// under another name (esjet restore --as) sets it to the archive's, so
+// that after the move a retried request still finds its first decision and
+// a worker's repeated report of an outcome is still known as a repeat.
+const MetaIDSpace = "esjet_id_space"
+
+// IDSpace is the namespace named by an EVENTS stream's metadata
+// ([MetaIDSpace]), or ns, the stream's own, when it names none.
+func IDSpace(metadata map[string]string, ns string) string {
+	if s := metadata[MetaIDSpace]; s != "" {
+		return s
+	}
+	return ns
+}
+
+// RequestSpace is the UUID namespace that decision ids derived from
+// client idempotency keys are made in, for id space ns ([IDSpace]).
+func RequestSpace(ns string) uuid.UUID {
+	return uuid.NewSHA1(uuid.NameSpaceURL, []byte("esjet:"+ns))
+}
+
 // OutcomeSpace is the UUID namespace of namespace ns's outcome decision
 // ids: apart from the one client idempotency keys derive decision ids in,
 // so no client request yields an outcome decision's id.
 func OutcomeSpace(ns string) uuid.UUID {
-	return uuid.NewSHA1(uuid.NewSHA1(uuid.NameSpaceURL, []byte("esjet:"+ns)), []byte("outcome"))
+	return uuid.NewSHA1(RequestSpace(ns), []byte("outcome"))
 }
 
 // OutcomeDecisionID is the id of the decision recording outcome
