@@ -218,6 +218,11 @@ func (c *Config) validateSite(v *validator) {
 	if sn := c.NATS.Embedded.ServerName; sn != e.Site && sn != Default().NATS.Embedded.ServerName {
 		v.add("nats.embedded.server_name", sn, fmt.Sprintf("an edge site's server name is its site id %q: leave server_name unset or set it to the site id", e.Site))
 	}
+	if len(e.Sites) > 0 && e.Site != "" && !slices.Contains(e.Sites, e.Site) {
+		// A fleet's shared file lists the hub's sites: the hub has no leaf
+		// user for another id and refuses its link, over and over.
+		v.add("edge.site", e.Site, fmt.Sprintf("is not in edge.sites %v, so the hub would refuse its link: add it to edge.sites (and restart the hub), or fix the id", e.Sites))
+	}
 	if len(e.HubURLs) == 0 {
 		v.add("edge.hub_urls", nil, "a site needs the hub's leaf node URL, e.g. nats-leaf://hub.example:7422")
 	}

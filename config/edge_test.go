@@ -48,6 +48,16 @@ func TestEdgeSiteAndHubAreValidatedWithEveryProblemNamed(t *testing.T) {
 	if err := ok.Validate(); err != nil {
 		t.Errorf("a minimal site config: %v", err)
 	}
+	// A fleet's shared file lists the sites: a site it does not list would
+	// start "ready" and be refused by the hub's leaf listener forever.
+	ok.Edge.Sites = []string{"shop1", "shop2"}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("a listed site: %v", err)
+	}
+	ok.Edge.Site = "shop3"
+	if err := ok.Validate(); err == nil || !strings.Contains(err.Error(), `edge.site: "shop3" is not valid: is not in edge.sites [shop1 shop2]`) {
+		t.Errorf("a site the fleet file does not list: %v, want it refused naming edge.sites", err)
+	}
 }
 
 func TestEdgeOwnerIsTheFirstMatchingRuleElseTheSitePrefix(t *testing.T) {
