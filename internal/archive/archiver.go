@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/failpoint"
@@ -121,6 +122,9 @@ func (a *Archiver) Run(ctx context.Context, progress func(Progress)) (Progress, 
 	}
 	if !ok {
 		return p, fmt.Errorf("%w: %s was created before archiving was configured, and JetStream cannot allow purges on it afterwards; see docs/archiving.md", ErrPurgeDenied, a.log.Names().Events)
+	}
+	if err := a.mayPurge(ctx); err != nil {
+		return p, err
 	}
 	env, err := a.environment(ctx)
 	if err != nil {
@@ -291,6 +295,25 @@ func (a *Archiver) one(ctx context.Context, env *environment, typ, id string, co
 	}
 	a.logger.Debug("archived", "aggregate_type", typ, "aggregate_id", id, "archive", t.Archive, "decisions", t.Decisions, "seq", tomb.Seq)
 	return archived, t.Decisions, t.Bytes, nil
+}
+
+// mayPurge fails with [ErrNotAllowed] when this connection's user may
+// not purge EVENTS: before anything is written (a tombstone appended by a
+// user that then may not purge below it would wait for an admin's pass).
+func (a *Archiver) mayPurge(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := a.log.ProbePurge(pctx)
+	if err == nil || ctx.Err() != nil {
+		return ctx.Err()
+	}
+	// The server drops a request its user may not make (it times out)
+	// and tells the connection, whose last error then names the subject.
+	if last := a.js.Conn().LastError(); errors.Is(err, nats.ErrPermissionViolation) ||
+		last != nil && errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), "STREAM.PURGE") {
+		return fmt.Errorf("%w %s (only the admin role may): %w", ErrNotAllowed, a.log.Names().Events, err)
+	}
+	return fmt.Errorf("check that %s may be purged: %w", a.log.Names().Events, err)
 }
 
 // ErrMoved is what a [StateFunc] wraps when the aggregate is not where

@@ -38,14 +38,20 @@ func ProjectionConfig(cfg config.Config) projection.Config {
 		UnservedMaxAge: cfg.Streams.UnservedViewsMaxAge.Std()}
 }
 
+// newNodeID names this node in leases: host, pid and a random suffix (a
+// node restarted with the same pid is another owner).
+func newNodeID() string {
+	host, _ := os.Hostname()
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + nuid.Next()[:6]
+}
+
 // startProjections starts the runner of opts.Projections, if any.
 func (n *Node) startProjections(ctx context.Context, opts Options, logger *slog.Logger) error {
 	if len(opts.Projections) == 0 {
 		return nil
 	}
-	host, _ := os.Hostname()
 	cfg := ProjectionConfig(n.cfg)
-	cfg.NodeID = host + "-" + strconv.Itoa(os.Getpid()) + "-" + nuid.Next()[:6]
+	cfg.NodeID = newNodeID()
 	nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	r, err := projection.NewRunner(nctx, n.broker.JetStream(), n.log, opts.Projections, cfg, logger)

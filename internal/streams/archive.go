@@ -101,6 +101,14 @@ func (l *Log) CanPurge(ctx context.Context) (bool, error) {
 	return !info.Config.DenyPurge, nil
 }
 
+// ProbePurge asks EVENTS to purge nothing (its messages below sequence
+// 1): it succeeds when this connection's user may purge EVENTS, and fails
+// when it may not (the server drops the request, which times out, and
+// tells the connection; internal/archive says which).
+func (l *Log) ProbePurge(ctx context.Context) error {
+	return l.events.Purge(ctx, jetstream.WithPurgeSubject(l.names.EventsFilter()), jetstream.WithPurgeSequence(1))
+}
+
 // SubjectCounts returns the number of messages per aggregate subject of
 // type typ (the stream's subject index; the server pages it).
 func (l *Log) SubjectCounts(ctx context.Context, typ string) (map[string]uint64, error) {
