@@ -49,6 +49,12 @@ type Config struct {
 	Limit int
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// DropSnapshot removes an archived aggregate's snapshot (the
+	// tombstone carries its state): aggregate.Repository.DropSnapshot.
+	// It runs after the tombstone is appended and before the purge, so a
+	// pass that finds a tombstone not yet purged drops it again. Nil:
+	// snapshots are left (a test without a snapshots bucket).
+	DropSnapshot func(ctx context.Context, typ, id string) error
 }
 
 // ErrPurgeDenied is returned by [Archiver.Run] when EVENTS denies purges:
@@ -211,6 +217,9 @@ func (a *Archiver) one(ctx context.Context, env *environment, typ, id string, co
 			return already, 0, 0, nil
 		}
 		// A pass was cut between the tombstone and the purge.
+		if err := a.dropSnapshot(ctx, typ, id); err != nil {
+			return 0, 0, 0, err
+		}
 		return finished, 0, 0, a.log.PurgeBefore(ctx, typ, id, last.Seq)
 	}
 	rule := a.cfg.Rules[typ]
@@ -290,11 +299,21 @@ func (a *Archiver) one(ctx context.Context, env *environment, typ, id string, co
 		return 0, 0, 0, err
 	}
 	failpoint.Hit(failpoint.ArchiveAfterTombstone)
+	if err := a.dropSnapshot(ctx, typ, id); err != nil {
+		return 0, 0, 0, err
+	}
 	if err := a.log.PurgeBefore(ctx, typ, id, tomb.Seq); err != nil {
 		return 0, 0, 0, err
 	}
 	a.logger.Debug("archived", "aggregate_type", typ, "aggregate_id", id, "archive", t.Archive, "decisions", t.Decisions, "seq", tomb.Seq)
 	return archived, t.Decisions, t.Bytes, nil
+}
+
+func (a *Archiver) dropSnapshot(ctx context.Context, typ, id string) error {
+	if a.cfg.DropSnapshot == nil {
+		return nil
+	}
+	return a.cfg.DropSnapshot(ctx, typ, id)
 }
 
 // mayPurge fails with [ErrNotAllowed] when this connection's user may

@@ -109,7 +109,7 @@ func OpenArchiver(ctx context.Context, cfg config.Config, js jetstream.JetStream
 		return st, schema, outstanding, err
 	}
 	a := archive.New(js, plain, ArchiveStore(cfg, js, archive.CreateBucket), state, archive.Config{
-		Rules: ArchiveRules(cfg), ReceiptsMaxAge: cfg.Streams.ReceiptsMaxAge.Std(),
+		Rules: ArchiveRules(cfg), ReceiptsMaxAge: cfg.Streams.ReceiptsMaxAge.Std(), DropSnapshot: repo.DropSnapshot,
 	}, logger)
 	return a, keys.Wait, nil
 }
