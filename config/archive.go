@@ -21,6 +21,15 @@ type Archive struct {
 	// namespace's object store bucket <ns>_archive. Every node that reads
 	// archived history must see it. Default "": the bucket.
 	Dir string `yaml:"dir"`
+	// Every is how often the nodes archive by themselves: a pass (what
+	// `esjet archive run` does) starts this long after the last one ended,
+	// on one node of the fleet at a time, and one cut by a kill is resumed
+	// by the next node within a minute. It needs a node whose NATS user
+	// may purge EVENTS (the admin role, or an embedded server without
+	// users); a node of the node role says so in /readyz and leaves it
+	// to one that may. Default 24h (only with types set); 0: never, run
+	// `esjet archive run` yourself.
+	Every Duration `yaml:"every"`
 }
 
 // ArchiveRule says when an aggregate of a type is closed for good, and
@@ -71,6 +80,9 @@ func (a Archive) validate(v *validator) {
 		if r.OnCommand != "" {
 			v.oneOf(field+".on_command", r.OnCommand, ArchiveRestore, ArchiveRefuse)
 		}
+	}
+	if a.Every < 0 {
+		v.add("archive.every", a.Every, "use 0 (never: run esjet archive run yourself) or a duration such as 24h")
 	}
 	if strings.TrimSpace(a.Dir) != a.Dir {
 		v.add("archive.dir", a.Dir, "a path without surrounding spaces")

@@ -428,6 +428,7 @@ func Default() Config {
 			MaxMessageSize:        MiB,
 			Compression:           CompressionNone,
 		},
+		Archive: Archive{Every: Duration(24 * time.Hour)},
 		Aggregates: Aggregates{
 			CacheSize:          10_000,
 			CacheBytes:         64 * MiB,

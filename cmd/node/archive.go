@@ -173,5 +173,21 @@ func (g *globals) archiveStatus(cmd *cobra.Command) error {
 		}
 		fmt.Fprintf(tw, "rule\t%s\tclosed by %v\tafter %s\ton command: %s\n", typ, r.ClosedBy, r.AfterOf(), on)
 	}
+	every := "never (archive.every: 0)"
+	if e := cfg.Archive.Every.Std(); e > 0 {
+		every = "every " + e.String()
+	}
+	if kv, err := js.KeyValue(ctx, names.Workers); err == nil {
+		switch rec, rev, err := archive.ReadPass(ctx, kv); {
+		case err != nil:
+			return err
+		case rev == 0:
+			fmt.Fprintf(tw, "passes	%s	none yet		\n", every)
+		case rec.Owner != "":
+			fmt.Fprintf(tw, "passes	%s	running on %s since %s	heartbeat %s\n", every, rec.Owner, rec.Started.Format(time.RFC3339), rec.Heartbeat.Format(time.RFC3339))
+		case rec.Last != nil:
+			fmt.Fprintf(tw, "passes	%s	last by %s, ended %s	archived %d, %d looked at\n", every, rec.By, rec.Ended.Format(time.RFC3339), rec.Last.Archived, rec.Last.Seen)
+		}
+	}
 	return tw.Flush()
 }

@@ -13,7 +13,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/archive"
 	"github.com/esjet/esjet/internal/broker"
+	"github.com/esjet/esjet/internal/node"
 	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/wire"
 )
@@ -53,7 +55,7 @@ dead letters.`,
 			}
 			defer closeConn()
 			ctx := cmd.Context()
-			in := ops.Inspect(js, cfg.Namespace)
+			in := ops.Inspect(js, cfg.Namespace).WithArchive(node.ArchiveStore(cfg, js, archive.ReadBucket))
 			if len(args) == 1 {
 				info, err := in.Command(ctx, args[0])
 				if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -36,6 +37,30 @@ type snapshot struct {
 }
 
 func snapshotKey(typ, id string) string { return typ + "." + id }
+
+// DropSnapshot deletes aggregate typ/id's snapshot (the bucket keeps one
+// revision per key, so the delete marker replaces it) and forgets the
+// aggregate in this repository's cache. The archive calls it once
+// the aggregate's tombstone is in the log: the tombstone carries the
+// state, and a snapshot of the archived history is a second, older copy
+// of it (with the idempotency keys of archived decisions, which must not
+// answer any more). An aggregate without a snapshot is left as it is (a
+// delete would leave a marker).
+func (r *Repository) DropSnapshot(ctx context.Context, typ, id string) error {
+	r.cache.remove(typ + "/" + id)
+	key := snapshotKey(typ, id)
+	_, err := r.snaps.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return nil
+	}
+	if err == nil {
+		err = r.snaps.Delete(ctx, key)
+	}
+	if err != nil {
+		return fmt.Errorf("drop the snapshot of %s/%s: %w", typ, id, err)
+	}
+	return nil
+}
 
 // maxRecentInSnapshot bounds the idempotency keys a snapshot carries, so a
 // busy aggregate's snapshot stays well under the max message size.

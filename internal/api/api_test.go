@@ -716,6 +716,11 @@ func TestRawAppend_BadRequestsWriteNothing(t *testing.T) {
 		{"trailing data", "invoice", "r1", `{"expected_version":0,"events":[{"type":"issued"}]} {}`, 400, "bad_request"},
 		{"event type with a dot", "invoice", "r1", `{"expected_version":0,"events":[{"type":"a.b"}]}`, 400, "invalid_token"},
 		{"empty event type", "invoice", "r1", `{"expected_version":0,"events":[{"type":""}]}`, 400, "invalid_token"},
+		// A tombstone is esjet's own (docs/archiving.md): a raw append of
+		// one, on a new or an existing aggregate, would make loads take its
+		// state and history reads follow its archive name.
+		{"a forged tombstone", "invoice", "r1", `{"expected_version":0,"events":[{"type":"esjet:archived","data":{"archive":"invoice.exists.1","last_seq":1,"state":{"paid":true}}}]}`, 400, "invalid_token"},
+		{"a forged tombstone after a decision", "invoice", "exists", `{"expected_version":1,"events":[{"type":"esjet:archived","data":{"archive":"invoice.r1.1","last_seq":1}}]}`, 400, "invalid_token"},
 		{"id longer than 128", "invoice", strings.Repeat("x", 129), `{"expected_version":0,"events":[{"type":"issued"}]}`, 400, "invalid_token"},
 		{"expected version ahead", "invoice", "exists", `{"expected_version":5,"events":[{"type":"paid"}]}`, 409, "version_conflict"},
 		{"body over the limit", "invoice", "r1", `{"events":[{"type":"issued","data":"` + strings.Repeat("a", maxBody) + `"}]}`, 413, "too_large"},

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/failpoint"
@@ -48,6 +49,12 @@ type Config struct {
 	Limit int
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// DropSnapshot removes an archived aggregate's snapshot (the
+	// tombstone carries its state): aggregate.Repository.DropSnapshot.
+	// It runs after the tombstone is appended and before the purge, so a
+	// pass that finds a tombstone not yet purged drops it again. Nil:
+	// snapshots are left (a test without a snapshots bucket).
+	DropSnapshot func(ctx context.Context, typ, id string) error
 }
 
 // ErrPurgeDenied is returned by [Archiver.Run] when EVENTS denies purges:
@@ -121,6 +128,9 @@ func (a *Archiver) Run(ctx context.Context, progress func(Progress)) (Progress, 
 	}
 	if !ok {
 		return p, fmt.Errorf("%w: %s was created before archiving was configured, and JetStream cannot allow purges on it afterwards; see docs/archiving.md", ErrPurgeDenied, a.log.Names().Events)
+	}
+	if err := a.mayPurge(ctx); err != nil {
+		return p, err
 	}
 	env, err := a.environment(ctx)
 	if err != nil {
@@ -207,6 +217,9 @@ func (a *Archiver) one(ctx context.Context, env *environment, typ, id string, co
 			return already, 0, 0, nil
 		}
 		// A pass was cut between the tombstone and the purge.
+		if err := a.dropSnapshot(ctx, typ, id); err != nil {
+			return 0, 0, 0, err
+		}
 		return finished, 0, 0, a.log.PurgeBefore(ctx, typ, id, last.Seq)
 	}
 	rule := a.cfg.Rules[typ]
@@ -286,11 +299,40 @@ func (a *Archiver) one(ctx context.Context, env *environment, typ, id string, co
 		return 0, 0, 0, err
 	}
 	failpoint.Hit(failpoint.ArchiveAfterTombstone)
+	if err := a.dropSnapshot(ctx, typ, id); err != nil {
+		return 0, 0, 0, err
+	}
 	if err := a.log.PurgeBefore(ctx, typ, id, tomb.Seq); err != nil {
 		return 0, 0, 0, err
 	}
 	a.logger.Debug("archived", "aggregate_type", typ, "aggregate_id", id, "archive", t.Archive, "decisions", t.Decisions, "seq", tomb.Seq)
 	return archived, t.Decisions, t.Bytes, nil
+}
+
+func (a *Archiver) dropSnapshot(ctx context.Context, typ, id string) error {
+	if a.cfg.DropSnapshot == nil {
+		return nil
+	}
+	return a.cfg.DropSnapshot(ctx, typ, id)
+}
+
+// mayPurge fails with [ErrNotAllowed] when this connection's user may
+// not purge EVENTS: before anything is written (a tombstone appended by a
+// user that then may not purge below it would wait for an admin's pass).
+func (a *Archiver) mayPurge(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := a.log.ProbePurge(pctx)
+	if err == nil || ctx.Err() != nil {
+		return ctx.Err()
+	}
+	// The server drops a request its user may not make (it times out)
+	// and tells the connection, whose last error then names the subject.
+	if last := a.js.Conn().LastError(); errors.Is(err, nats.ErrPermissionViolation) ||
+		last != nil && errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), "STREAM.PURGE") {
+		return fmt.Errorf("%w %s (only the admin role may): %w", ErrNotAllowed, a.log.Names().Events, err)
+	}
+	return fmt.Errorf("check that %s may be purged: %w", a.log.Names().Events, err)
 }
 
 // ErrMoved is what a [StateFunc] wraps when the aggregate is not where

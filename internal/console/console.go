@@ -19,6 +19,7 @@ import (
 
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/api"
+	"github.com/esjet/esjet/internal/archive"
 	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/streams"
@@ -47,6 +48,10 @@ type Config struct {
 	// SetPaused pauses or resumes a kind on every node, recording by and
 	// reason (an action: only with AllowActions); nil answers 404.
 	SetPaused func(ctx context.Context, kind string, pause bool, by, reason string) (wire.PauseRecord, error)
+	// Archive is where an archived aggregate's decisions are (the
+	// namespace's archive store): a command lookup (a dead letter's, the
+	// timeline's) reads its decision there. Nil: the log only.
+	Archive archive.Store
 	// SettledMaxAge is how long a dead letter it retries or discards stays
 	// in the DLQ, whole (streams.dlq_settled_max_age); zero means the
 	// default.
@@ -83,7 +88,7 @@ func New(js jetstream.JetStream, repo *aggregate.Repository, cfg Config, logger 
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &Console{cfg: cfg, js: js, repo: repo, names: streams.NamesFor(cfg.Namespace),
-		insp: ops.Inspect(js, cfg.Namespace), dlq: ops.OpenDLQ(js, cfg.Namespace).WithSettledMaxAge(cfg.SettledMaxAge),
+		insp: ops.Inspect(js, cfg.Namespace).WithArchive(cfg.Archive), dlq: ops.OpenDLQ(js, cfg.Namespace).WithSettledMaxAge(cfg.SettledMaxAge),
 		logger: logger.With("component", "console")}
 }
 

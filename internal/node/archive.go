@@ -109,7 +109,64 @@ func OpenArchiver(ctx context.Context, cfg config.Config, js jetstream.JetStream
 		return st, schema, outstanding, err
 	}
 	a := archive.New(js, plain, ArchiveStore(cfg, js, archive.CreateBucket), state, archive.Config{
-		Rules: ArchiveRules(cfg), ReceiptsMaxAge: cfg.Streams.ReceiptsMaxAge.Std(),
+		Rules: ArchiveRules(cfg), ReceiptsMaxAge: cfg.Streams.ReceiptsMaxAge.Std(), DropSnapshot: repo.DropSnapshot,
 	}, logger)
 	return a, keys.Wait, nil
+}
+
+// startArchiving runs the periodic archive passes (archive.every) when
+// the configuration archives any type: one node of the fleet at a time,
+// by the pass record in the workers' bucket (archive.Schedule).
+func (n *Node) startArchiving(ctx context.Context, defs []*aggregate.Definition, logger *slog.Logger) error {
+	every := n.cfg.Archive.Every.Std()
+	if !n.cfg.Archive.Enabled() || every <= 0 {
+		return nil
+	}
+	js := n.broker.JetStream()
+	kv, err := js.KeyValue(ctx, streams.NamesFor(n.cfg.Namespace).Workers)
+	if err != nil {
+		return fmt.Errorf("archive.every: open the workers' bucket: %w", err)
+	}
+	cfg := n.cfg
+	pass := func(ctx context.Context, progress func(archive.Progress)) (archive.Progress, error) {
+		a, stop, err := OpenArchiver(ctx, cfg, js, defs, logger)
+		if err != nil {
+			return archive.Progress{}, err
+		}
+		defer stop()
+		return a.Run(ctx, progress)
+	}
+	n.archiving = archive.NewSchedule(kv, pass, archive.ScheduleConfig{Every: every, NodeID: newNodeID()}, logger)
+	actx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	n.archivingStop, n.archivingDone = stop, make(chan error, 1)
+	go func() { n.archivingDone <- n.watch(actx, "archive", n.archiving.Run(actx)) }()
+	return nil
+}
+
+// stopArchiving cancels a running pass (it stops between two aggregates,
+// or in one, where the next pass resumes) and waits for it.
+func (n *Node) stopArchiving(ctx context.Context) error {
+	if n.archivingStop == nil {
+		return nil
+	}
+	n.archivingStop()
+	var err error
+	waited := make(chan struct{})
+	go func() { err = <-n.archivingDone; close(waited) }()
+	if werr := n.await(ctx, "the archive pass to stop", waited); werr != nil {
+		return werr
+	}
+	return err
+}
+
+// archiveReport is /readyz's "archive": the periodic passes, fleet-wide.
+func (n *Node) archiveReport(ctx context.Context) any {
+	if n.archiving == nil {
+		return nil
+	}
+	st, err := n.archiving.Status(ctx)
+	if err != nil {
+		return map[string]any{"every": st.Every, "error": err.Error()}
+	}
+	return st
 }

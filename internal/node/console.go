@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/esjet/esjet/internal/archive"
 	"github.com/esjet/esjet/internal/console"
 	"github.com/esjet/esjet/internal/streams"
 )
@@ -17,6 +18,7 @@ func (n *Node) mountConsole(mux *http.ServeMux) {
 		Projections:  n.projectionLags,
 		Workers:      n.workerStatuses,
 		SetPaused:    n.control.SetPaused,
+		Archive:      ArchiveStore(n.cfg, n.broker.JetStream(), archive.ReadBucket),
 		// A letter the console settles stays, whole, this long.
 		SettledMaxAge: n.cfg.Streams.DLQSettledMaxAge.Std(),
 		ViewRetention: func(ctx context.Context) (map[string]streams.Retention, error) {

@@ -92,6 +92,9 @@ func (n *Node) handleReady(w http.ResponseWriter, r *http.Request) {
 	if r := n.waitingReport(ctx); r != nil {
 		body["waiting_for_newer_worker"] = r
 	}
+	if r := n.archiveReport(ctx); r != nil {
+		body["archive"] = r
+	}
 	writeJSON(w, http.StatusOK, body)
 }
 

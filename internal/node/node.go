@@ -15,6 +15,7 @@ import (
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/api"
+	"github.com/esjet/esjet/internal/archive"
 	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/outbox"
@@ -92,6 +93,12 @@ type Node struct {
 	httpAddr     string
 	httpDone     chan error
 	httpInFlight atomic.Int64
+
+	// archiving runs the periodic archive passes (archive.go); nil
+	// without archive.every.
+	archiving     *archive.Schedule
+	archivingStop context.CancelFunc
+	archivingDone chan error
 
 	health health       // components that stopped on their own (health.go)
 	sites  *siteMonitor // the hub's view of its sites (edge.go); nil elsewhere
@@ -202,6 +209,9 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 	}
 	n.startEdge(ctx)
 	if err := n.startProjections(ctx, opts, logger); err != nil {
+		return nil, err
+	}
+	if err := n.startArchiving(ctx, opts.Aggregates, logger); err != nil {
 		return nil, err
 	}
 	if err := n.watchTelemetry(); err != nil {

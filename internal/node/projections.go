@@ -38,6 +38,13 @@ func ProjectionConfig(cfg config.Config) projection.Config {
 		UnservedMaxAge: cfg.Streams.UnservedViewsMaxAge.Std()}
 }
 
+// newNodeID names this node in leases: host, pid and a random suffix (a
+// node restarted with the same pid is another owner).
+func newNodeID() string {
+	host, _ := os.Hostname()
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + nuid.Next()[:6]
+}
+
 // startProjections starts the runner of opts.Projections, if any. A runner
 // that cannot start (its buckets cannot be made or read yet: an R3 bucket
 // on a cluster that formed a moment ago may not answer in time) is tried
@@ -47,9 +54,8 @@ func (n *Node) startProjections(ctx context.Context, opts Options, logger *slog.
 	if len(opts.Projections) == 0 {
 		return nil
 	}
-	host, _ := os.Hostname()
 	cfg := ProjectionConfig(n.cfg)
-	cfg.NodeID = host + "-" + strconv.Itoa(os.Getpid()) + "-" + nuid.Next()[:6]
+	cfg.NodeID = newNodeID()
 	newRunner := func(ctx context.Context) (*projection.Runner, error) {
 		nctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()

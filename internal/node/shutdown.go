@@ -73,6 +73,9 @@ func (n *Node) Close(ctx context.Context) error {
 		if err := n.stopProjections(ctx); err != nil {
 			errs = append(errs, err)
 		}
+		if err := n.stopArchiving(ctx); err != nil {
+			errs = append(errs, err)
+		}
 		for i := len(n.onClose) - 1; i >= 0; i-- {
 			n.onClose[i]()
 		}

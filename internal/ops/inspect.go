@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/esjet/esjet/internal/archive"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,11 +23,21 @@ type Inspector struct {
 	now   func() time.Time
 	// outboxRead counts the OUTBOX messages command lookups read (tests).
 	outboxRead atomic.Int64
+	// archive is where archived decisions are read (nil: the log only).
+	archive archive.Store
 }
 
 // Inspect returns the Inspector of namespace ns. It does no I/O.
 func Inspect(js jetstream.JetStream, ns string) *Inspector {
 	return &Inspector{js: js, names: streams.NamesFor(ns), batch: 1000, now: time.Now}
+}
+
+// WithArchive makes command lookups read an archived aggregate's
+// decisions from store (docs/archiving.md), where its tombstone says they
+// are, instead of finding only the tombstone. It returns in.
+func (in *Inspector) WithArchive(store archive.Store) *Inspector {
+	in.archive = store
+	return in
 }
 
 // OutboxReads is how many OUTBOX messages the command lookups of this

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/esjet/esjet/internal/archive"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go/jetstream"
@@ -86,7 +87,12 @@ func (in *Inspector) Command(ctx context.Context, id string) (CommandInfo, error
 	if err != nil {
 		return info, err
 	}
-	recs, err := log.Load(ctx, ref.AggregateType, ref.AggregateID, streams.Position{})
+	// The whole history: an archived decision is read from the archive
+	// (the log holds its tombstone only).
+	if in.archive != nil {
+		log.SetArchive(archive.Reader(in.archive, log))
+	}
+	recs, err := log.History(ctx, ref.AggregateType, ref.AggregateID)
 	if err != nil {
 		return info, fmt.Errorf("command %s: %w", id, err)
 	}

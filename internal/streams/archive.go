@@ -101,6 +101,14 @@ func (l *Log) CanPurge(ctx context.Context) (bool, error) {
 	return !info.Config.DenyPurge, nil
 }
 
+// ProbePurge asks EVENTS to purge nothing (its messages below sequence
+// 1): it succeeds when this connection's user may purge EVENTS, and fails
+// when it may not (the server drops the request, which times out, and
+// tells the connection; internal/archive says which).
+func (l *Log) ProbePurge(ctx context.Context) error {
+	return l.events.Purge(ctx, jetstream.WithPurgeSubject(l.names.EventsFilter()), jetstream.WithPurgeSequence(1))
+}
+
 // SubjectCounts returns the number of messages per aggregate subject of
 // type typ (the stream's subject index; the server pages it).
 func (l *Log) SubjectCounts(ctx context.Context, typ string) (map[string]uint64, error) {
@@ -148,7 +156,33 @@ func (l *Log) Archived(ctx context.Context, rec Record) ([]Record, error) {
 		return nil, err
 	}
 	l.archiveReads.Add(1)
-	return (*r)(ctx, t)
+	old, err := (*r)(ctx, t)
+	if err == nil {
+		err = archivedBefore(rec, t, old)
+	}
+	return old, err
+}
+
+// archivedBefore checks that old, what the archive holds for tombstone
+// rec (t), is rec's aggregate's history right up to it: on rec's subject,
+// ending at the version before the tombstone's. A tombstone is only
+// written by the archive job, but anyone who may publish to EVENTS (the
+// node role) could append one naming another aggregate's archive: its
+// history would then show that aggregate's decisions as its own.
+func archivedBefore(rec Record, t wire.Tombstone, old []Record) error {
+	for _, o := range old {
+		if o.Subject != rec.Subject {
+			return fmt.Errorf("the archive holds a decision of %s (seq %d), not of %s: the tombstone at seq %d does not name this aggregate's archive", o.Subject, o.Seq, rec.Subject, rec.Seq)
+		}
+	}
+	if n := len(old); n == 0 || old[n-1].LastVersion() != t.LastVersion || t.LastVersion+1 != rec.FirstVersion() {
+		last := uint64(0)
+		if n > 0 {
+			last = old[n-1].LastVersion()
+		}
+		return fmt.Errorf("the archive ends at version %d, the tombstone at seq %d says %d and follows version %d", last, rec.Seq, t.LastVersion, rec.FirstVersion()-1)
+	}
+	return nil
 }
 
 // unarchive puts before recs the archived records their first record (a
@@ -165,6 +199,9 @@ func (l *Log) unarchive(ctx context.Context, recs []Record, after uint64) ([]Rec
 	}
 	l.archiveReads.Add(1)
 	old, err := (*r)(ctx, t)
+	if err == nil {
+		err = archivedBefore(recs[0], t, old)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read archive %s of %s: %w", t.Archive, recs[0].Subject, err)
 	}

@@ -23,6 +23,12 @@ const HeaderArchived = "Esjet-Archived"
 // aggregates (the default archive store): <ns>_archive.
 func ArchiveBucket(ns string) string { return ns + "_archive" }
 
+// ArchivePassKey is the key, in the workers' bucket (<ns>_workers), of
+// the fleet's record of periodic archive passes (archive.every): which
+// node runs one now (a lease renewed by compare-and-set) and what the
+// last one did. internal/archive.PassRecord is its value.
+const ArchivePassKey = "archive.pass"
+
 // ArchiveObjectName is the archive object of aggregate typ/id whose
 // decisions up to stream sequence lastSeq it holds: <type>.<id>.<lastSeq>.
 // The name follows from what it holds, so an archive interrupted before

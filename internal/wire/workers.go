@@ -16,6 +16,7 @@ import (
 //	                            created with a TTL, purged when the call is over ([KeyLeaseKey])
 //	defer.<kind>.<command id>   how often workers that understand only an older schema
 //	                            left a command for a newer worker ([DeferKey], [Deferral])
+//	archive.pass                the periodic archive pass: its lease and last result ([ArchivePassKey])
 
 // PauseKey is the key of kind's pause record.
 func PauseKey(kind string) string { return "pause." + kind }
