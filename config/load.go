@@ -392,6 +392,10 @@ func didYouMean(name string, candidates []string) string {
 	return fmt.Sprintf("; did you mean %q?", best)
 }
 
+// DidYouMean is didYouMean for other packages' names: "; did you mean
+// \"trip\"?" when name is near enough to one of candidates, else "".
+func DidYouMean(name string, candidates []string) string { return didYouMean(name, candidates) }
+
 // levenshtein is the edit distance between a and b, by rune.
 func levenshtein(a, b string) int {
 	ra, rb := []rune(a), []rune(b)

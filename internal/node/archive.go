@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -57,14 +60,10 @@ func OpenArchiver(ctx context.Context, cfg config.Config, js jetstream.JetStream
 	if err != nil {
 		return nil, nil, err
 	}
-	for typ := range cfg.Archive.Types {
-		if _, err := reg.Get(typ); err != nil {
-			if _, raw := cfg.Aggregates.Raw[typ]; !raw {
-				// Its tombstones would carry no state: a node that defines
-				// the type in Go could not load them.
-				return nil, nil, fmt.Errorf("archive.types.%s: this build has no Definition of %s and aggregates.raw does not list it; archive a Go-defined type from a program that registers it (node.OpenArchiver), and list a raw type under aggregates.raw (even as {})", typ, typ)
-			}
-		}
+	if errs := unknownArchiveTypes(cfg, reg); len(errs) > 0 {
+		// Their tombstones would carry no state: a node that defines the
+		// type in Go could not load them.
+		return nil, nil, errors.Join(errs...)
 	}
 	keys := &shred.Lazy{JS: js, Namespace: cfg.Namespace, Replicas: cfg.Streams.Replicas}
 	lc := LogConfig(cfg)
@@ -114,12 +113,43 @@ func OpenArchiver(ctx context.Context, cfg config.Config, js jetstream.JetStream
 	return a, keys.Wait, nil
 }
 
+// unknownArchiveTypes names each archive rule whose type this build
+// neither defines in Go nor lists under aggregates.raw (a typo, most
+// likely: the error suggests the nearest type it knows).
+func unknownArchiveTypes(cfg config.Config, reg *aggregate.Registry) []error {
+	known := reg.Types()
+	for typ := range cfg.Aggregates.Raw {
+		known = append(known, typ)
+	}
+	slices.Sort(known)
+	var errs []error
+	for _, typ := range slices.Sorted(maps.Keys(cfg.Archive.Types)) {
+		if _, err := reg.Get(typ); err == nil {
+			continue
+		}
+		if _, raw := cfg.Aggregates.Raw[typ]; raw {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("archive.types.%s: this build has no Definition of %s and aggregates.raw does not list it (types here: %s)%s; archive a Go-defined type from a program that registers it (node.OpenArchiver), and list a raw type under aggregates.raw (even as {})",
+			typ, typ, strings.Join(known, ", "), config.DidYouMean(typ, known)))
+	}
+	return errs
+}
+
 // startArchiving runs the periodic archive passes (archive.every) when
 // the configuration archives any type: one node of the fleet at a time,
 // by the pass record in the workers' bucket (archive.Schedule).
 func (n *Node) startArchiving(ctx context.Context, defs []*aggregate.Definition, logger *slog.Logger) error {
 	every := n.cfg.Archive.Every.Std()
-	if !n.cfg.Archive.Enabled() || every <= 0 {
+	if !n.cfg.Archive.Enabled() {
+		return nil
+	}
+	if reg, err := aggregate.NewRegistry(defs...); err == nil {
+		for _, err := range unknownArchiveTypes(n.cfg, reg) {
+			n.logger.Warn("an archive rule names a type this node does not know: archive passes fail until it is fixed", "error", err)
+		}
+	}
+	if every <= 0 {
 		return nil
 	}
 	js := n.broker.JetStream()
