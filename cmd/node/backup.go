@@ -1,8 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -38,18 +40,27 @@ stderr. The archive is gzip-compressed JSON lines (zcat | jq reads it).
 			if err != nil {
 				return err
 			}
+			if out == "" {
+				out = fmt.Sprintf("%s-%s.esjet-backup.gz", cfg.Namespace, time.Now().UTC().Format("20060102T150405Z"))
+			}
+			// Refused before anything is read: the archive there may be the
+			// only copy of what a lost disk held.
+			if out != "-" {
+				if err := refuseExisting(out); err != nil {
+					return err
+				}
+			}
 			nc, js, err := connectJetStream(cmd.Context(), cfg, "esjet backup")
 			if err != nil {
 				return err
 			}
 			defer nc.Close()
-			if out == "" {
-				out = fmt.Sprintf("%s-%s.esjet-backup.gz", cfg.Namespace, time.Now().UTC().Format("20060102T150405Z"))
-			}
 			var w io.Writer = g.stdout
 			var f *os.File
 			if out != "-" {
-				if f, err = os.OpenFile(out+".partial", os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err != nil {
+				if f, err = os.OpenFile(out+".partial", os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); errors.Is(err, fs.ErrExist) {
+					return fmt.Errorf("backup: %s.partial exists: another backup to %s is running, or one stopped before it finished; remove %s.partial, or give another --out", out, out, out)
+				} else if err != nil {
 					return fmt.Errorf("backup: %w", err)
 				}
 				defer os.Remove(f.Name()) // after the rename, nothing
@@ -67,7 +78,7 @@ stderr. The archive is gzip-compressed JSON lines (zcat | jq reads it).
 				if err := f.Close(); err != nil {
 					return err
 				}
-				if err := os.Rename(f.Name(), out); err != nil {
+				if err := renameNoClobber(f.Name(), out); err != nil {
 					return err
 				}
 				fmt.Fprintf(g.stdout, "backed up namespace %s to %s\n", cfg.Namespace, out)
@@ -78,6 +89,36 @@ stderr. The archive is gzip-compressed JSON lines (zcat | jq reads it).
 	}
 	cmd.Flags().StringVarP(&out, "out", "o", "", "archive file to write (- for stdout); it must not exist")
 	return cmd
+}
+
+// refuseExisting refuses an archive path that exists. There is no --force:
+// removing the old archive is one explicit command, and a flag that writes
+// over an archive is one habit away from losing the last good copy.
+func refuseExisting(out string) error {
+	if _, err := os.Lstat(out); err == nil {
+		return fmt.Errorf("backup: %s exists and a backup never writes over a file: give another --out, or remove %s first", out, out)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("backup: %w", err)
+	}
+	return nil
+}
+
+// renameNoClobber moves the finished archive from to out unless out
+// appeared while the backup ran: a hard link fails on an existing name
+// where a rename would replace it. Where links are not supported it checks
+// and renames.
+func renameNoClobber(from, out string) error {
+	err := os.Link(from, out)
+	switch {
+	case err == nil:
+		return os.Remove(from)
+	case errors.Is(err, fs.ErrExist):
+		return fmt.Errorf("backup: %s appeared while the backup ran and a backup never writes over a file: this archive was not kept; run it again with another --out", out)
+	}
+	if err := refuseExisting(out); err != nil {
+		return err
+	}
+	return os.Rename(from, out)
 }
 
 func newRestoreCmd(g *globals) *cobra.Command {

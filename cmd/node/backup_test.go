@@ -1,0 +1,46 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/esjet/esjet/internal/natstest"
+	"github.com/esjet/esjet/internal/streams"
+)
+
+// esjet backup --out FILE refuses a FILE that exists, says what to do, and
+// leaves the file as it was.
+func TestBackupRefusesAnExistingFile(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s)
+	ns := natstest.Namespace(t)
+	if _, err := streams.Provision(t.Context(), js, ns, streams.ProvisionConfig{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "old.esjet-backup.gz")
+	if err := os.WriteFile(out, []byte("the only copy"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	err := run(t.Context(), []string{"backup", "--url", s.ClientURL(), "--namespace", ns, "--out", out}, nil, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "exists") || !strings.Contains(err.Error(), "another --out") {
+		t.Errorf("backup onto an existing file: %v; want a refusal naming another --out", err)
+	}
+	if b, _ := os.ReadFile(out); string(b) != "the only copy" {
+		t.Errorf("the existing file holds %.40q… after the backup", b)
+	}
+	if _, err := os.Stat(out + ".partial"); err == nil {
+		t.Error("the refused backup left a .partial file")
+	}
+	fresh := filepath.Join(t.TempDir(), "new.esjet-backup.gz")
+	if err := run(t.Context(), []string{"backup", "--url", s.ClientURL(), "--namespace", ns, "--out", fresh}, nil, &stdout, &stderr); err != nil {
+		t.Fatalf("backup to a new file: %v\n%s", err, stderr.String())
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("backup to a new file: %v", err)
+	}
+}
