@@ -184,7 +184,7 @@ func cmpOr(a, b string) string {
 
 func printObjects(w io.Writer, h backup.Header) {
 	for _, o := range h.Objects {
-		fmt.Fprintf(w, "  %-32s %d messages\n", o.Name, o.Messages)
+		fmt.Fprintf(w, "  %-32s %s\n", o.Name, messages(o.Messages))
 	}
 }
 
@@ -193,9 +193,9 @@ func printObjects(w io.Writer, h backup.Header) {
 func (g *globals) progress(verb string) func(object string, done, total uint64) {
 	return func(object string, done, total uint64) {
 		if done >= total {
-			fmt.Fprintf(g.stderr, "%s: %s: %d messages\n", verb, object, done)
+			fmt.Fprintf(g.stderr, "%s: %s: %s\n", verb, object, messages(done))
 			return
 		}
-		fmt.Fprintf(g.stderr, "%s: %s: %d of %d messages\n", verb, object, done, total)
+		fmt.Fprintf(g.stderr, "%s: %s: %d of %s\n", verb, object, done, messages(total))
 	}
 }

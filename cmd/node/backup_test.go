@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/esjet/esjet/internal/backup"
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/streams"
 )
@@ -42,5 +44,15 @@ func TestBackupRefusesAnExistingFile(t *testing.T) {
 	}
 	if _, err := os.Stat(fresh); err != nil {
 		t.Errorf("backup to a new file: %v", err)
+	}
+}
+
+// The archive's objects are listed with a count in good English: an
+// object of one message says "1 message".
+func TestBackupListsOneMessageInTheSingular(t *testing.T) {
+	var b bytes.Buffer
+	printObjects(&b, backup.Header{Objects: []backup.Object{{Name: "KV_demo_projections", Messages: 1}, {Name: "DEMO_EVENTS", Messages: 2}}})
+	if got := b.String(); !strings.Contains(got, "KV_demo_projections") || !regexp.MustCompile(`KV_demo_projections +1 message\n`).MatchString(got) || !strings.Contains(got, "2 messages") {
+		t.Errorf("objects listed as\n%s\nwant 1 message and 2 messages", got)
 	}
 }
