@@ -1,17 +1,21 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
 	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/backup"
 	"github.com/esjet/esjet/internal/node"
 )
@@ -123,7 +127,7 @@ func renameNoClobber(from, out string) error {
 
 func newRestoreCmd(g *globals) *cobra.Command {
 	var as string
-	var force bool
+	var force, ignoreNodes bool
 	cmd := &cobra.Command{
 		Use:   "restore FILE [--as NAMESPACE] [--force]",
 		Short: "Recreate a namespace from an esjet backup archive (as admin)",
@@ -135,7 +139,10 @@ every message in order. The event log, OUTBOX and the dead letters keep their
 sequences. Stop the nodes of the namespace first; start them after.
 
 It refuses to write over a namespace that has any of the archive's objects,
-naming them; --force deletes them first (what they hold is lost).`,
+naming them; --force deletes them first (what they hold is lost). It refuses
+while a node serves the namespace (its micro service answers): stop the nodes
+first; --ignore-running-nodes restores anyway, and the nodes must then be
+restarted.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := g.load(cmd.Flags())
@@ -157,8 +164,12 @@ naming them; --force deletes them first (what they hold is lost).`,
 			cfg = node.ResolveReplicas(cfg, nc, nil)
 			file := args[0]
 			open := func() (io.ReadCloser, error) { return os.Open(filepath.Clean(file)) }
+			check := func(ctx context.Context, ns string) error { return refuseServed(ctx, nc, ns) }
+			if ignoreNodes {
+				check = nil
+			}
 			h, err := backup.Restore(cmd.Context(), js, open, backup.RestoreOptions{Namespace: as, Force: force, Replicas: cfg.Streams.Replicas,
-				Options: backup.Options{Progress: g.progress("restore")}})
+				Check: check, Options: backup.Options{Progress: g.progress("restore")}})
 			if err != nil {
 				return err
 			}
@@ -172,7 +183,28 @@ naming them; --force deletes them first (what they hold is lost).`,
 	}
 	cmd.Flags().StringVar(&as, "as", "", "restore into this namespace instead of the archive's")
 	cmd.Flags().BoolVar(&force, "force", false, "delete the namespace's existing streams and buckets first")
+	cmd.Flags().BoolVar(&ignoreNodes, "ignore-running-nodes", false, "restore even though nodes serve the namespace (restart them after)")
 	return cmd
+}
+
+// refuseServed refuses a restore into namespace ns while a node serves it:
+// its relay, workers and projections hold consumers and positions on the
+// streams the restore deletes and recreates, and it would go on reporting
+// ready while none of them runs again until it is restarted.
+func refuseServed(ctx context.Context, nc *nats.Conn, ns string) error {
+	nodes, err := api.ServingNodes(ctx, nc, ns, time.Second)
+	if err != nil {
+		return fmt.Errorf("restore: ask whether a node serves namespace %s: %w (--ignore-running-nodes skips the question)", ns, err)
+	}
+	if len(nodes) == 0 {
+		return nil
+	}
+	ids := make([]string, len(nodes))
+	for i, n := range nodes {
+		ids[i] = n.ID
+	}
+	return fmt.Errorf("restore: %d %s namespace %s on this server (micro service esjet, id %s): stop the nodes serving namespace %s first, restore, then start them (--ignore-running-nodes restores anyway; restart the nodes after it)",
+		len(nodes), map[bool]string{true: "node serves", false: "nodes serve"}[len(nodes) == 1], ns, strings.Join(ids, ", "), ns)
 }
 
 func cmpOr(a, b string) string {

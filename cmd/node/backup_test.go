@@ -56,3 +56,25 @@ func TestBackupListsOneMessageInTheSingular(t *testing.T) {
 		t.Errorf("objects listed as\n%s\nwant 1 message and 2 messages", got)
 	}
 }
+
+// esjet restore --force refuses while a node serves the namespace: the
+// restore would delete the streams under its relay, workers and
+// projections, and the node would go on reporting ready, wedged.
+func TestRestoreRefusesWhileANodeServesTheNamespace(t *testing.T) {
+	t.Parallel()
+	ns := natstest.Namespace(t)
+	flags := startTestNode(t, ns)
+	archive := filepath.Join(t.TempDir(), "a.esjet-backup.gz")
+	var stdout, stderr bytes.Buffer
+	if err := run(t.Context(), append([]string{"backup", "--out", archive}, flags...), nil, &stdout, &stderr); err != nil {
+		t.Fatalf("backup: %v\n%s", err, stderr.String())
+	}
+	stdout.Reset()
+	err := run(t.Context(), append([]string{"restore", archive, "--force"}, flags...), nil, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "stop the nodes serving namespace "+ns+" first") {
+		t.Errorf("restore --force under a live node: %v\n%s; want a refusal saying to stop the nodes first", err, stdout.String())
+	}
+	if strings.Contains(stdout.String(), "restored namespace") {
+		t.Errorf("restore under a live node printed %q", stdout.String())
+	}
+}

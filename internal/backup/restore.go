@@ -25,6 +25,11 @@ type RestoreOptions struct {
 	// restores; without it a restore onto existing objects is refused
 	// ([ErrExists]) and nothing is touched.
 	Force bool
+	// Check, when set, is called with the target namespace once the
+	// archive's header is read and before anything on the server is looked
+	// at or touched; its error stops the restore (esjet restore: a node
+	// still serving the namespace).
+	Check func(ctx context.Context, namespace string) error
 }
 
 // Restore recreates the archive that open returns (it is read twice:
@@ -51,6 +56,11 @@ func Restore(ctx context.Context, js jetstream.JetStream, open func() (io.ReadCl
 		return h, err
 	}
 	to := cmpOr(o.Namespace, h.Namespace)
+	if o.Check != nil {
+		if err := o.Check(ctx, to); err != nil {
+			return h, err
+		}
+	}
 	rn := renamer{from: h.Namespace, to: to}
 	outbox := wire.NamesFor(h.Namespace).Outbox
 	var exist []string
