@@ -16,6 +16,7 @@ import (
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/archive"
 	"github.com/esjet/esjet/internal/node"
+	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/wire"
 )
 
@@ -142,6 +143,9 @@ func (g *globals) archiveStatus(cmd *cobra.Command) error {
 		return err
 	}
 	defer done()
+	if err := ops.RequireNamespace(ctx, js, cfg.Namespace); err != nil {
+		return err
+	}
 	names := wire.NamesFor(cfg.Namespace)
 	st, err := js.Stream(ctx, names.Events)
 	if err != nil {
