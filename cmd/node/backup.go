@@ -18,6 +18,7 @@ import (
 	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/backup"
 	"github.com/esjet/esjet/internal/node"
+	"github.com/esjet/esjet/internal/ops"
 )
 
 func newBackupCmd(g *globals) *cobra.Command {
@@ -59,6 +60,9 @@ stderr. The archive is gzip-compressed JSON lines (zcat | jq reads it).
 				return err
 			}
 			defer nc.Close()
+			if err := ops.RequireNamespace(cmd.Context(), js, cfg.Namespace); err != nil {
+				return err
+			}
 			var w io.Writer = g.stdout
 			var f *os.File
 			if out != "-" {

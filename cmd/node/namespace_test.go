@@ -22,7 +22,7 @@ func TestOpsCommandsRefuseANamespaceTheServerDoesNotHold(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := `no namespace "` + ns + `o" on this server (namespaces here: ` + ns + `)`
-	for _, args := range [][]string{{"streams"}, {"dlq", "ls"}, {"outbox"}, {"reconcile"}, {"archive", "status"}, {"projections", "ls"}} {
+	for _, args := range [][]string{{"streams"}, {"dlq", "ls"}, {"outbox"}, {"reconcile"}, {"archive", "status"}, {"projections", "ls"}, {"backup", "--out", "-"}} {
 		t.Run(strings.Join(args, "_"), func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			err := run(t.Context(), append(args, "--url", s.ClientURL(), "--namespace", ns+"o"), nil, &stdout, &stderr)
