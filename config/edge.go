@@ -210,7 +210,9 @@ func (c *Config) validateEdge(v *validator) {
 
 func (c *Config) validateSite(v *validator) {
 	e := &c.Edge
-	if !sitePattern.MatchString(e.Site) {
+	if e.Site == "" {
+		v.add("edge.site", nil, fmt.Sprintf(`the site role needs the site's id: set edge.site in the config or %s, e.g. shop1 (%s)`, EnvName("edge.site"), strings.TrimPrefix(siteRule, "use ")))
+	} else if !sitePattern.MatchString(e.Site) {
 		v.add("edge.site", e.Site, siteRule)
 	} else if e.Site == e.HubDomain {
 		v.add("edge.site", e.Site, "is the hub's domain (edge.hub_domain): give the site another id")

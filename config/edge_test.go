@@ -118,3 +118,19 @@ func TestEdgeLeafUsersNameEverySiteOnceWithABcryptHash(t *testing.T) {
 		t.Errorf("a leaf user without a name is named %q, want its site id", got)
 	}
 }
+
+// A site without its id is told the id is required, and where it comes
+// from, not that "" breaks the id's character rule.
+func TestEdgeSiteWithoutAnIDSaysItIsRequired(t *testing.T) {
+	c := Default()
+	c.Edge.Role, c.Edge.HubURLs = EdgeSite, []string{"nats-leaf://127.0.0.1:7422"}
+	err := c.Validate()
+	for _, want := range []string{"edge.site: the site role needs the site's id", "ESJET_EDGE_SITE", "edge.site in the config"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a site without an id: %v\ndoes not say %q", err, want)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), `"" is not valid`) {
+		t.Errorf("a site without an id: %v; want no character rule for an empty id", err)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/esjet/esjet/internal/aggregate"
 	"github.com/esjet/esjet/internal/archive"
 	"github.com/esjet/esjet/internal/node"
+	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/wire"
 )
 
@@ -142,6 +143,9 @@ func (g *globals) archiveStatus(cmd *cobra.Command) error {
 		return err
 	}
 	defer done()
+	if err := ops.RequireNamespace(ctx, js, cfg.Namespace); err != nil {
+		return err
+	}
 	names := wire.NamesFor(cfg.Namespace)
 	st, err := js.Stream(ctx, names.Events)
 	if err != nil {
@@ -149,7 +153,7 @@ func (g *globals) archiveStatus(cmd *cobra.Command) error {
 	}
 	info := st.CachedInfo()
 	tw := tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "event log\t%s\t%d messages\t%d bytes\tpurges %s\n", names.Events, info.State.Msgs, info.State.Bytes,
+	fmt.Fprintf(tw, "event log\t%s\t%s\t%d bytes\tpurges %s\n", names.Events, messages(info.State.Msgs), info.State.Bytes,
 		map[bool]string{true: "denied (archiving cannot run)", false: "allowed (admin only)"}[info.Config.DenyPurge])
 	if cfg.Archive.Dir != "" {
 		fmt.Fprintf(tw, "archive\tdir:%s\t\t\t\n", cfg.Archive.Dir)

@@ -21,6 +21,7 @@ import (
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/broker"
+	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 )
@@ -239,6 +240,17 @@ func (g *globals) request(cmd *cobra.Command, typ, suffix string, body []byte, h
 func noResponders(ctx context.Context, nc *nats.Conn, ns, typ string) error {
 	types, err := nc.RequestWithContext(ctx, wire.APIPrefix(ns)+".types", nil)
 	if err != nil {
+		// A mistyped namespace says so, where the user may list streams
+		// (node, admin and operator users; a client's list is denied, and
+		// goes unanswered: hence the short wait).
+		if js, jerr := jetstream.New(nc); jerr == nil {
+			lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			err := ops.RequireNamespace(lctx, js, ns)
+			cancel()
+			if errors.Is(err, ops.ErrNoNamespace) {
+				return err
+			}
+		}
 		return fmt.Errorf("no esjet node serves namespace %q at %s (is `esjet run` running with that namespace?)", ns, nc.ConnectedUrlRedacted())
 	}
 	var infos []api.TypeInfo

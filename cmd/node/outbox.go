@@ -87,7 +87,8 @@ dead letters.`,
 }
 
 // outboxConnect loads the configuration and connects to the node's NATS the
-// way the other inspection commands do. The caller calls closeConn.
+// way the other inspection commands do, and refuses a namespace the server
+// holds none of (a typo). The caller calls closeConn.
 func (g *globals) outboxConnect(cmd *cobra.Command) (config.Config, jetstream.JetStream, func(), error) {
 	cfg, err := g.load(cmd.Flags())
 	if err != nil {
@@ -101,6 +102,10 @@ func (g *globals) outboxConnect(cmd *cobra.Command) (config.Config, jetstream.Je
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
+		nc.Close()
+		return cfg, nil, nil, err
+	}
+	if err := ops.RequireNamespace(ctx, js, cfg.Namespace); err != nil {
 		nc.Close()
 		return cfg, nil, nil, err
 	}

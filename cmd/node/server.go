@@ -290,7 +290,7 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 	}
 	if err := serverWaitListening(ctx, srv, sl); err != nil {
 		stop()
-		return fmt.Errorf("start nats-server (listen %s, store dir %s): %w", f.listen, f.storeDir, err)
+		return serverListenRemedy(fmt.Errorf("start nats-server (listen %s, store dir %s): %w", f.listen, f.storeDir, err), f)
 	}
 	if err := serverWaitJetStream(ctx, srv, logger, f.readiness); err != nil {
 		stop()
@@ -324,6 +324,20 @@ func runServer(ctx context.Context, g *globals, f *serverFlags) error {
 	case <-down:
 		return errors.New("nats-server shut down on its own (see its log above)")
 	}
+}
+
+// serverListenRemedy adds to nats-server's bind error, when the address is
+// in use, which flag moves which listener (the bare server reads no esjet
+// config and no ESJET_* variable: the flags are the only way).
+func serverListenRemedy(err error, f *serverFlags) error {
+	if le := (&config.ListenError{Err: err}); !le.InUse() {
+		return err
+	}
+	flag, addr := "--listen", f.listen
+	if strings.Contains(err.Error(), "router port") { // nats-server: "Error listening on router port"
+		flag, addr = "--cluster-listen", f.clusterListen
+	}
+	return fmt.Errorf("%w\nanother process already listens on %s (another esjet server or node, or a nats-server?): stop it, or give this server another address with %s HOST:PORT", err, addr, flag)
 }
 
 // serverWaitListening waits until the client listener accepts connections,

@@ -64,7 +64,10 @@ func (g *globals) showSites(ctx context.Context, cfg config.Config, asJSON bool)
 	defer nc.Close()
 	msg, err := nc.RequestWithContext(ctx, node.SitesSubject(cfg.Namespace), nil)
 	if errors.Is(err, nats.ErrNoResponders) {
-		return fmt.Errorf("no hub of namespace %s answers %s: run this against the hub node (edge.role hub) with its config file (--config fleet.yaml) or its namespace (--namespace)", cfg.Namespace, node.SitesSubject(cfg.Namespace))
+		// The address is the likelier mistake once the namespace is right:
+		// say which server was asked, and how to reach another.
+		return fmt.Errorf("no hub of namespace %s answers %s at %s: run this against the hub node (edge.role hub): reach its server with --url (or --listen, its embedded server's address), and give its config file (--config fleet.yaml) or its namespace (--namespace)",
+			cfg.Namespace, node.SitesSubject(cfg.Namespace), nc.ConnectedUrlRedacted())
 	}
 	if err != nil {
 		return fmt.Errorf("ask the hub for its sites: %w", err)

@@ -53,4 +53,13 @@ edge:
 	if err == nil || !strings.Contains(err.Error(), "--config") || !strings.Contains(err.Error(), "--namespace") {
 		t.Errorf("esjet sites of namespace demo with no hub: %v; want it to name --config and --namespace", err)
 	}
+	// With the file, at a server that is not the hub's: the error names
+	// the server it asked and the flags that reach another.
+	other := natstest.RunServer(t)
+	err = run(t.Context(), []string{"sites", "--config", fleet, "--url", other.ClientURL()}, nil, &stdout, &stderr)
+	for _, want := range []string{"at " + other.ClientURL(), "--url", "--listen"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("esjet sites at a server with no hub: %v; want it to say %q", err, want)
+		}
+	}
 }

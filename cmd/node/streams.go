@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/esjet/esjet/config"
+	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/projection"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
@@ -77,6 +78,9 @@ func (g *globals) showStreams(ctx context.Context, cfg config.Config, asJSON boo
 		return err
 	}
 	defer nc.Close()
+	if err := ops.RequireNamespace(ctx, js, cfg.Namespace); err != nil {
+		return err
+	}
 	// What the views' control records say of their buckets (which
 	// generation each holds, until when); none where no projection ran.
 	views, err := projection.NewViews(js, cfg.Namespace, 0).Retention(ctx, cfg.Streams.UnservedViewsMaxAge.Std())

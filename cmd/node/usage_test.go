@@ -2,9 +2,15 @@ package main
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/esjet/esjet/internal/natstest"
 )
 
 // A mistyped flag gets the nearest one; a wrong number of arguments gets
@@ -57,6 +63,42 @@ func TestAPortInUseSaysHowToMoveTheNode(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), want) {
 				t.Errorf("esjet %s: %v; want it to say %q", strings.Join(args, " "), err, want)
 			}
+		}
+	}
+}
+
+// `esjet run` with its HTTP address in use fails before it starts a server
+// or provisions a stream: no data dir is left behind.
+func TestAnHTTPPortInUseLeavesNoDataDir(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	data := filepath.Join(t.TempDir(), "data")
+	var stdout, stderr bytes.Buffer
+	err = run(t.Context(), []string{"run", "--data-dir", data, "--namespace", "clash", "--listen", natstest.Addr(t), "--http", l.Addr().String()},
+		[]string{"ESJET_DEMO_SERVICES=false"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "--http HOST:PORT") {
+		t.Errorf("esjet run with its HTTP port in use: %v; want the remedy naming --http", err)
+	}
+	if _, err := os.Stat(data); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("data dir after the refused start: %v; want none", err)
+	}
+}
+
+// `esjet server` on an address in use says which flag moves it.
+func TestServerOnAPortInUseNamesListen(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var stdout, stderr bytes.Buffer
+	err = run(t.Context(), []string{"server", "--listen", l.Addr().String(), "--store-dir", t.TempDir()}, nil, &stdout, &stderr)
+	for _, want := range []string{"already listens on " + l.Addr().String(), "--listen HOST:PORT"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("esjet server on a port in use: %v; want it to say %q", err, want)
 		}
 	}
 }

@@ -75,9 +75,6 @@ type reader struct {
 	gz  *gzip.Reader
 }
 
-// ErrNotAnArchive is returned for input that is not an esjet backup.
-var ErrNotAnArchive = errors.New("backup: not an esjet backup archive")
-
 func newReader(r io.Reader) (*reader, Header, error) {
 	gz, err := gzip.NewReader(bufio.NewReader(r))
 	if err != nil {
@@ -89,7 +86,7 @@ func newReader(r io.Reader) (*reader, Header, error) {
 		return nil, Header{}, fmt.Errorf("%w: no header line", ErrNotAnArchive)
 	}
 	if h.Format != Format {
-		return nil, Header{}, fmt.Errorf("backup: archive format %d; this esjet reads format %d: restore with the esjet that wrote it", h.Format, Format)
+		return nil, Header{}, fmt.Errorf("restore: archive format %d; this esjet reads format %d: restore with the esjet that wrote it", h.Format, Format)
 	}
 	return &reader{dec: dec, gz: gz}, h, nil
 }
@@ -99,10 +96,10 @@ func newReader(r io.Reader) (*reader, Header, error) {
 func (r *reader) next() (record, error) {
 	var rec record
 	if err := r.dec.Decode(&rec); err != nil {
-		if errors.Is(err, io.EOF) {
-			return rec, fmt.Errorf("backup: the archive ends before its end line (cut short?): %w", io.ErrUnexpectedEOF)
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) { // cut at a line's end, or inside one
+			return rec, fmt.Errorf("%w: %w", ErrCutShort, io.ErrUnexpectedEOF)
 		}
-		return rec, fmt.Errorf("backup: read the archive: %w", err)
+		return rec, fmt.Errorf("restore: read the archive: %w", err)
 	}
 	return rec, nil
 }

@@ -2,7 +2,6 @@ package backup
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -137,7 +136,3 @@ func objectsOf(ctx context.Context, js jetstream.JetStream, ns string) ([]Object
 	})
 	return objs, nil
 }
-
-// ErrExists is returned by [Restore] when the target namespace already
-// has objects and Force is not set.
-var ErrExists = errors.New("backup: the namespace already has objects on this server")

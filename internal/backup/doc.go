@@ -9,7 +9,8 @@
 // zcat and jq: a header (format, namespace, when, each object's
 // configuration and the sequences it held when the backup began), then each
 // object's messages (sequence, subject, headers, data) in stream order, then
-// an end line with the counts, so a cut archive is refused. A backup taken
+// an end line with the counts, so a cut archive is refused (and what a
+// restore created from it before it met the cut is deleted again). A backup taken
 // during writes holds each object up to where it stood when the backup
 // began, EVENTS first: every decision acknowledged before then, and the
 // commands, receipts and views written before their own object was read.

@@ -25,6 +25,11 @@ type RestoreOptions struct {
 	// restores; without it a restore onto existing objects is refused
 	// ([ErrExists]) and nothing is touched.
 	Force bool
+	// Check, when set, is called with the target namespace once the
+	// archive's header is read and before anything on the server is looked
+	// at or touched; its error stops the restore (esjet restore: a node
+	// still serving the namespace).
+	Check func(ctx context.Context, namespace string) error
 }
 
 // Restore recreates the archive that open returns (it is read twice:
@@ -32,7 +37,15 @@ type RestoreOptions struct {
 // node finds the commands it would publish already there, stored after
 // their decisions) through js, a user that may create and delete streams
 // (the admin role). It returns the archive's header.
-func Restore(ctx context.Context, js jetstream.JetStream, open func() (io.ReadCloser, error), o RestoreOptions) (Header, error) {
+//
+// A restore that fails after it created objects (an archive cut short
+// ([ErrCutShort]), a server error, ctx cancelled) deletes what it created
+// before it returns, and its error says what, if anything, it left: a
+// second restore then finds the namespace as the first found it. It cleans
+// up after the fact rather than reading the whole archive once more before
+// it starts: that would add a full read of a multi-GB archive to every
+// restore, and catch only a bad archive, not a server that fails midway.
+func Restore(ctx context.Context, js jetstream.JetStream, open func() (io.ReadCloser, error), o RestoreOptions) (_ Header, err error) {
 	f, err := open()
 	if err != nil {
 		return Header{}, err
@@ -43,6 +56,11 @@ func Restore(ctx context.Context, js jetstream.JetStream, open func() (io.ReadCl
 		return h, err
 	}
 	to := cmpOr(o.Namespace, h.Namespace)
+	if o.Check != nil {
+		if err := o.Check(ctx, to); err != nil {
+			return h, err
+		}
+	}
 	rn := renamer{from: h.Namespace, to: to}
 	outbox := wire.NamesFor(h.Namespace).Outbox
 	var exist []string
@@ -61,16 +79,23 @@ func Restore(ctx context.Context, js jetstream.JetStream, open func() (io.ReadCl
 		return h, fmt.Errorf("%w: %s; restore into an empty server or another namespace (--as), or pass --force to delete them first (what they hold is lost)",
 			ErrExists, strings.Join(exist, ", "))
 	}
+	var created, forced []string
+	defer func() {
+		if err != nil {
+			err = undo(ctx, js, created, forced, err)
+		}
+	}()
 	for _, name := range exist {
 		if err := js.DeleteStream(ctx, name); err != nil {
 			return h, fmt.Errorf("restore: delete %s (--force): %w", name, err)
 		}
+		forced = append(forced, name)
 	}
 	byName := map[string]Object{}
 	for _, obj := range h.Objects {
 		byName[obj.Name] = obj
 	}
-	counts, err := restorePass(ctx, js, r, byName, rn, o, func(name string) bool { return name != outbox })
+	counts, err := restorePass(ctx, js, r, byName, rn, o, &created, func(name string) bool { return name != outbox })
 	if err != nil {
 		return h, err
 	}
@@ -83,12 +108,44 @@ func Restore(ctx context.Context, js jetstream.JetStream, open func() (io.ReadCl
 	if err != nil {
 		return h, err
 	}
-	more, err := restorePass(ctx, js, r2, byName, rn, o, func(name string) bool { return name == outbox })
+	more, err := restorePass(ctx, js, r2, byName, rn, o, &created, func(name string) bool { return name == outbox })
 	if err != nil {
 		return h, err
 	}
 	maps.Copy(counts, more)
 	return h, nil
+}
+
+// undo deletes the objects a failed restore created and adds to err what
+// the server holds now: nothing of the restore's, or the objects it could
+// not delete; and what --force had deleted before, which is gone.
+func undo(ctx context.Context, js jetstream.JetStream, created, forced []string, err error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var left []string
+	for _, name := range created {
+		if derr := js.DeleteStream(ctx, name); derr != nil && !errors.Is(derr, jetstream.ErrStreamNotFound) {
+			left = append(left, name)
+		}
+	}
+	switch {
+	case len(left) > 0:
+		err = fmt.Errorf("%w; it left %s on the server (could not delete them): delete them (nats stream rm) or restore a whole archive with --force", err, strings.Join(left, ", "))
+	case len(created) > 0:
+		err = fmt.Errorf("%w; it left nothing on the server (deleted the %d %s it had created)", err, len(created), plural(len(created), "object", "objects"))
+	}
+	if len(forced) > 0 {
+		err = fmt.Errorf("%w; what --force deleted first (%s) is gone", err, strings.Join(forced, ", "))
+	}
+	return err
+}
+
+// plural is one or many, by n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func cmpOr(a, b string) string {
@@ -99,7 +156,8 @@ func cmpOr(a, b string) string {
 }
 
 // restorePass reads the whole archive and restores the objects take says.
-func restorePass(ctx context.Context, js jetstream.JetStream, r *reader, objs map[string]Object, rn renamer, o RestoreOptions, take func(string) bool) (map[string]uint64, error) {
+// Each object it creates is added to created.
+func restorePass(ctx context.Context, js jetstream.JetStream, r *reader, objs map[string]Object, rn renamer, o RestoreOptions, created *[]string, take func(string) bool) (map[string]uint64, error) {
 	counts := map[string]uint64{}
 	var cur *restoring
 	finish := func() error {
@@ -139,6 +197,7 @@ func restorePass(ctx context.Context, js jetstream.JetStream, r *reader, objs ma
 				if cur, err = startRestoring(ctx, js, obj, rn, o); err != nil {
 					return nil, err
 				}
+				*created = append(*created, cur.name)
 			}
 		case cur != nil:
 			if err := cur.put(ctx, rec); err != nil {

@@ -18,9 +18,23 @@ import (
 	"github.com/esjet/esjet/internal/wire"
 )
 
-// startHTTP serves /healthz, /readyz, the API and the console on
-// http.listen (HTTPS with http.tls), all behind the listener's guard
-// (api.Guard: the Host, origin and content type checks, and http.auth).
+// listenHTTP binds http.listen, first thing in [Start]: an address in use
+// then fails the node before it starts a server or provisions a stream,
+// and leaves no data dir behind. startHTTP serves on it once the node is
+// up; until then connections wait in the backlog.
+func (n *Node) listenHTTP() error {
+	ln, err := net.Listen("tcp", n.cfg.HTTP.Listen)
+	if err != nil {
+		return fmt.Errorf("http: %w", &config.ListenError{Setting: "http.listen", Addr: n.cfg.HTTP.Listen, Err: err})
+	}
+	n.httpLn = ln
+	return nil
+}
+
+// startHTTP serves /healthz, /readyz, the API and the console on the
+// listener of [Node.listenHTTP] (HTTPS with http.tls), all behind the
+// listener's guard (api.Guard: the Host, origin and content type checks,
+// and http.auth).
 func (n *Node) startHTTP() error {
 	guard, err := guardConfig(n.cfg.HTTP)
 	if err != nil {
@@ -30,10 +44,7 @@ func (n *Node) startHTTP() error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", n.cfg.HTTP.Listen)
-	if err != nil {
-		return fmt.Errorf("http: %w", &config.ListenError{Setting: "http.listen", Addr: n.cfg.HTTP.Listen, Err: err})
-	}
+	ln := n.httpLn
 	n.httpAddr = ln.Addr().String()
 	if tlsCfg != nil {
 		ln = tls.NewListener(ln, tlsCfg)

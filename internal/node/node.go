@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -89,6 +90,7 @@ type Node struct {
 	metricsSrv  *http.Server
 	metricsAddr string
 
+	httpLn       net.Listener // bound first thing in Start (listenHTTP)
 	httpSrv      *http.Server
 	httpAddr     string
 	httpDone     chan error
@@ -131,6 +133,11 @@ func Start(ctx context.Context, cfg config.Config, opts Options) (_ *Node, err e
 		}
 	}()
 
+	if cfg.HTTP.Listen != config.ListenNone {
+		if err := n.listenHTTP(); err != nil {
+			return nil, err
+		}
+	}
 	if opts.OwnsProcess {
 		_, stopGovernor := applyMemoryLimit(cfg.Memory, n.logger)
 		n.onClose = append(n.onClose, stopGovernor)

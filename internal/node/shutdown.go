@@ -50,6 +50,8 @@ func (n *Node) Close(ctx context.Context) error {
 			if err := n.httpSrv.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("shut down http: %d request(s) still in flight when the shutdown grace ran out: %w", n.httpInFlight.Load(), err))
 			}
+		} else if n.httpLn != nil { // Start failed between binding and serving
+			_ = n.httpLn.Close()
 		}
 		if n.micro != nil {
 			if k := n.micro.InFlight(); k > 0 {

@@ -18,6 +18,9 @@
 //   - The [Inspector] answers where the relay is, what each kind of command
 //     is doing (and whether any worker is pulling it), and where one
 //     command is. `esjet outbox`.
+//   - [RequireNamespace] refuses a namespace the server holds nothing of (a
+//     mistyped --namespace), naming those it holds, before a command looks
+//     its streams up one by one.
 //
 // Everything here reads in batched direct gets (streams.Scanner); only
 // Repair, Retry and Discard write.

@@ -29,6 +29,8 @@ var (
 	ErrPastReceipts = errors.New("ops: the command is older than the receipts are kept")
 	// ErrReportedFailure is wrapped by [*ReportedFailureError].
 	ErrReportedFailure = errors.New("ops: the aggregate was already told the command failed")
+	// ErrNoNamespace is wrapped by [*NoNamespaceError].
+	ErrNoNamespace = errors.New("ops: no such namespace on this server")
 )
 
 // ReportedFailureError is why [DLQ.Retry] refuses a dead letter: its
