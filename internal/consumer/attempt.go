@@ -40,6 +40,7 @@ func (w *Worker) attempt(ctx context.Context, stop <-chan struct{}, log *slog.Lo
 
 	hctx, cancel := context.WithTimeout(held, w.cfg.Timeout)
 	defer cancel()
+	defer context.AfterFunc(w.abandoned, cancel)()
 	// An unavailable target is called again for at most one lease period:
 	// a restart is ridden out without counting an attempt, and a command
 	// this node cannot deliver (its route leads nowhere) goes back to the
@@ -55,6 +56,11 @@ func (w *Worker) attempt(ctx context.Context, stop <-chan struct{}, log *slog.Lo
 		result, err := w.call(hctx, d)
 		if err == nil {
 			return result, nil // done, whatever became of the lease
+		}
+		if w.abandoned.Err() != nil {
+			// The shutdown could not wait for the call: nothing is known
+			// to have been applied; hand it back.
+			return nil, fmt.Errorf("%w (the call was abandoned at shutdown: %w)", errStopping, err)
 		}
 		if cause := context.Cause(held); errors.Is(cause, errLeaseLost) {
 			return nil, fmt.Errorf("%w (the call: %w)", cause, err)

@@ -103,9 +103,16 @@ func (p *place) release() {
 	p.unhold()
 }
 
+// Abandon ends the calls in flight once Run's ctx has ended and a
+// shutdown cannot wait for them any longer: each handler's context is
+// cancelled and, unless its call still returns a result, its command is
+// handed back (nak, no attempt counted) for another node or this one after
+// its restart. What a call returns is recorded as usual.
+func (w *Worker) Abandon() { w.abandonCall() }
+
 // Run pulls and handles commands until ctx ends, then stops pulling, lets
-// the handlers in flight finish (each bounded by its timeout) and their
-// records be written, and returns.
+// the handlers in flight finish (each bounded by its timeout, or cut short
+// by [Worker.Abandon]) and their records be written, and returns.
 func (w *Worker) Run(ctx context.Context) error {
 	free := make(chan struct{}, w.cfg.Workers)
 	for range w.cfg.Workers {

@@ -194,6 +194,9 @@ type Worker struct {
 	// clock, if set (tests), is the lease's clock instead of time.Now: a
 	// jump forward stands in for a pause that stopped the whole process.
 	clock func() time.Time
+	// abandoned ends the calls in flight ([Worker.Abandon]).
+	abandoned   context.Context
+	abandonCall context.CancelFunc
 }
 
 // now is the time leases are reckoned in.
@@ -260,6 +263,7 @@ func NewWorker(ctx context.Context, js jetstream.JetStream, ns string, cfg KindC
 	}
 	w := &Worker{js: js, names: names, cfg: cfg, fb: fb, bands: bands, waitEnded: make(chan struct{}, 1), receipts: kv,
 		logger: logger.With("component", "worker", "consumer", wire.WorkerConsumerName(cfg.Kind))}
+	w.abandoned, w.abandonCall = context.WithCancel(context.Background())
 	if cfg.ConcurrencyKey != "" {
 		w.keys = newKeyLimit(cfg, js, names.Workers)
 	}

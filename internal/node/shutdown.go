@@ -110,12 +110,35 @@ func (n *Node) Close(ctx context.Context) error {
 }
 
 // awaitWorkers waits for the workers, naming the kinds still running.
+// When the shutdown grace is about to run out (a call in flight waits for
+// its target: a receiver holding a crashed attempt's claim may keep it a
+// minute), the calls still in flight are abandoned and their commands
+// handed back, so the node still stops cleanly within its grace.
 func (n *Node) awaitWorkers(ctx context.Context, done <-chan struct{}) error {
 	select {
 	case <-done:
 		return nil
 	case <-time.After(100 * time.Millisecond):
 	}
+	if deadline, ok := ctx.Deadline(); ok {
+		left := time.Until(deadline)
+		soft, cancel := context.WithTimeout(ctx, left-min(5*time.Second, left/3))
+		err := n.awaitWorkersNamed(soft, done)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		n.logger.Warn("draining: the shutdown grace is running out; handing the commands still in flight back to the stream")
+		for _, w := range n.workers {
+			w.Abandon()
+		}
+	}
+	return n.awaitWorkersNamed(ctx, done)
+}
+
+// awaitWorkersNamed waits for done until ctx ends, naming the kinds whose
+// workers are still in a handler.
+func (n *Node) awaitWorkersNamed(ctx context.Context, done <-chan struct{}) error {
 	var kinds []string
 	n.workersRunning.Range(func(k, _ any) bool { kinds = append(kinds, k.(string)); return true })
 	sort.Strings(kinds)
