@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
@@ -117,5 +120,58 @@ func TestACommandWithAFailedReceiptNeverRunsAgain(t *testing.T) {
 	}
 	if n := e.deadLetters(t); n != 1 {
 		t.Fatalf("%d dead letters", n)
+	}
+}
+
+// TestASettledLetterIsNotReopenedByALaterCopy: a command's failed receipt
+// records its dead letter, so a later copy of the command (a duplicate, or
+// all of OUTBOX delivered again after a restore) neither runs it nor
+// writes a second letter: after an operator settled the first, a new one
+// would have reopened it.
+func TestASettledLetterIsNotReopenedByALaterCopy(t *testing.T) {
+	e := newWEnv(t, natstest.RunServer(t))
+	var calls atomic.Int64
+	w := e.start(t, fast("book", HandlerFunc(func(context.Context, Delivery) (json.RawMessage, error) {
+		calls.Add(1)
+		return nil, Terminal(errors.New("no seats"))
+	})))
+	id := e.command(t, "book", "o3", `{}`)
+	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Dead == 1 })
+	var rc wire.Receipt
+	natstest.Eventually(t, 5*time.Second, func() bool { rc, _ = e.receipt(t, id); return rc.DeadLetter != 0 })
+	// Settled as an operator's discard does: a mark replaces the letter
+	// on its subject and expires, leaving the subject empty.
+	dlq, err := e.js.Stream(t.Context(), streams.NamesFor(e.ns).DLQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	letter, err := dlq.GetMsg(t.Context(), rc.DeadLetter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := wire.SettleMark(letter.Subject, "discarded", rc.DeadLetter)
+	if _, err := e.js.PublishMsg(t.Context(), mark, jetstream.WithMsgTTL(wire.SettleMarkTTL), jetstream.WithExpectLastSequencePerSubject(rc.DeadLetter)); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 10*time.Second, func() bool { return e.deadLetters(t) == 0 })
+
+	again := nats.NewMsg(wire.CommandSubject(e.ns, "book"))
+	again.Data = []byte(`{}`)
+	for k, v := range map[string]string{
+		jetstream.MsgIDHeader: id + "/copy", wire.HeaderCommandID: id, wire.HeaderCommandKind: "book",
+		wire.HeaderAggregateType: "trip", wire.HeaderAggregateID: "o3", wire.HeaderVersion: "1",
+		wire.HeaderDecisionID: "d-o3", wire.HeaderReport: "true",
+	} {
+		again.Header.Set(k, v)
+	}
+	if _, err := e.js.PublishMsg(t.Context(), again); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Skipped == 1 })
+	if calls.Load() != 1 {
+		t.Errorf("the handler ran %d times, want once", calls.Load())
+	}
+	if n := e.deadLetters(t); n != 0 {
+		t.Errorf("%d dead letter(s) after a later copy of a settled command, want none", n)
 	}
 }

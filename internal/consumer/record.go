@@ -45,7 +45,7 @@ func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.M
 		dl.Header[wire.HeaderDeadFence] = []string{strconv.FormatUint(d.Fence, 10)}
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	_, err := w.js.PublishMsg(pctx, dl, jetstream.WithExpectStream(w.names.DLQ))
+	ack, err := w.js.PublishMsg(pctx, dl, jetstream.WithExpectStream(w.names.DLQ))
 	cancel()
 	if err != nil {
 		log.Error("dead letter not written; the command will come back", "error", err)
@@ -54,8 +54,34 @@ func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.M
 	}
 	w.dead.Add(1)
 	log.Warn("dead-lettered", "error", cause)
+	if d.CommandID != "" {
+		w.markLettered(ctx, log, d.CommandID, ack.Sequence)
+	}
 	_ = m.TermWithReason(reason)
 	w.settleDeferral(ctx, log, d)
+}
+
+// markLettered records in command id's failed receipt the DLQ sequence of
+// its dead letter. Best effort: a receipt not marked makes a later
+// delivery write the letter again (deduplicated within the DLQ's window).
+func (w *Worker) markLettered(ctx context.Context, log *slog.Logger, id string, dlqSeq uint64) {
+	key := wire.ReceiptKey(id)
+	for range 3 {
+		e, err := w.receipts.Get(ctx, key)
+		if err != nil {
+			log.Warn("dead letter not recorded in the receipt", "error", err)
+			return
+		}
+		rc, err := wire.DecodeReceipt(e.Value())
+		if err != nil || rc.Outcome != wire.OutcomeFailed || rc.DeadLetter != 0 {
+			return
+		}
+		rc.DeadLetter = dlqSeq
+		if _, err := w.receipts.Update(ctx, key, rc.Encode(), e.Revision()); err == nil {
+			return
+		}
+	}
+	log.Warn("dead letter not recorded in the receipt: it kept changing")
 }
 
 // report sends the outcome to the aggregate when the decision asked for it.

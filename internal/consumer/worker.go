@@ -370,13 +370,22 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 	}
 	if found && rc.Outcome == wire.OutcomeFailed {
 		// Failed for good already (a redelivery after a crash mid-way
-		// through dead-lettering, or a duplicate copy): its aggregate may
-		// have been told, so it never runs again; the dead-letter steps
-		// are finished instead (a retry from the DLQ clears this receipt).
-		// The same reason and count as the first time: the report must be
+		// through dead-lettering, a duplicate copy, all of OUTBOX again
+		// after a restore): its aggregate may have been told, so it never
+		// runs again (a retry from the DLQ clears this receipt). The same
+		// reason and count as the first time: the report must be
 		// byte-identical to one the aggregate may have taken.
 		d.Attempt = max(rc.Attempts, 1)
-		w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, errors.New(rc.LastError))
+		if rc.DeadLetter == 0 {
+			w.deadLetter(ctx, log, m, raw, meta.Sequence.Stream, d, errors.New(rc.LastError))
+			return
+		}
+		// Its letter is written (and may be settled since): no other.
+		w.skipped.Add(1)
+		log.Info("failed already and dead-lettered; not run again", "dlq_seq", rc.DeadLetter)
+		w.report(ctx, log, d, false, nil, rc.LastError)
+		_ = m.TermWithReason(rc.LastError)
+		w.settleDeferral(ctx, log, d)
 		return
 	}
 	if d.Attempt > w.cfg.MaxAttempts {

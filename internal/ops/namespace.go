@@ -45,8 +45,8 @@ func RequireNamespace(ctx context.Context, js jetstream.JetStream, ns string) er
 		if slices.Contains(own, name) {
 			return nil
 		}
-		if up, ok := strings.CutSuffix(name, "_EVENTS"); ok && up != "" && up == strings.ToUpper(up) {
-			here = append(here, strings.ToLower(up))
+		if other, ok := wire.NamespaceOfEvents(name); ok {
+			here = append(here, other)
 		}
 	}
 	if lister.Err() != nil {

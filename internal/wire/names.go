@@ -45,6 +45,16 @@ func NamesFor(ns string) Names {
 	}
 }
 
+// NamespaceOfEvents is the namespace whose event log stream is named
+// stream ([Names].Events), if stream is one.
+func NamespaceOfEvents(stream string) (string, bool) {
+	up, ok := strings.CutSuffix(stream, NamesFor("").Events)
+	if !ok || up == "" || up != strings.ToUpper(up) {
+		return "", false
+	}
+	return strings.ToLower(up), true
+}
+
 // EventsFilter is the subject filter of the whole event log.
 func (n Names) EventsFilter() string { return n.Namespace + ".evt.>" }
 

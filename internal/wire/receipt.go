@@ -38,6 +38,11 @@ type Receipt struct {
 	// outcome was recorded, or not asked for. `esjet reconcile`, `esjet
 	// outbox` and the console report it.
 	OutcomeRefused string `json:"outcome_refused,omitempty"`
+	// DeadLetter is the DLQ sequence of a failed command's dead letter,
+	// once written: a later delivery of the command (a copy, or all of
+	// OUTBOX again after a restore) finds its failure recorded and writes
+	// no second letter, which would reopen one an operator settled.
+	DeadLetter uint64 `json:"dead_letter,omitempty"`
 }
 
 // Encode is the receipt's KV value.
