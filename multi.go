@@ -36,7 +36,7 @@ func (n *Node) SendAll(ctx context.Context, cmds []MultiCommand, opts ...SendOpt
 	for _, o := range opts {
 		o(&m)
 	}
-	mc := make([]aggregate.MultiCommand, len(cmds))
+	mc := make([]aggregate.MultiRequest, len(cmds))
 	for i, c := range cmds {
 		var body []byte
 		switch p := c.Payload.(type) {
@@ -52,7 +52,7 @@ func (n *Node) SendAll(ctx context.Context, cmds []MultiCommand, opts ...SendOpt
 			}
 			body = b
 		}
-		mc[i] = aggregate.MultiCommand{ExpectedVersion: c.ExpectedVersion, Command: aggregate.Command{
+		mc[i] = aggregate.MultiRequest{ExpectedVersion: c.ExpectedVersion, Request: aggregate.Request{
 			Type: c.Type, ID: c.ID, Kind: c.Kind, Payload: body, IdempotencyKey: m.IdempotencyKey, CorrelationID: m.CorrelationID,
 		}}
 	}

@@ -109,11 +109,11 @@ func (r *Repository) findKeyed(ctx context.Context, e *entry, typ, id, decisionI
 // answered returns the first result of a keyed request already decided
 // (ok), [ErrKeyReused] if its key was first used for another request, or
 // ok=false when the request is new.
-func (r *Repository) answered(ctx context.Context, q *request, e *entry) (Result, bool, error) {
-	if q.cmd.IdempotencyKey == "" {
+func (r *Repository) answered(ctx context.Context, q *call, e *entry) (Result, bool, error) {
+	if q.req.IdempotencyKey == "" {
 		return Result{}, false, nil
 	}
-	rd, ok, err := r.findKeyed(ctx, e, q.cmd.Type, q.cmd.ID, q.decisionID)
+	rd, ok, err := r.findKeyed(ctx, e, q.req.Type, q.req.ID, q.decisionID)
 	if err != nil || !ok {
 		return Result{}, false, err
 	}

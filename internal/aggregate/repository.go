@@ -99,8 +99,8 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Command is one request to an aggregate.
-type Command struct {
+// Request is one request to an aggregate.
+type Request struct {
 	Type    string
 	ID      string
 	Kind    string

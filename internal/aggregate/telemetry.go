@@ -12,10 +12,10 @@ import (
 // are read from [Repository.Stats] when Prometheus scrapes.
 
 // decide runs the aggregate's Decide for q on e's state, timed.
-func (r *Repository) decide(q *request, e *entry) (Decision, error) {
+func (r *Repository) decide(q *call, e *entry) (Decision, error) {
 	start := time.Now()
-	dec, err := q.def.Decide(e.state, q.cmd.Kind, q.cmd.Payload)
-	r.cfg.Telemetry.Decided(q.cmd.Type, time.Since(start))
+	dec, err := q.def.Decide(e.state, q.req.Kind, q.req.Payload)
+	r.cfg.Telemetry.Decided(q.req.Type, time.Since(start))
 	return dec, err
 }
 

@@ -391,7 +391,7 @@ type feedback struct {
 }
 
 func (f feedback) Report(ctx context.Context, r consumer.Report) error {
-	err := f.reportOutcome(ctx, aggregate.Command{
+	err := f.reportOutcome(ctx, aggregate.Request{
 		Type: r.AggregateType, ID: r.AggregateID, Kind: r.Kind, Payload: r.Payload,
 		IdempotencyKey: r.IdempotencyKey, CorrelationID: r.CorrelationID, CausationID: r.CausationID,
 	}, r.TraceParent)

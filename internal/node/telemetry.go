@@ -135,7 +135,7 @@ func (n *Node) closeTelemetry(ctx context.Context) error {
 // reportOutcome hands a worker's outcome to the aggregate under a span that
 // is the child of the worker's (in ctx), so the outcome decision and what it
 // issues stay in the saga's trace; it is counted like any command.
-func (f feedback) reportOutcome(ctx context.Context, cmd aggregate.Command, workerTP string) error {
+func (f feedback) reportOutcome(ctx context.Context, cmd aggregate.Request, workerTP string) error {
 	start := time.Now()
 	typ, kind := telemetry.Unknown, telemetry.Unknown
 	if def, err := f.repo.Registry().Get(cmd.Type); err == nil {
