@@ -19,6 +19,7 @@ import (
 // asked, of which definition, and the identity its decision will have.
 type call struct {
 	req        Request
+	agg        wire.AggregateRef // req's aggregate, validated once: the layers below take it as it is
 	def        *Definition
 	key        string // cache and lock key: <type>/<id>
 	decisionID string
@@ -51,7 +52,8 @@ func (r *Repository) newCall(req Request) (*call, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := wire.ValidateToken("aggregate id", req.ID); err != nil {
+	agg, err := wire.NewAggregateRef(req.Type, req.ID)
+	if err != nil {
 		return nil, err
 	}
 	cd, ok := def.commands[req.Kind]
@@ -62,7 +64,7 @@ func (r *Repository) newCall(req Request) (*call, error) {
 		return nil, fmt.Errorf("%w: %s.%s is the outcome of the %s commands %s issues; only the worker that ran one reports it. Send one of %v",
 			ErrOutcomeNotSendable, def.typ, req.Kind, cd.outcomeOf, def.typ, def.Commands())
 	}
-	q := &call{req: req, def: def, key: req.Type + "/" + req.ID, decisionID: uuid.Must(uuid.NewV7()).String()}
+	q := &call{req: req, agg: agg, def: def, key: agg.String(), decisionID: uuid.Must(uuid.NewV7()).String()}
 	if req.IdempotencyKey != "" {
 		q.decisionID = r.DecisionID(req.Type, req.ID, req.IdempotencyKey)
 		q.digest = digest(req.Kind, req.Payload)
@@ -82,7 +84,7 @@ func (r *Repository) handle(ctx context.Context, q *call) (Result, error) {
 	defer mu.Unlock()
 
 	q.gen = r.cache.generation()
-	e, loaded, err := r.get(ctx, q.def, q.req.Type, q.req.ID)
+	e, loaded, err := r.get(ctx, q.def, q.agg)
 	if err != nil {
 		return Result{}, err
 	}
@@ -149,7 +151,7 @@ func appendsNothing(dec Decision, err error) bool {
 // there was anything.
 func (r *Repository) tailMoved(ctx context.Context, q *call, e *entry) (bool, error) {
 	before := e.pos
-	if err := r.refresh(ctx, q.def, q.req.Type, q.req.ID, e, 0); err != nil {
+	if err := r.refresh(ctx, q.def, q.agg, e, 0); err != nil {
 		r.cache.remove(q.key)
 		return false, err
 	}
@@ -185,7 +187,7 @@ func (r *Repository) commit(ctx context.Context, q *call, e *entry, dec Decision
 		return Result{}, false, err
 	}
 	failpoint.Hit(failpoint.BeforeAppend)
-	rec, err := r.append(ctx, sealed, e.pos)
+	rec, err := r.append(ctx, q.agg, sealed, e.pos)
 	if err != nil {
 		again, err = r.appendFailed(ctx, q, e, attempt, err)
 		return Result{}, again, err
@@ -211,7 +213,7 @@ func (r *Repository) appendFailed(ctx context.Context, q *call, e *entry, attemp
 		if err := sleepJitter(ctx, attempt); err != nil {
 			return false, err
 		}
-		if err := r.refresh(ctx, q.def, req.Type, req.ID, e, conflict.Actual.Seq); err != nil {
+		if err := r.refresh(ctx, q.def, q.agg, e, conflict.Actual.Seq); err != nil {
 			r.cache.remove(q.key)
 			return false, err
 		}

@@ -50,8 +50,8 @@ func (r *Repository) foldTombstone(ctx context.Context, def *Definition, e *entr
 // get returns the cached entry or loads it cold: snapshot + tail. loaded
 // says it was just read from the log, so its tail need not be checked
 // again before answering.
-func (r *Repository) get(ctx context.Context, def *Definition, typ, id string) (_ *entry, loaded bool, _ error) {
-	key := typ + "/" + id
+func (r *Repository) get(ctx context.Context, def *Definition, a wire.AggregateRef) (_ *entry, loaded bool, _ error) {
+	key := a.String()
 	gen := r.cache.generation()
 	if e, ok := r.cache.get(key); ok {
 		r.stats.cacheHits.Add(1)
@@ -60,16 +60,16 @@ func (r *Repository) get(ctx context.Context, def *Definition, typ, id string) (
 	r.stats.coldLoads.Add(1)
 	e, ok := (*entry)(nil), false
 	if r.cfg.SnapshotEvery > 0 {
-		e, ok = r.readSnapshot(ctx, def, typ, id)
+		e, ok = r.readSnapshot(ctx, def, a.Type(), a.ID())
 	}
 	if !ok {
 		e = &entry{state: def.newState(), recent: map[string]recentDecision{}, outstanding: map[string]string{}}
 	}
-	if err := r.refresh(ctx, def, typ, id, e, 0); err != nil {
+	if err := r.refresh(ctx, def, a, e, 0); err != nil {
 		return nil, false, err
 	}
 	if r.snapshotDue(e) && r.cache.generation() == gen { // see settle
-		r.writeSnapshot(ctx, def, typ, id, e)
+		r.writeSnapshot(ctx, def, a.Type(), a.ID(), e)
 	}
 	if e.pos.Seq > 0 {
 		r.cache.put(key, e, gen)
@@ -80,13 +80,13 @@ func (r *Repository) get(ctx context.Context, def *Definition, typ, id string) (
 // refresh folds the records stored after e's position into e — only the
 // tail. atLeast, when known (a conflict names the actual position), waits
 // for a lagging replica to have it.
-func (r *Repository) refresh(ctx context.Context, def *Definition, typ, id string, e *entry, atLeast uint64) error {
+func (r *Repository) refresh(ctx context.Context, def *Definition, a wire.AggregateRef, e *entry, atLeast uint64) error {
 	var opts []streams.LoadOption
 	if atLeast > e.pos.Seq {
 		opts = append(opts, streams.AtLeast(atLeast))
 	}
 	r.stats.tailReads.Add(1)
-	tail, err := r.log.LoadTail(ctx, typ, id, e.pos, opts...)
+	tail, err := r.log.LoadTail(ctx, a, e.pos, opts...)
 	if err != nil {
 		return err
 	}
@@ -146,16 +146,20 @@ func (r *Repository) ArchiveState(ctx context.Context, typ, id string, at stream
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	key := typ + "/" + id
+	a, err := wire.NewAggregateRef(typ, id)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	key := a.String()
 	mu := r.locks.lock(key)
 	mu.Lock()
 	defer mu.Unlock()
-	e, loaded, err := r.get(ctx, def, typ, id)
+	e, loaded, err := r.get(ctx, def, a)
 	if err != nil {
 		return nil, 0, 0, err
 	}
 	if !loaded {
-		if err := r.refresh(ctx, def, typ, id, e, 0); err != nil {
+		if err := r.refresh(ctx, def, a, e, 0); err != nil {
 			r.cache.remove(key)
 			return nil, 0, 0, err
 		}

@@ -70,7 +70,7 @@ func (r *Repository) HandleAll(ctx context.Context, cmds []MultiRequest) ([]Resu
 	es := make([]*entry, len(qs))
 	checked := make([]bool, len(qs)) // the tail was read since the cache
 	for i, q := range qs {
-		e, loaded, err := r.get(ctx, q.def, q.req.Type, q.req.ID)
+		e, loaded, err := r.get(ctx, q.def, q.agg)
 		if err != nil {
 			return nil, err
 		}
@@ -241,14 +241,14 @@ func (r *Repository) commitAll(ctx context.Context, cmds []MultiRequest, qs []*c
 func (r *Repository) conflictAll(ctx context.Context, cmds []MultiRequest, qs []*call, es []*entry, conflict *streams.ConflictError, attempt int) (again bool, _ error) {
 	r.stats.conflicts.Add(1)
 	i := slices.IndexFunc(qs, func(q *call) bool {
-		s, _ := r.log.Names().AggregateSubject(q.req.Type, q.req.ID)
+		s := r.log.Names().SubjectOf(q.agg)
 		return s == conflict.Subject
 	})
 	if i < 0 {
 		return false, fmt.Errorf("handle %d commands: %w", len(qs), conflict)
 	}
 	q, e := qs[i], es[i]
-	if err := r.refresh(ctx, q.def, q.req.Type, q.req.ID, e, conflict.Actual.Seq); err != nil {
+	if err := r.refresh(ctx, q.def, q.agg, e, conflict.Actual.Seq); err != nil {
 		r.cache.remove(q.key)
 		return false, err
 	}

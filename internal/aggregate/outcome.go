@@ -92,7 +92,8 @@ func (r *Repository) newOutcomeCall(req Request) (*call, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := wire.ValidateToken("aggregate id", req.ID); err != nil {
+	agg, err := wire.NewAggregateRef(req.Type, req.ID)
+	if err != nil {
 		return nil, err
 	}
 	cd, ok := def.commands[req.Kind]
@@ -122,7 +123,7 @@ func (r *Repository) newOutcomeCall(req Request) (*call, error) {
 	req.IdempotencyKey = o.CommandID + "/" + cd.result
 	req.CausationID = o.CommandID
 	return &call{
-		req: req, def: def, key: req.Type + "/" + req.ID,
+		req: req, agg: agg, def: def, key: agg.String(),
 		decisionID: r.outcomeDecisionID(req.Type, req.ID, o.CommandID, cd.result),
 		digest:     digest(req.Kind, req.Payload),
 		outcome:    &outcomeCall{commandID: o.CommandID, of: cd.outcomeOf},

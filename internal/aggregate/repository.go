@@ -246,19 +246,20 @@ func (r *Repository) Get(ctx context.Context, typ, id string) (State, error) {
 	if err != nil {
 		return State{}, err
 	}
-	if err := wire.ValidateToken("aggregate id", id); err != nil {
+	a, err := wire.NewAggregateRef(typ, id)
+	if err != nil {
 		return State{}, err
 	}
-	key := typ + "/" + id
+	key := a.String()
 	mu := r.locks.lock(key)
 	mu.Lock()
 	defer mu.Unlock()
-	e, loaded, err := r.get(ctx, def, typ, id)
+	e, loaded, err := r.get(ctx, def, a)
 	if err != nil {
 		return State{}, err
 	}
 	if !loaded { // a cached entry may be behind what another node wrote
-		if err := r.refresh(ctx, def, typ, id, e, 0); err != nil {
+		if err := r.refresh(ctx, def, a, e, 0); err != nil {
 			r.cache.remove(key)
 			return State{}, err
 		}

@@ -342,7 +342,7 @@ func TestFoldKeepsOnlyKeyedDecisionsInsideTheHorizon(t *testing.T) {
 // decisions of per events.
 func appendRaw(t *testing.T, f *fixture, id string, n, per int) {
 	t.Helper()
-	pos, err := f.log.Last(t.Context(), "account", id)
+	pos, err := f.log.Last(t.Context(), aggRef("account", id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,7 +485,7 @@ func TestCommandsWithoutAnOutcomeHandlerAreNotAwaited(t *testing.T) {
 		mustSend(t, r, "n1", "deposit", `{"amount":1}`, "")
 	}
 	for name, repo := range map[string]*Repository{"cached": r, "replayed": f.repo(t, Config{SnapshotEvery: -1}), "from a snapshot": f.repo(t, Config{SnapshotEvery: 2})} {
-		e, _, err := repo.get(t.Context(), repo.reg.defs["account"], "account", "n1")
+		e, _, err := repo.get(t.Context(), repo.reg.defs["account"], aggRef("account", "n1"))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // The repository's figures for internal/telemetry: how long Decide and the
@@ -19,10 +20,10 @@ func (r *Repository) decide(q *call, e *entry) (Decision, error) {
 	return dec, err
 }
 
-// append appends d at pos, timed.
-func (r *Repository) append(ctx context.Context, d streams.Decision, pos streams.Position) (streams.Record, error) {
+// append appends d to aggregate a at pos, timed.
+func (r *Repository) append(ctx context.Context, a wire.AggregateRef, d streams.Decision, pos streams.Position) (streams.Record, error) {
 	start := time.Now()
-	rec, err := r.log.Append(ctx, d, pos)
+	rec, err := r.log.AppendTo(ctx, a, d, pos)
 	r.cfg.Telemetry.Appended(time.Since(start))
 	return rec, err
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -46,7 +47,11 @@ func (l *Log) AppendAll(ctx context.Context, ds []Decision, afters []Position) (
 	subjects := make([]string, len(ds))
 	seen := make(map[string]bool, len(ds))
 	for i := range ds {
-		d, subject, msg, err := l.build(ds[i], afters[i])
+		a, err := wire.NewAggregateRef(ds[i].AggregateType, ds[i].AggregateID)
+		if err != nil {
+			return nil, fmt.Errorf("decision %d (%s/%s): %w", i, ds[i].AggregateType, ds[i].AggregateID, err)
+		}
+		d, subject, msg, err := l.build(a, ds[i], afters[i])
 		if err != nil {
 			return nil, fmt.Errorf("decision %d (%s/%s): %w", i, ds[i].AggregateType, ds[i].AggregateID, err)
 		}
