@@ -45,14 +45,26 @@ func (r *Repository) Handle(ctx context.Context, req Request) (Result, error) {
 	return r.handle(ctx, q)
 }
 
+// resolve is where every request to an aggregate starts: its type's
+// registered definition ([ErrUnknownType]) and its aggregate, validated
+// here once ([wire.NewAggregateRef]: a [*wire.TokenError] for a bad id) and
+// passed down as it is.
+func (r *Repository) resolve(typ, id string) (*Definition, wire.AggregateRef, error) {
+	def, err := r.reg.Get(typ)
+	if err != nil {
+		return nil, wire.AggregateRef{}, err
+	}
+	agg, err := wire.NewAggregateRef(typ, id)
+	if err != nil {
+		return nil, wire.AggregateRef{}, err
+	}
+	return def, agg, nil
+}
+
 // newCall validates req against the registry and gives it its decision
 // id: derived from the idempotency key when there is one, else a UUIDv7.
 func (r *Repository) newCall(req Request) (*call, error) {
-	def, err := r.reg.Get(req.Type)
-	if err != nil {
-		return nil, err
-	}
-	agg, err := wire.NewAggregateRef(req.Type, req.ID)
+	def, agg, err := r.resolve(req.Type, req.ID)
 	if err != nil {
 		return nil, err
 	}

@@ -77,6 +77,21 @@ func (r *Repository) get(ctx context.Context, def *Definition, a wire.AggregateR
 	return e, true, nil
 }
 
+// current returns a's entry as the log holds it now: loaded cold, or the
+// cached one with the tail read past it (another node may have written).
+// The caller holds a's lock.
+func (r *Repository) current(ctx context.Context, def *Definition, a wire.AggregateRef) (*entry, error) {
+	e, loaded, err := r.get(ctx, def, a)
+	if err != nil || loaded {
+		return e, err
+	}
+	if err := r.refresh(ctx, def, a, e, 0); err != nil {
+		r.cache.remove(a.String())
+		return nil, err
+	}
+	return e, nil
+}
+
 // refresh folds the records stored after e's position into e — only the
 // tail. atLeast, when known (a conflict names the actual position), waits
 // for a lagging replica to have it.
@@ -142,27 +157,16 @@ func (r *Repository) fold(def *Definition, e *entry, rec streams.Record) (err er
 // when the aggregate is not at at (a decision came since): the archive
 // of it is then abandoned.
 func (r *Repository) ArchiveState(ctx context.Context, typ, id string, at streams.Position) (state json.RawMessage, schema, outstanding int, err error) {
-	def, err := r.reg.Get(typ)
+	def, a, err := r.resolve(typ, id)
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	a, err := wire.NewAggregateRef(typ, id)
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	key := a.String()
-	mu := r.locks.lock(key)
+	mu := r.locks.lock(a.String())
 	mu.Lock()
 	defer mu.Unlock()
-	e, loaded, err := r.get(ctx, def, a)
+	e, err := r.current(ctx, def, a)
 	if err != nil {
 		return nil, 0, 0, err
-	}
-	if !loaded {
-		if err := r.refresh(ctx, def, a, e, 0); err != nil {
-			r.cache.remove(key)
-			return nil, 0, 0, err
-		}
 	}
 	if e.pos != at {
 		return nil, 0, 0, fmt.Errorf("%w: %s/%s stands at seq %d version %d, not %d/%d", ErrConflict, typ, id, e.pos.Seq, e.pos.Version, at.Seq, at.Version)

@@ -88,11 +88,7 @@ func (r *Repository) refused(e *OutcomeRefusedError, decisionID, traceParent str
 
 // newOutcomeCall validates an outcome and gives it its identity.
 func (r *Repository) newOutcomeCall(req Request) (*call, error) {
-	def, err := r.reg.Get(req.Type)
-	if err != nil {
-		return nil, err
-	}
-	agg, err := wire.NewAggregateRef(req.Type, req.ID)
+	def, agg, err := r.resolve(req.Type, req.ID)
 	if err != nil {
 		return nil, err
 	}
