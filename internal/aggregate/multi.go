@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // MultiRequest is one request of [Repository.HandleAll].
@@ -183,6 +184,7 @@ func (r *Repository) decideAll(ctx context.Context, cmds []MultiRequest, qs []*c
 func (r *Repository) commitAll(ctx context.Context, cmds []MultiRequest, qs []*call, es []*entry, decs []Decision, attempt int) (_ []Result, again bool, _ error) {
 	var (
 		sds    []streams.Decision
+		aggs   []wire.AggregateRef
 		afters []streams.Position
 		at     []int // request index of each appended decision
 	)
@@ -197,7 +199,7 @@ func (r *Repository) commitAll(ctx context.Context, cmds []MultiRequest, qs []*c
 		if err != nil {
 			return nil, false, err
 		}
-		sds, afters, at = append(sds, sd), append(afters, es[i].pos), append(at, i)
+		sds, aggs, afters, at = append(sds, sd), append(aggs, q.agg), append(afters, es[i].pos), append(at, i)
 	}
 	res := make([]Result, len(qs))
 	if len(sds) > 0 {
@@ -205,7 +207,7 @@ func (r *Repository) commitAll(ctx context.Context, cmds []MultiRequest, qs []*c
 		if err != nil {
 			return nil, false, err
 		}
-		recs, err := r.log.AppendAll(ctx, sealed, afters)
+		recs, err := r.log.AppendAllTo(ctx, aggs, sealed, afters)
 		var conflict *streams.ConflictError
 		switch {
 		case errors.As(err, &conflict):
