@@ -2,7 +2,6 @@ package esjet
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/esjet/esjet/internal/aggregate"
@@ -36,23 +35,13 @@ func (n *Node) SendAll(ctx context.Context, cmds []MultiCommand, opts ...SendOpt
 	for _, o := range opts {
 		o(&m)
 	}
-	mc := make([]aggregate.MultiCommand, len(cmds))
+	mc := make([]aggregate.MultiRequest, len(cmds))
 	for i, c := range cmds {
-		var body []byte
-		switch p := c.Payload.(type) {
-		case nil:
-		case json.RawMessage:
-			body = p
-		case []byte:
-			body = p
-		default:
-			b, err := json.Marshal(p)
-			if err != nil {
-				return nil, fmt.Errorf("esjet: marshal command %d (%s) payload: %w", i, c.Kind, err)
-			}
-			body = b
+		body, err := payloadBytes(c.Payload)
+		if err != nil {
+			return nil, fmt.Errorf("esjet: marshal command %d (%s) payload: %w", i, c.Kind, err)
 		}
-		mc[i] = aggregate.MultiCommand{ExpectedVersion: c.ExpectedVersion, Command: aggregate.Command{
+		mc[i] = aggregate.MultiRequest{ExpectedVersion: c.ExpectedVersion, Request: aggregate.Request{
 			Type: c.Type, ID: c.ID, Kind: c.Kind, Payload: body, IdempotencyKey: m.IdempotencyKey, CorrelationID: m.CorrelationID,
 		}}
 	}

@@ -113,25 +113,31 @@ func WithCorrelationID(id string) SendOption { return func(m *api.Meta) { m.Corr
 // outcome kind (<kind>_done, <kind>_failed) is refused with
 // [ErrOutcomeNotSendable]: only the worker that ran the command reports it.
 func (n *Node) Send(ctx context.Context, typ, id, kind string, payload any, opts ...SendOption) (Result, error) {
-	var body []byte
-	switch p := payload.(type) {
-	case nil:
-	case json.RawMessage:
-		body = p
-	case []byte:
-		body = p
-	default:
-		b, err := json.Marshal(p)
-		if err != nil {
-			return Result{}, fmt.Errorf("esjet: marshal %s payload: %w", kind, err)
-		}
-		body = b
+	body, err := payloadBytes(payload)
+	if err != nil {
+		return Result{}, fmt.Errorf("esjet: marshal %s payload: %w", kind, err)
 	}
 	var m api.Meta
 	for _, o := range opts {
 		o(&m)
 	}
 	return n.n.API().Send(ctx, typ, id, kind, body, m)
+}
+
+// payloadBytes is a command's payload as [Node.Send] and [Node.SendAll]
+// take it: json.RawMessage and []byte as they are, nil as nothing, anything
+// else marshalled as JSON.
+func payloadBytes(payload any) ([]byte, error) {
+	switch p := payload.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		return p, nil
+	case []byte:
+		return p, nil
+	default:
+		return json.Marshal(p)
+	}
 }
 
 // State returns the aggregate's current state as the registered type's

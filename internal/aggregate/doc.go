@@ -24,7 +24,9 @@
 // refuses them ([ErrOutcomeNotSendable]). The repository tracks the
 // commands each aggregate issued with Report and still awaits (those whose
 // outcomes the type registers), and lets an outcome through only for one
-// of those.
+// of those. A worker reports through [Feedback] (feedback.go), which the
+// node only wires in: the wire.Report becomes a [Request] here, and a
+// permanent refusal a wire.ErrReportRefused.
 //
 // Errors are listed in errors.go; [IsPermanent] says which of them no retry
 // will change, so a caller retrying on someone's behalf (the worker

@@ -15,57 +15,71 @@ import (
 	"github.com/esjet/esjet/internal/wire"
 )
 
-// request is one command on its way through [Repository.Handle]: what was
+// call is one [Request] on its way through [Repository.Handle]: what was
 // asked, of which definition, and the identity its decision will have.
-type request struct {
-	cmd        Command
+type call struct {
+	req        Request
+	agg        wire.AggregateRef // req's aggregate, validated once: the layers below take it as it is
 	def        *Definition
 	key        string // cache and lock key: <type>/<id>
 	decisionID string
 	digest     string // of kind + payload when keyed, else ""
 	// outcome is set for an outcome on its way through HandleOutcome.
-	outcome *outcomeRequest
+	outcome *outcomeCall
 	// gen is the cache's generation when the request loaded its state.
 	gen uint64
 }
 
-// Handle decides cmd against the aggregate's current state and appends the
+// Handle decides req against the aggregate's current state and appends the
 // decision. Errors: [ErrUnknownType], [ErrUnknownCommand], [ErrBadCommand],
 // a [*Rejection] (wraps [ErrRejected]), [ErrKeyReused], [ErrConflict],
 // [ErrTooLarge], a [*wire.TokenError] for a bad id, [ErrInvalidDecision]
 // for an aggregate that broke the contract, [ErrOutcomeNotSendable] for an
 // outcome kind (see [Repository.HandleOutcome]), or an infrastructure
 // error. [IsPermanent] tells which of them a retry cannot change.
-func (r *Repository) Handle(ctx context.Context, cmd Command) (Result, error) {
-	q, err := r.newRequest(cmd)
+func (r *Repository) Handle(ctx context.Context, req Request) (Result, error) {
+	q, err := r.newCall(req)
 	if err != nil {
 		return Result{}, err
 	}
 	return r.handle(ctx, q)
 }
 
-// newRequest validates cmd against the registry and gives it its decision
+// resolve is where every request to an aggregate starts: its type's
+// registered definition ([ErrUnknownType]) and its aggregate, validated
+// here once ([wire.NewAggregateRef]: a [*wire.TokenError] for a bad id) and
+// passed down as it is.
+func (r *Repository) resolve(typ, id string) (*Definition, wire.AggregateRef, error) {
+	def, err := r.reg.Get(typ)
+	if err != nil {
+		return nil, wire.AggregateRef{}, err
+	}
+	agg, err := wire.NewAggregateRef(typ, id)
+	if err != nil {
+		return nil, wire.AggregateRef{}, err
+	}
+	return def, agg, nil
+}
+
+// newCall validates req against the registry and gives it its decision
 // id: derived from the idempotency key when there is one, else a UUIDv7.
-func (r *Repository) newRequest(cmd Command) (*request, error) {
-	def, err := r.reg.Get(cmd.Type)
+func (r *Repository) newCall(req Request) (*call, error) {
+	def, agg, err := r.resolve(req.Type, req.ID)
 	if err != nil {
 		return nil, err
 	}
-	if err := wire.ValidateToken("aggregate id", cmd.ID); err != nil {
-		return nil, err
-	}
-	cd, ok := def.commands[cmd.Kind]
+	cd, ok := def.commands[req.Kind]
 	if !ok {
-		return nil, fmt.Errorf("%w: %s has no command %q (it has: %v)", ErrUnknownCommand, def.typ, cmd.Kind, def.Commands())
+		return nil, fmt.Errorf("%w: %s has no command %q (it has: %v)", ErrUnknownCommand, def.typ, req.Kind, def.Commands())
 	}
 	if cd.outcomeOf != "" {
 		return nil, fmt.Errorf("%w: %s.%s is the outcome of the %s commands %s issues; only the worker that ran one reports it. Send one of %v",
-			ErrOutcomeNotSendable, def.typ, cmd.Kind, cd.outcomeOf, def.typ, def.Commands())
+			ErrOutcomeNotSendable, def.typ, req.Kind, cd.outcomeOf, def.typ, def.Commands())
 	}
-	q := &request{cmd: cmd, def: def, key: cmd.Type + "/" + cmd.ID, decisionID: uuid.Must(uuid.NewV7()).String()}
-	if cmd.IdempotencyKey != "" {
-		q.decisionID = r.DecisionID(cmd.Type, cmd.ID, cmd.IdempotencyKey)
-		q.digest = digest(cmd.Kind, cmd.Payload)
+	q := &call{req: req, agg: agg, def: def, key: agg.String(), decisionID: uuid.Must(uuid.NewV7()).String()}
+	if req.IdempotencyKey != "" {
+		q.decisionID = r.DecisionID(req.Type, req.ID, req.IdempotencyKey)
+		q.digest = digest(req.Kind, req.Payload)
 	}
 	return q, nil
 }
@@ -73,8 +87,8 @@ func (r *Repository) newRequest(cmd Command) (*request, error) {
 // handle runs a request under the aggregate's lock: load, answer a retry
 // from the log, decide, append, and on a conflict reload the tail and
 // decide again.
-func (r *Repository) handle(ctx context.Context, q *request) (Result, error) {
-	if err := r.cfg.Sites.check(q.cmd.Type, q.cmd.ID); err != nil {
+func (r *Repository) handle(ctx context.Context, q *call) (Result, error) {
+	if err := r.cfg.Sites.check(q.req.Type, q.req.ID); err != nil {
 		return Result{}, err
 	}
 	mu := r.locks.lock(q.key)
@@ -82,7 +96,7 @@ func (r *Repository) handle(ctx context.Context, q *request) (Result, error) {
 	defer mu.Unlock()
 
 	q.gen = r.cache.generation()
-	e, loaded, err := r.get(ctx, q.def, q.cmd.Type, q.cmd.ID)
+	e, loaded, err := r.get(ctx, q.def, q.agg)
 	if err != nil {
 		return Result{}, err
 	}
@@ -102,7 +116,7 @@ func (r *Repository) handle(ctx context.Context, q *request) (Result, error) {
 		}
 		if e.archived() && q.def.archived == ArchivedRefuse && q.outcome == nil {
 			return Result{}, fmt.Errorf("%w: %s/%s was archived at seq %d; its type refuses commands to archived aggregates (archive.types.%s.on_command)",
-				ErrArchived, q.cmd.Type, q.cmd.ID, e.archivedSeq, q.cmd.Type)
+				ErrArchived, q.req.Type, q.req.ID, e.archivedSeq, q.req.Type)
 		}
 		dec, err := r.decide(q, e)
 		if !tailChecked && appendsNothing(dec, err) {
@@ -125,7 +139,7 @@ func (r *Repository) handle(ctx context.Context, q *request) (Result, error) {
 			// An outcome that records nothing would leave its command
 			// awaited for ever, silently: it is refused, with the reason
 			// (the worker records it in the command's receipt).
-			return Result{}, &OutcomeRefusedError{Type: q.cmd.Type, ID: q.cmd.ID, Kind: q.cmd.Kind, CommandID: q.outcome.commandID,
+			return Result{}, &OutcomeRefusedError{Type: q.req.Type, ID: q.req.ID, Kind: q.req.Kind, CommandID: q.outcome.commandID,
 				Reason: "Decide recorded no event for it, so the command would stay awaited; record an event for every outcome"}
 		}
 		if len(dec.Events) == 0 {
@@ -147,9 +161,9 @@ func appendsNothing(dec Decision, err error) bool {
 
 // tailMoved folds what the log holds past e's position and says whether
 // there was anything.
-func (r *Repository) tailMoved(ctx context.Context, q *request, e *entry) (bool, error) {
+func (r *Repository) tailMoved(ctx context.Context, q *call, e *entry) (bool, error) {
 	before := e.pos
-	if err := r.refresh(ctx, q.def, q.cmd.Type, q.cmd.ID, e, 0); err != nil {
+	if err := r.refresh(ctx, q.def, q.agg, e, 0); err != nil {
 		r.cache.remove(q.key)
 		return false, err
 	}
@@ -158,18 +172,18 @@ func (r *Repository) tailMoved(ctx context.Context, q *request, e *entry) (bool,
 
 // nothingToAppend answers a decision without events: a no-op, or a broken
 // contract when it issues commands anyway.
-func (r *Repository) nothingToAppend(q *request, e *entry, dec Decision) (Result, error) {
+func (r *Repository) nothingToAppend(q *call, e *entry, dec Decision) (Result, error) {
 	if len(dec.Commands) > 0 {
-		return Result{}, fmt.Errorf("%w: %s.%s issued %d command(s) without recording an event", ErrInvalidDecision, q.cmd.Type, q.cmd.Kind, len(dec.Commands))
+		return Result{}, fmt.Errorf("%w: %s.%s issued %d command(s) without recording an event", ErrInvalidDecision, q.req.Type, q.req.Kind, len(dec.Commands))
 	}
 	r.stats.commands.Add(1)
-	return Result{AggregateType: q.cmd.Type, AggregateID: q.cmd.ID, Version: e.pos.Version, Seq: e.pos.Seq, Position: wire.EndOfSeq(e.pos.Seq), Events: []EventRef{}, Commands: []CommandRef{}}, nil
+	return Result{AggregateType: q.req.Type, AggregateID: q.req.ID, Version: e.pos.Version, Seq: e.pos.Seq, Position: wire.EndOfSeq(e.pos.Seq), Events: []EventRef{}, Commands: []CommandRef{}}, nil
 }
 
 // commit appends dec at e's position and settles the result. again is true
 // after a conflict that left e refreshed: decide again on the new state.
-func (r *Repository) commit(ctx context.Context, q *request, e *entry, dec Decision, attempt int) (res Result, again bool, err error) {
-	sd, err := toStreams(q.cmd, q.decisionID, q.digest, dec)
+func (r *Repository) commit(ctx context.Context, q *call, e *entry, dec Decision, attempt int) (res Result, again bool, err error) {
+	sd, err := toStreams(q.req, q.decisionID, q.digest, dec)
 	if err == nil {
 		err = q.def.stamp(&sd)
 	}
@@ -185,7 +199,7 @@ func (r *Repository) commit(ctx context.Context, q *request, e *entry, dec Decis
 		return Result{}, false, err
 	}
 	failpoint.Hit(failpoint.BeforeAppend)
-	rec, err := r.append(ctx, sealed, e.pos)
+	rec, err := r.append(ctx, q.agg, sealed, e.pos)
 	if err != nil {
 		again, err = r.appendFailed(ctx, q, e, attempt, err)
 		return Result{}, again, err
@@ -198,20 +212,20 @@ func (r *Repository) commit(ctx context.Context, q *request, e *entry, dec Decis
 
 // appendFailed translates an append error. A conflict within the retries
 // refreshes e and asks to decide again; anything else is returned.
-func (r *Repository) appendFailed(ctx context.Context, q *request, e *entry, attempt int, err error) (again bool, _ error) {
-	cmd := q.cmd
+func (r *Repository) appendFailed(ctx context.Context, q *call, e *entry, attempt int, err error) (again bool, _ error) {
+	req := q.req
 	var conflict *streams.ConflictError
 	switch {
 	case errors.As(err, &conflict):
 		r.stats.conflicts.Add(1)
 		if attempt >= r.cfg.ConflictRetries {
 			r.cache.remove(q.key)
-			return false, fmt.Errorf("%w: %s/%s changed %d times while deciding %s; retry later", ErrConflict, cmd.Type, cmd.ID, attempt+1, cmd.Kind)
+			return false, fmt.Errorf("%w: %s/%s changed %d times while deciding %s; retry later", ErrConflict, req.Type, req.ID, attempt+1, req.Kind)
 		}
 		if err := sleepJitter(ctx, attempt); err != nil {
 			return false, err
 		}
-		if err := r.refresh(ctx, q.def, cmd.Type, cmd.ID, e, conflict.Actual.Seq); err != nil {
+		if err := r.refresh(ctx, q.def, q.agg, e, conflict.Actual.Seq); err != nil {
 			r.cache.remove(q.key)
 			return false, err
 		}
@@ -219,12 +233,12 @@ func (r *Repository) appendFailed(ctx context.Context, q *request, e *entry, att
 	case errors.Is(err, streams.ErrTooLarge):
 		return false, fmt.Errorf("%w: %w", ErrTooLarge, err)
 	case errors.Is(err, streams.ErrInvalidDecision), errors.Is(err, wire.ErrInvalidToken):
-		return false, fmt.Errorf("%w: %s.%s: %w", ErrInvalidDecision, cmd.Type, cmd.Kind, err)
+		return false, fmt.Errorf("%w: %s.%s: %w", ErrInvalidDecision, req.Type, req.Kind, err)
 	default:
 		// The outcome may be unknown: forget the cached state so the
 		// next command reloads what the log really holds.
 		r.cache.remove(q.key)
-		return false, fmt.Errorf("handle %s/%s %s: %w", cmd.Type, cmd.ID, cmd.Kind, err)
+		return false, fmt.Errorf("handle %s/%s %s: %w", req.Type, req.ID, req.Kind, err)
 	}
 }
 
@@ -232,11 +246,11 @@ func (r *Repository) appendFailed(ctx context.Context, q *request, e *entry, att
 // earlier copy of this decision, or another request's that won the race
 // for the key; otherwise it is folded into e, snapshotted when due, and
 // cached.
-func (r *Repository) settle(ctx context.Context, q *request, e *entry, rec streams.Record) (Result, error) {
-	cmd := q.cmd
+func (r *Repository) settle(ctx context.Context, q *call, e *entry, rec streams.Record) (Result, error) {
+	req := q.req
 	if rec.RequestDigest != q.digest {
 		r.cache.remove(q.key)
-		return Result{}, fmt.Errorf("%w: key %q was first used for another request on %s/%s", ErrKeyReused, cmd.IdempotencyKey, cmd.Type, cmd.ID)
+		return Result{}, fmt.Errorf("%w: key %q was first used for another request on %s/%s", ErrKeyReused, req.IdempotencyKey, req.Type, req.ID)
 	}
 	if rec.FirstVersion() != e.pos.Version+1 {
 		// Append returned an earlier copy of this decision.
@@ -254,18 +268,18 @@ func (r *Repository) settle(ctx context.Context, q *request, e *entry, rec strea
 	// subject's plaintext, which no snapshot may seal again (under a key
 	// that survives) nor the cache keep.
 	if r.snapshotDue(e) && r.cache.generation() == q.gen {
-		r.writeSnapshot(ctx, q.def, cmd.Type, cmd.ID, e)
+		r.writeSnapshot(ctx, q.def, req.Type, req.ID, e)
 	}
 	r.cache.put(q.key, e, q.gen)
 	r.stats.commands.Add(1)
 	return resultOf(rec), nil
 }
 
-func toStreams(cmd Command, decisionID, dig string, dec Decision) (streams.Decision, error) {
+func toStreams(req Request, decisionID, dig string, dec Decision) (streams.Decision, error) {
 	sd := streams.Decision{
-		ID: decisionID, AggregateType: cmd.Type, AggregateID: cmd.ID,
-		CorrelationID: cmd.CorrelationID, CausationID: cmd.CausationID, TraceParent: cmd.TraceParent,
-		IdempotencyKey: cmd.IdempotencyKey, RequestDigest: dig,
+		ID: decisionID, AggregateType: req.Type, AggregateID: req.ID,
+		CorrelationID: req.CorrelationID, CausationID: req.CausationID, TraceParent: req.TraceParent,
+		IdempotencyKey: req.IdempotencyKey, RequestDigest: dig,
 	}
 	if sd.CorrelationID == "" {
 		sd.CorrelationID = decisionID
@@ -273,14 +287,14 @@ func toStreams(cmd Command, decisionID, dig string, dec Decision) (streams.Decis
 	for i, ne := range dec.Events {
 		data, err := json.Marshal(ne.Data)
 		if err != nil {
-			return sd, fmt.Errorf("%w: %s.%s event %d (%s): %v", ErrInvalidDecision, cmd.Type, cmd.Kind, i, ne.Type, err)
+			return sd, fmt.Errorf("%w: %s.%s event %d (%s): %v", ErrInvalidDecision, req.Type, req.Kind, i, ne.Type, err)
 		}
 		sd.Events = append(sd.Events, streams.Event{Type: ne.Type, Schema: ne.Schema, Data: data})
 	}
 	for i, nc := range dec.Commands {
 		payload, err := json.Marshal(nc.Payload)
 		if err != nil {
-			return sd, fmt.Errorf("%w: %s.%s command %d (%s): %v", ErrInvalidDecision, cmd.Type, cmd.Kind, i, nc.Kind, err)
+			return sd, fmt.Errorf("%w: %s.%s command %d (%s): %v", ErrInvalidDecision, req.Type, req.Kind, i, nc.Kind, err)
 		}
 		sd.Commands = append(sd.Commands, streams.Command{Kind: nc.Kind, Payload: payload, Report: nc.Report, DeliverAfter: nc.DeliverAfter, Priority: nc.Priority, Schema: nc.Schema})
 	}

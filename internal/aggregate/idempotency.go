@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // Idempotency: a request's idempotency key determines its decision id, and
@@ -91,7 +92,7 @@ func (e *entry) remember(rec streams.Record, horizon time.Time) {
 // findKeyed looks for a keyed decision: in e's recent set, and in the log
 // when a snapshot carried only the newest part of that set (recentSince
 // after the horizon's start).
-func (r *Repository) findKeyed(ctx context.Context, e *entry, typ, id, decisionID string) (recentDecision, bool, error) {
+func (r *Repository) findKeyed(ctx context.Context, e *entry, a wire.AggregateRef, decisionID string) (recentDecision, bool, error) {
 	if rd, ok := e.recent[decisionID]; ok {
 		return rd, true, nil
 	}
@@ -99,7 +100,7 @@ func (r *Repository) findKeyed(ctx context.Context, e *entry, typ, id, decisionI
 	if e.recentSince.IsZero() || !e.recentSince.After(horizon) {
 		return recentDecision{}, false, nil // the set is complete for the horizon
 	}
-	rec, ok, err := r.log.FindDecision(ctx, typ, id, decisionID, horizon)
+	rec, ok, err := r.log.FindDecision(ctx, a, decisionID, horizon)
 	if err != nil || !ok {
 		return recentDecision{}, false, err
 	}
@@ -109,11 +110,11 @@ func (r *Repository) findKeyed(ctx context.Context, e *entry, typ, id, decisionI
 // answered returns the first result of a keyed request already decided
 // (ok), [ErrKeyReused] if its key was first used for another request, or
 // ok=false when the request is new.
-func (r *Repository) answered(ctx context.Context, q *request, e *entry) (Result, bool, error) {
-	if q.cmd.IdempotencyKey == "" {
+func (r *Repository) answered(ctx context.Context, q *call, e *entry) (Result, bool, error) {
+	if q.req.IdempotencyKey == "" {
 		return Result{}, false, nil
 	}
-	rd, ok, err := r.findKeyed(ctx, e, q.cmd.Type, q.cmd.ID, q.decisionID)
+	rd, ok, err := r.findKeyed(ctx, e, q.agg, q.decisionID)
 	if err != nil || !ok {
 		return Result{}, false, err
 	}
@@ -143,8 +144,8 @@ func (r *Repository) replay(ctx context.Context, rd recentDecision, dig string) 
 // findRaw looks for an earlier copy of a keyed raw decision inside the
 // idempotency horizon. A raw append reads the log: raw types have no cached
 // state.
-func (r *Repository) findRaw(ctx context.Context, d streams.Decision) (Result, bool, error) {
-	rec, ok, err := r.log.FindDecision(ctx, d.AggregateType, d.AggregateID, d.ID, r.horizon())
+func (r *Repository) findRaw(ctx context.Context, a wire.AggregateRef, d streams.Decision) (Result, bool, error) {
+	rec, ok, err := r.log.FindDecision(ctx, a, d.ID, r.horizon())
 	if err != nil || !ok {
 		return Result{}, false, err
 	}

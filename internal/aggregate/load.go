@@ -50,8 +50,8 @@ func (r *Repository) foldTombstone(ctx context.Context, def *Definition, e *entr
 // get returns the cached entry or loads it cold: snapshot + tail. loaded
 // says it was just read from the log, so its tail need not be checked
 // again before answering.
-func (r *Repository) get(ctx context.Context, def *Definition, typ, id string) (_ *entry, loaded bool, _ error) {
-	key := typ + "/" + id
+func (r *Repository) get(ctx context.Context, def *Definition, a wire.AggregateRef) (_ *entry, loaded bool, _ error) {
+	key := a.String()
 	gen := r.cache.generation()
 	if e, ok := r.cache.get(key); ok {
 		r.stats.cacheHits.Add(1)
@@ -60,16 +60,16 @@ func (r *Repository) get(ctx context.Context, def *Definition, typ, id string) (
 	r.stats.coldLoads.Add(1)
 	e, ok := (*entry)(nil), false
 	if r.cfg.SnapshotEvery > 0 {
-		e, ok = r.readSnapshot(ctx, def, typ, id)
+		e, ok = r.readSnapshot(ctx, def, a.Type(), a.ID())
 	}
 	if !ok {
 		e = &entry{state: def.newState(), recent: map[string]recentDecision{}, outstanding: map[string]string{}}
 	}
-	if err := r.refresh(ctx, def, typ, id, e, 0); err != nil {
+	if err := r.refresh(ctx, def, a, e, 0); err != nil {
 		return nil, false, err
 	}
 	if r.snapshotDue(e) && r.cache.generation() == gen { // see settle
-		r.writeSnapshot(ctx, def, typ, id, e)
+		r.writeSnapshot(ctx, def, a.Type(), a.ID(), e)
 	}
 	if e.pos.Seq > 0 {
 		r.cache.put(key, e, gen)
@@ -77,16 +77,31 @@ func (r *Repository) get(ctx context.Context, def *Definition, typ, id string) (
 	return e, true, nil
 }
 
+// current returns a's entry as the log holds it now: loaded cold, or the
+// cached one with the tail read past it (another node may have written).
+// The caller holds a's lock.
+func (r *Repository) current(ctx context.Context, def *Definition, a wire.AggregateRef) (*entry, error) {
+	e, loaded, err := r.get(ctx, def, a)
+	if err != nil || loaded {
+		return e, err
+	}
+	if err := r.refresh(ctx, def, a, e, 0); err != nil {
+		r.cache.remove(a.String())
+		return nil, err
+	}
+	return e, nil
+}
+
 // refresh folds the records stored after e's position into e — only the
 // tail. atLeast, when known (a conflict names the actual position), waits
 // for a lagging replica to have it.
-func (r *Repository) refresh(ctx context.Context, def *Definition, typ, id string, e *entry, atLeast uint64) error {
+func (r *Repository) refresh(ctx context.Context, def *Definition, a wire.AggregateRef, e *entry, atLeast uint64) error {
 	var opts []streams.LoadOption
 	if atLeast > e.pos.Seq {
 		opts = append(opts, streams.AtLeast(atLeast))
 	}
 	r.stats.tailReads.Add(1)
-	tail, err := r.log.LoadTail(ctx, typ, id, e.pos, opts...)
+	tail, err := r.log.LoadTail(ctx, a, e.pos, opts...)
 	if err != nil {
 		return err
 	}
@@ -142,23 +157,16 @@ func (r *Repository) fold(def *Definition, e *entry, rec streams.Record) (err er
 // when the aggregate is not at at (a decision came since): the archive
 // of it is then abandoned.
 func (r *Repository) ArchiveState(ctx context.Context, typ, id string, at streams.Position) (state json.RawMessage, schema, outstanding int, err error) {
-	def, err := r.reg.Get(typ)
+	def, a, err := r.resolve(typ, id)
 	if err != nil {
 		return nil, 0, 0, err
 	}
-	key := typ + "/" + id
-	mu := r.locks.lock(key)
+	mu := r.locks.lock(a.String())
 	mu.Lock()
 	defer mu.Unlock()
-	e, loaded, err := r.get(ctx, def, typ, id)
+	e, err := r.current(ctx, def, a)
 	if err != nil {
 		return nil, 0, 0, err
-	}
-	if !loaded {
-		if err := r.refresh(ctx, def, typ, id, e, 0); err != nil {
-			r.cache.remove(key)
-			return nil, 0, 0, err
-		}
 	}
 	if e.pos != at {
 		return nil, 0, 0, fmt.Errorf("%w: %s/%s stands at seq %d version %d, not %d/%d", ErrConflict, typ, id, e.pos.Seq, e.pos.Version, at.Seq, at.Version)

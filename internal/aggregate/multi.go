@@ -8,11 +8,12 @@ import (
 	"sync"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
-// MultiCommand is one command of [Repository.HandleAll].
-type MultiCommand struct {
-	Command
+// MultiRequest is one request of [Repository.HandleAll].
+type MultiRequest struct {
+	Request
 	// ExpectedVersion, when set, is the version the aggregate must stand
 	// at: if it does not, nothing of the request is appended and the
 	// answer is a [*StaleError]. Unset, the command is decided on the
@@ -46,13 +47,13 @@ func (e *StaleError) Unwrap() error { return ErrConflict }
 // aggregate twice; [ErrKeyReused] when only some of the keyed commands had
 // been handled before. With idempotency keys on every command a retry
 // returns the first results.
-func (r *Repository) HandleAll(ctx context.Context, cmds []MultiCommand) ([]Result, error) {
+func (r *Repository) HandleAll(ctx context.Context, cmds []MultiRequest) ([]Result, error) {
 	if len(cmds) == 0 || len(cmds) > streams.MaxMulti {
 		return nil, fmt.Errorf("%w: a multi-aggregate request takes 1 to %d commands, got %d", ErrBadCommand, streams.MaxMulti, len(cmds))
 	}
-	qs := make([]*request, len(cmds))
+	qs := make([]*call, len(cmds))
 	for i, c := range cmds {
-		q, err := r.newRequest(c.Command)
+		q, err := r.newCall(c.Request)
 		if err == nil {
 			err = r.cfg.Sites.check(c.Type, c.ID)
 		}
@@ -70,7 +71,7 @@ func (r *Repository) HandleAll(ctx context.Context, cmds []MultiCommand) ([]Resu
 	es := make([]*entry, len(qs))
 	checked := make([]bool, len(qs)) // the tail was read since the cache
 	for i, q := range qs {
-		e, loaded, err := r.get(ctx, q.def, q.cmd.Type, q.cmd.ID)
+		e, loaded, err := r.get(ctx, q.def, q.agg)
 		if err != nil {
 			return nil, err
 		}
@@ -98,7 +99,7 @@ func (r *Repository) HandleAll(ctx context.Context, cmds []MultiCommand) ([]Resu
 // lockAll locks the stripes of qs's aggregates in index order (so two
 // requests over the same aggregates cannot deadlock) and returns the
 // unlock.
-func (r *Repository) lockAll(qs []*request) func() {
+func (r *Repository) lockAll(qs []*call) func() {
 	var idx []int
 	for _, q := range qs {
 		if i := r.locks.index(q.key); !slices.Contains(idx, i) {
@@ -120,7 +121,7 @@ func (r *Repository) lockAll(qs []*request) func() {
 
 // answeredAll answers a retried request from the log: every keyed command
 // already handled. Some handled and some not cannot come from one request.
-func (r *Repository) answeredAll(ctx context.Context, qs []*request, es []*entry) ([]Result, bool, error) {
+func (r *Repository) answeredAll(ctx context.Context, qs []*call, es []*entry) ([]Result, bool, error) {
 	var res []Result
 	for i, q := range qs {
 		one, ok, err := r.answered(ctx, q, es[i])
@@ -142,15 +143,15 @@ func (r *Repository) answeredAll(ctx context.Context, qs []*request, es []*entry
 
 // decideAll checks the expected versions and decides every command. again
 // is true when a stale cache was found and refreshed: start over.
-func (r *Repository) decideAll(ctx context.Context, cmds []MultiCommand, qs []*request, es []*entry, checked []bool) (decs []Decision, again bool, _ error) {
+func (r *Repository) decideAll(ctx context.Context, cmds []MultiRequest, qs []*call, es []*entry, checked []bool) (decs []Decision, again bool, _ error) {
 	decs = make([]Decision, len(qs))
 	for i, q := range qs {
 		e := es[i]
 		want := cmds[i].ExpectedVersion
 		if e.archived() && q.def.archived == ArchivedRefuse {
-			return nil, false, fmt.Errorf("command %d: %w: %s/%s was archived at seq %d", i, ErrArchived, q.cmd.Type, q.cmd.ID, e.archivedSeq)
+			return nil, false, fmt.Errorf("command %d: %w: %s/%s was archived at seq %d", i, ErrArchived, q.req.Type, q.req.ID, e.archivedSeq)
 		}
-		dec, err := q.def.Decide(e.state, q.cmd.Kind, q.cmd.Payload)
+		dec, err := q.def.Decide(e.state, q.req.Kind, q.req.Payload)
 		if !checked[i] && (appendsNothing(dec, err) || err != nil || (want != nil && *want != e.pos.Version)) {
 			// No expectation would catch a stale cache here: read the tail
 			// once before answering.
@@ -164,13 +165,13 @@ func (r *Repository) decideAll(ctx context.Context, cmds []MultiCommand, qs []*r
 			}
 		}
 		if want != nil && *want != e.pos.Version {
-			return nil, false, &StaleError{Type: q.cmd.Type, ID: q.cmd.ID, Expected: *want, Actual: e.pos.Version}
+			return nil, false, &StaleError{Type: q.req.Type, ID: q.req.ID, Expected: *want, Actual: e.pos.Version}
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("command %d (%s/%s %s): %w", i, q.cmd.Type, q.cmd.ID, q.cmd.Kind, err)
+			return nil, false, fmt.Errorf("command %d (%s/%s %s): %w", i, q.req.Type, q.req.ID, q.req.Kind, err)
 		}
 		if len(dec.Events) == 0 && len(dec.Commands) > 0 {
-			return nil, false, fmt.Errorf("%w: %s.%s issued %d command(s) without recording an event", ErrInvalidDecision, q.cmd.Type, q.cmd.Kind, len(dec.Commands))
+			return nil, false, fmt.Errorf("%w: %s.%s issued %d command(s) without recording an event", ErrInvalidDecision, q.req.Type, q.req.Kind, len(dec.Commands))
 		}
 		decs[i] = dec
 	}
@@ -180,9 +181,10 @@ func (r *Repository) decideAll(ctx context.Context, cmds []MultiCommand, qs []*r
 // commitAll appends the decisions that record events as one atomic batch
 // and settles every result. again is true after a conflict that left the
 // stale aggregate refreshed.
-func (r *Repository) commitAll(ctx context.Context, cmds []MultiCommand, qs []*request, es []*entry, decs []Decision, attempt int) (_ []Result, again bool, _ error) {
+func (r *Repository) commitAll(ctx context.Context, cmds []MultiRequest, qs []*call, es []*entry, decs []Decision, attempt int) (_ []Result, again bool, _ error) {
 	var (
 		sds    []streams.Decision
+		aggs   []wire.AggregateRef
 		afters []streams.Position
 		at     []int // request index of each appended decision
 	)
@@ -190,14 +192,14 @@ func (r *Repository) commitAll(ctx context.Context, cmds []MultiCommand, qs []*r
 		if len(decs[i].Events) == 0 {
 			continue
 		}
-		sd, err := toStreams(q.cmd, q.decisionID, q.digest, decs[i])
+		sd, err := toStreams(q.req, q.decisionID, q.digest, decs[i])
 		if err == nil {
 			err = q.def.stamp(&sd)
 		}
 		if err != nil {
 			return nil, false, err
 		}
-		sds, afters, at = append(sds, sd), append(afters, es[i].pos), append(at, i)
+		sds, aggs, afters, at = append(sds, sd), append(aggs, q.agg), append(afters, es[i].pos), append(at, i)
 	}
 	res := make([]Result, len(qs))
 	if len(sds) > 0 {
@@ -205,7 +207,7 @@ func (r *Repository) commitAll(ctx context.Context, cmds []MultiCommand, qs []*r
 		if err != nil {
 			return nil, false, err
 		}
-		recs, err := r.log.AppendAll(ctx, sealed, afters)
+		recs, err := r.log.AppendAllTo(ctx, aggs, sealed, afters)
 		var conflict *streams.ConflictError
 		switch {
 		case errors.As(err, &conflict):
@@ -238,22 +240,22 @@ func (r *Repository) commitAll(ctx context.Context, cmds []MultiCommand, qs []*r
 // conflictAll refreshes the aggregate a conflict names and says whether to
 // decide again (nil error): not when it had an expected version or the
 // retries are spent.
-func (r *Repository) conflictAll(ctx context.Context, cmds []MultiCommand, qs []*request, es []*entry, conflict *streams.ConflictError, attempt int) (again bool, _ error) {
+func (r *Repository) conflictAll(ctx context.Context, cmds []MultiRequest, qs []*call, es []*entry, conflict *streams.ConflictError, attempt int) (again bool, _ error) {
 	r.stats.conflicts.Add(1)
-	i := slices.IndexFunc(qs, func(q *request) bool {
-		s, _ := r.log.Names().AggregateSubject(q.cmd.Type, q.cmd.ID)
+	i := slices.IndexFunc(qs, func(q *call) bool {
+		s := r.log.Names().SubjectOf(q.agg)
 		return s == conflict.Subject
 	})
 	if i < 0 {
 		return false, fmt.Errorf("handle %d commands: %w", len(qs), conflict)
 	}
 	q, e := qs[i], es[i]
-	if err := r.refresh(ctx, q.def, q.cmd.Type, q.cmd.ID, e, conflict.Actual.Seq); err != nil {
+	if err := r.refresh(ctx, q.def, q.agg, e, conflict.Actual.Seq); err != nil {
 		r.cache.remove(q.key)
 		return false, err
 	}
 	if want := cmds[i].ExpectedVersion; want != nil && *want != e.pos.Version {
-		return false, &StaleError{Type: q.cmd.Type, ID: q.cmd.ID, Expected: *want, Actual: e.pos.Version}
+		return false, &StaleError{Type: q.req.Type, ID: q.req.ID, Expected: *want, Actual: e.pos.Version}
 	}
 	if attempt >= r.cfg.ConflictRetries {
 		return false, fmt.Errorf("%w: %s changed %d times while deciding a multi-aggregate request; retry later", ErrConflict, q.key, attempt+1)

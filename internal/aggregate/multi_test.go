@@ -10,10 +10,10 @@ import (
 	"github.com/esjet/esjet/internal/natstest"
 )
 
-func transfer(from, to string, amt string, key string) []MultiCommand {
-	return []MultiCommand{
-		{Command: Command{Type: "account", ID: from, Kind: "withdraw", Payload: json.RawMessage(`{"amount":` + amt + `}`), IdempotencyKey: key}},
-		{Command: Command{Type: "account", ID: to, Kind: "deposit", Payload: json.RawMessage(`{"amount":` + amt + `}`), IdempotencyKey: key}},
+func transfer(from, to string, amt string, key string) []MultiRequest {
+	return []MultiRequest{
+		{Request: Request{Type: "account", ID: from, Kind: "withdraw", Payload: json.RawMessage(`{"amount":` + amt + `}`), IdempotencyKey: key}},
+		{Request: Request{Type: "account", ID: to, Kind: "deposit", Payload: json.RawMessage(`{"amount":` + amt + `}`), IdempotencyKey: key}},
 	}
 }
 

@@ -28,18 +28,18 @@ import (
 // keyed decision id is derived in another namespace), and by its causation
 // id, the command id.
 
-// outcomeRequest is what HandleOutcome checks before Decide.
-type outcomeRequest struct {
+// outcomeCall is what HandleOutcome checks before Decide.
+type outcomeCall struct {
 	commandID string
 	of        string // the issued command kind
 }
 
 // HandleOutcome records the outcome of a command the aggregate issued with
-// Report: cmd.Kind is <kind>_done or <kind>_failed and cmd.Payload an
+// Report: req.Kind is <kind>_done or <kind>_failed and req.Payload an
 // [Outcome] naming the command id. It is the worker's path, not reachable
 // from the APIs. The decision id, idempotency key (<command id>/done or
 // /failed) and causation id (the command id) are derived from the outcome,
-// whatever cmd carries, so a repeated report of the same outcome is
+// whatever req carries, so a repeated report of the same outcome is
 // answered from the log (Replayed) and writes nothing.
 //
 // Errors: [ErrUnknownType], [ErrUnknownCommand] (not an outcome kind of the
@@ -51,12 +51,12 @@ type outcomeRequest struct {
 // no-op by Decide — logged at WARN and counted in
 // [Stats].OutcomesRefused — or the errors of [Repository.Handle]. Every
 // refusal is permanent ([IsPermanent]).
-func (r *Repository) HandleOutcome(ctx context.Context, cmd Command) (Result, error) {
-	q, err := r.newOutcomeRequest(cmd)
+func (r *Repository) HandleOutcome(ctx context.Context, req Request) (Result, error) {
+	q, err := r.newOutcomeCall(req)
 	var refused *OutcomeRefusedError
 	if err != nil {
 		if errors.As(err, &refused) {
-			r.refused(refused, "", cmd.TraceParent)
+			r.refused(refused, "", req.TraceParent)
 		}
 		return Result{}, err
 	}
@@ -64,16 +64,16 @@ func (r *Repository) HandleOutcome(ctx context.Context, cmd Command) (Result, er
 	var rej *Rejection
 	switch {
 	case errors.As(err, &rej):
-		err = &OutcomeRefusedError{Type: cmd.Type, ID: cmd.ID, Kind: cmd.Kind, CommandID: q.outcome.commandID,
+		err = &OutcomeRefusedError{Type: req.Type, ID: req.ID, Kind: req.Kind, CommandID: q.outcome.commandID,
 			Reason: "the aggregate rejected it: " + rej.Error(), cause: err}
 	case errors.Is(err, ErrKeyReused):
 		// The same result of the same command, with another payload: a
 		// worker repeats an outcome byte for byte, so this one is not it.
-		err = &OutcomeRefusedError{Type: cmd.Type, ID: cmd.ID, Kind: cmd.Kind, CommandID: q.outcome.commandID,
+		err = &OutcomeRefusedError{Type: req.Type, ID: req.ID, Kind: req.Kind, CommandID: q.outcome.commandID,
 			Reason: "an outcome of this command with another payload is recorded already", cause: err}
 	}
 	if errors.As(err, &refused) {
-		r.refused(refused, q.decisionID, cmd.TraceParent)
+		r.refused(refused, q.decisionID, req.TraceParent)
 	}
 	return res, err
 }
@@ -86,46 +86,43 @@ func (r *Repository) refused(e *OutcomeRefusedError, decisionID, traceParent str
 		"reason", e.Reason)
 }
 
-// newOutcomeRequest validates an outcome and gives it its identity.
-func (r *Repository) newOutcomeRequest(cmd Command) (*request, error) {
-	def, err := r.reg.Get(cmd.Type)
+// newOutcomeCall validates an outcome and gives it its identity.
+func (r *Repository) newOutcomeCall(req Request) (*call, error) {
+	def, agg, err := r.resolve(req.Type, req.ID)
 	if err != nil {
 		return nil, err
 	}
-	if err := wire.ValidateToken("aggregate id", cmd.ID); err != nil {
-		return nil, err
-	}
-	cd, ok := def.commands[cmd.Kind]
+	cd, ok := def.commands[req.Kind]
 	if !ok || cd.outcomeOf == "" {
-		of, _, isOutcome := wire.ParseOutcomeKind(cmd.Kind)
+		of, _, isOutcome := wire.ParseOutcomeKind(req.Kind)
 		if isOutcome && def.hears(of) {
 			// It hears one outcome of the kind, not this one: the command
 			// stays awaited, so the refusal says so (and is recorded).
 			var o Outcome
-			_ = json.Unmarshal(cmd.Payload, &o)
-			return nil, &OutcomeRefusedError{Type: cmd.Type, ID: cmd.ID, Kind: cmd.Kind, CommandID: o.CommandID, cause: ErrUnknownCommand,
-				Reason: fmt.Sprintf("%s registers no %s (it has %v), so the command stays awaited; register both outcomes of %s with On", def.typ, cmd.Kind, def.Outcomes(), of)}
+			_ = json.Unmarshal(req.Payload, &o)
+			return nil, &OutcomeRefusedError{Type: req.Type, ID: req.ID, Kind: req.Kind, CommandID: o.CommandID, cause: ErrUnknownCommand,
+				Reason: fmt.Sprintf("%s registers no %s (it has %v), so the command stays awaited; register both outcomes of %s with On", def.typ, req.Kind, def.Outcomes(), of)}
 		}
 		if isOutcome {
 			return nil, fmt.Errorf("%w: %s has no outcome %q: it registers neither %s nor %s, so it cannot hear how a %s command went; issue %s with Decision.Fire (no report), or register its outcomes with On",
-				ErrUnknownCommand, def.typ, cmd.Kind, DoneKind(of), FailedKind(of), of, of)
+				ErrUnknownCommand, def.typ, req.Kind, DoneKind(of), FailedKind(of), of, of)
 		}
-		return nil, fmt.Errorf("%w: %s has no outcome %q (it has: %v)", ErrUnknownCommand, def.typ, cmd.Kind, def.Outcomes())
+		return nil, fmt.Errorf("%w: %s has no outcome %q (it has: %v)", ErrUnknownCommand, def.typ, req.Kind, def.Outcomes())
 	}
 	var o Outcome
-	if err := json.Unmarshal(cmd.Payload, &o); err != nil {
-		return nil, fmt.Errorf("%w: %s.%s: %v", ErrBadCommand, def.typ, cmd.Kind, err)
+	if err := json.Unmarshal(req.Payload, &o); err != nil {
+		return nil, fmt.Errorf("%w: %s.%s: %v", ErrBadCommand, def.typ, req.Kind, err)
 	}
 	if o.CommandID == "" {
-		return nil, fmt.Errorf("%w: %s.%s: the outcome names no command_id", ErrBadCommand, def.typ, cmd.Kind)
+		return nil, fmt.Errorf("%w: %s.%s: the outcome names no command_id", ErrBadCommand, def.typ, req.Kind)
 	}
-	cmd.IdempotencyKey = o.CommandID + "/" + cd.result
-	cmd.CausationID = o.CommandID
-	return &request{
-		cmd: cmd, def: def, key: cmd.Type + "/" + cmd.ID,
-		decisionID: r.outcomeDecisionID(cmd.Type, cmd.ID, o.CommandID, cd.result),
-		digest:     digest(cmd.Kind, cmd.Payload),
-		outcome:    &outcomeRequest{commandID: o.CommandID, of: cd.outcomeOf},
+	req.IdempotencyKey = o.CommandID + "/" + cd.result
+	req.CausationID = o.CommandID
+	return &call{
+		req: req, agg: agg, def: def, key: agg.String(),
+		decisionID: r.outcomeDecisionID(req.Type, req.ID, o.CommandID, cd.result),
+		digest:     digest(req.Kind, req.Payload),
+		outcome:    &outcomeCall{commandID: o.CommandID, of: cd.outcomeOf},
 	}, nil
 }
 
@@ -140,7 +137,7 @@ func (r *Repository) outcomeDecisionID(typ, id, commandID, result string) string
 // issued the command: again asks to start over on the new state), then
 // refuses. A command newer than the log seen here is not refused: that
 // error is transient, the report comes back.
-func (r *Repository) admit(ctx context.Context, q *request, e *entry, tailChecked *bool) (again bool, _ error) {
+func (r *Repository) admit(ctx context.Context, q *call, e *entry, tailChecked *bool) (again bool, _ error) {
 	o := q.outcome
 	if kind, ok := e.outstanding[o.commandID]; ok && kind == o.of {
 		return false, nil
@@ -153,20 +150,20 @@ func (r *Repository) admit(ctx context.Context, q *request, e *entry, tailChecke
 		}
 	}
 	refuse := func(format string, args ...any) error {
-		return &OutcomeRefusedError{Type: q.cmd.Type, ID: q.cmd.ID, Kind: q.cmd.Kind, CommandID: o.commandID, Reason: fmt.Sprintf(format, args...)}
+		return &OutcomeRefusedError{Type: q.req.Type, ID: q.req.ID, Kind: q.req.Kind, CommandID: o.commandID, Reason: fmt.Sprintf(format, args...)}
 	}
 	if kind, ok := e.outstanding[o.commandID]; ok {
 		return false, refuse("command %s is a %s, not a %s", o.commandID, kind, o.of)
 	}
-	version, ok := issuedBy(o.commandID, q.cmd.Type, q.cmd.ID)
+	version, ok := issuedBy(o.commandID, q.req.Type, q.req.ID)
 	switch {
 	case !ok:
-		return false, refuse("%s/%s issued no command %s (its command ids are %s:%s:<version>:<index>)", q.cmd.Type, q.cmd.ID, o.commandID, q.cmd.Type, q.cmd.ID)
+		return false, refuse("%s/%s issued no command %s (its command ids are %s:%s:<version>:<index>)", q.req.Type, q.req.ID, o.commandID, q.req.Type, q.req.ID)
 	case version > e.pos.Version:
 		return false, fmt.Errorf("outcome of %s: %s/%s is at version %d here, before the decision that issued the command; the log read is behind, report again",
-			o.commandID, q.cmd.Type, q.cmd.ID, e.pos.Version)
+			o.commandID, q.req.Type, q.req.ID, e.pos.Version)
 	}
-	return false, refuse("command %s is not outstanding: %s/%s did not issue it with Report, or its outcome is recorded already", o.commandID, q.cmd.Type, q.cmd.ID)
+	return false, refuse("command %s is not outstanding: %s/%s did not issue it with Report, or its outcome is recorded already", o.commandID, q.req.Type, q.req.ID)
 }
 
 // issuedBy parses a command id ([wire.ParseCommandID]) and reports the

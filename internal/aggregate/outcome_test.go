@@ -72,9 +72,9 @@ func (s *tripStore) decisions(t *testing.T, id string) int {
 }
 
 // report is what the worker's feedback hands the repository.
-func report(id, kind string, o esjet.Outcome) aggregate.Command {
+func report(id, kind string, o esjet.Outcome) aggregate.Request {
 	p, _ := json.Marshal(o)
-	return aggregate.Command{Type: trip.Type, ID: id, Kind: kind, Payload: p, IdempotencyKey: o.CommandID + "/x"}
+	return aggregate.Request{Type: trip.Type, ID: id, Kind: kind, Payload: p, IdempotencyKey: o.CommandID + "/x"}
 }
 
 // bookedTrip requests trip id and reports its budget locked: book_flight
@@ -82,7 +82,7 @@ func report(id, kind string, o esjet.Outcome) aggregate.Command {
 func bookedTrip(t *testing.T, r *aggregate.Repository, id string) {
 	t.Helper()
 	req, _ := json.Marshal(trip.RequestTrip{Traveler: "ada", Destination: "Lisbon", Budget: 100_000, FlightPrice: 40_000, HotelPrice: 30_000})
-	if _, err := r.Handle(t.Context(), aggregate.Command{Type: trip.Type, ID: id, Kind: trip.KindRequestTrip, Payload: req}); err != nil {
+	if _, err := r.Handle(t.Context(), aggregate.Request{Type: trip.Type, ID: id, Kind: trip.KindRequestTrip, Payload: req}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := r.HandleOutcome(t.Context(), report(id, esjet.DoneKind(trip.KindLockBudget), esjet.Outcome{CommandID: "trip:" + id + ":1:0"}))
@@ -115,7 +115,7 @@ func TestForgedOutcomesAreRefusedCountedAndWriteNothing(t *testing.T) {
 	fake := esjet.Outcome{CommandID: "trip:t1:2:7", Result: json.RawMessage(`{"booking_ref":"FAKE-123"}`)}
 	forged := []struct {
 		name string
-		cmd  aggregate.Command
+		cmd  aggregate.Request
 	}{
 		{"made-up command id", report("t1", esjet.DoneKind(trip.KindBookFlight), fake)},
 		{"another aggregate's command", report("t1", esjet.DoneKind(trip.KindBookFlight), esjet.Outcome{CommandID: "trip:t2:2:0"})},
@@ -181,7 +181,7 @@ func TestOutcomesCannotBeSent(t *testing.T) {
 	bookedTrip(t, r, "t1")
 	before := st.decisions(t, "t1")
 	p, _ := json.Marshal(esjet.Outcome{CommandID: "trip:t1:2:0", Result: json.RawMessage(`{"booking_ref":"FAKE-123"}`)})
-	_, err := r.Handle(t.Context(), aggregate.Command{Type: trip.Type, ID: "t1", Kind: esjet.DoneKind(trip.KindBookFlight), Payload: p})
+	_, err := r.Handle(t.Context(), aggregate.Request{Type: trip.Type, ID: "t1", Kind: esjet.DoneKind(trip.KindBookFlight), Payload: p})
 	if !errors.Is(err, aggregate.ErrOutcomeNotSendable) || !aggregate.IsPermanent(err) {
 		t.Fatalf("Handle(book_flight_done): %v, want ErrOutcomeNotSendable", err)
 	}
@@ -198,7 +198,7 @@ func TestOutcomesCannotBeSent(t *testing.T) {
 		t.Errorf("Outcomes() = %v, want the 12 outcome kinds", def.Outcomes())
 	}
 	// And the outcome path refuses a client command.
-	if _, err := r.HandleOutcome(t.Context(), aggregate.Command{Type: trip.Type, ID: "t1", Kind: trip.KindAddNote, Payload: p}); !errors.Is(err, aggregate.ErrUnknownCommand) {
+	if _, err := r.HandleOutcome(t.Context(), aggregate.Request{Type: trip.Type, ID: "t1", Kind: trip.KindAddNote, Payload: p}); !errors.Is(err, aggregate.ErrUnknownCommand) {
 		t.Fatalf("HandleOutcome(add_note): %v, want ErrUnknownCommand", err)
 	}
 }
@@ -259,7 +259,7 @@ func TestOutcomeOnAStaleCacheReadsTheTail(t *testing.T) {
 	st := newTripStore(t, natstest.RunServer(t))
 	a, b := st.repo(t, aggregate.Config{}), st.repo(t, aggregate.Config{})
 	req, _ := json.Marshal(trip.RequestTrip{Traveler: "ada", Destination: "Lisbon", Budget: 100_000, FlightPrice: 40_000, HotelPrice: 30_000})
-	if _, err := b.Handle(t.Context(), aggregate.Command{Type: trip.Type, ID: "t1", Kind: trip.KindRequestTrip, Payload: req}); err != nil {
+	if _, err := b.Handle(t.Context(), aggregate.Request{Type: trip.Type, ID: "t1", Kind: trip.KindRequestTrip, Payload: req}); err != nil {
 		t.Fatal(err)
 	}
 	tripState(t, a, "t1") // a caches version 1

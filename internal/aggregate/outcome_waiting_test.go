@@ -43,11 +43,11 @@ func TestOutcomesThatWouldLeaveTheCommandAwaitedAreRefused(t *testing.T) {
 	}
 	r := aggregate.NewRepository(st.log, st.snaps, reg, aggregate.Config{Namespace: st.ns}, nil)
 	ctx := t.Context()
-	if _, err := r.Handle(ctx, aggregate.Command{Type: "parcel", ID: "p1", Kind: "start", Payload: []byte(`{}`)}); err != nil {
+	if _, err := r.Handle(ctx, aggregate.Request{Type: "parcel", ID: "p1", Kind: "start", Payload: []byte(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
-	out := func(kind, id string) aggregate.Command {
-		return aggregate.Command{Type: "parcel", ID: "p1", Kind: kind, Payload: []byte(`{"command_id":"` + id + `"}`)}
+	out := func(kind, id string) aggregate.Request {
+		return aggregate.Request{Type: "parcel", ID: "p1", Kind: kind, Payload: []byte(`{"command_id":"` + id + `"}`)}
 	}
 	for _, c := range []struct{ kind, id string }{{esjet.DoneKind("pack"), "parcel:p1:1:1"}, {esjet.FailedKind("ship"), "parcel:p1:1:0"}} {
 		_, err := r.HandleOutcome(ctx, out(c.kind, c.id))

@@ -62,7 +62,7 @@ func TestPersonalSealedAndForgotten(t *testing.T) {
 	f.log = log
 	cfg := Config{Sealer: sealer, SnapshotEvery: 1}
 	r := f.repo(t, cfg, memberDef())
-	cmd := Command{Type: "member", ID: "m1", Kind: "join", Payload: json.RawMessage(`{"name":"Ada Lovelace","city":"London"}`)}
+	cmd := Request{Type: "member", ID: "m1", Kind: "join", Payload: json.RawMessage(`{"name":"Ada Lovelace","city":"London"}`)}
 	if _, err := r.Handle(t.Context(), cmd); err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestForgetDuringCommandCachesNoPlaintext(t *testing.T) {
 		return Emit("joined", c), nil
 	})
 	r = f.repo(t, Config{Sealer: sealer, SnapshotEvery: 1}, d.Definition())
-	join := Command{Type: "member", ID: "m1", Kind: "join", Payload: json.RawMessage(`{"name":"Ada Lovelace","city":"London"}`)}
+	join := Request{Type: "member", ID: "m1", Kind: "join", Payload: json.RawMessage(`{"name":"Ada Lovelace","city":"London"}`)}
 	if _, err := r.Handle(t.Context(), join); err != nil {
 		t.Fatal(err)
 	}

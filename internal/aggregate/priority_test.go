@@ -12,7 +12,7 @@ func TestWithPriorityMarksTheLastCommandAndReachesTheLog(t *testing.T) {
 	if base.Commands[0].Priority != PriorityNormal || low.Commands[0].Priority != PriorityLow {
 		t.Fatalf("WithPriority changed the decision it was called on: %q, %q", base.Commands[0].Priority, low.Commands[0].Priority)
 	}
-	sd, err := toStreams(Command{Type: "trip", ID: "t1", Kind: "book"}, "0190f4c2-7d3a-7c11-8a2b-3c4d5e6f7a8b", "", d)
+	sd, err := toStreams(Request{Type: "trip", ID: "t1", Kind: "book"}, "0190f4c2-7d3a-7c11-8a2b-3c4d5e6f7a8b", "", d)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // RawAppend is a request of the raw event-store API: services in other
@@ -63,7 +64,8 @@ func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, erro
 	if _, err := r.reg.Get(req.Type); err == nil {
 		return Result{}, fmt.Errorf("%w: send %s a command instead of appending raw events", ErrManagedType, req.Type)
 	}
-	if _, err := r.log.Names().AggregateSubject(req.Type, req.ID); err != nil {
+	agg, err := wire.NewAggregateRef(req.Type, req.ID)
+	if err != nil {
 		return Result{}, err
 	}
 	if err := r.cfg.Sites.check(req.Type, req.ID); err != nil {
@@ -106,11 +108,11 @@ func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, erro
 	// A keyed append first looks for its decision within the horizon: the
 	// dedup window is minutes, the idempotency promise is the horizon.
 	if req.IdempotencyKey != "" {
-		if res, ok, err := r.findRaw(ctx, d); ok || err != nil {
+		if res, ok, err := r.findRaw(ctx, agg, d); ok || err != nil {
 			return res, err
 		}
 	}
-	pos, err := r.log.Last(ctx, req.Type, req.ID)
+	pos, err := r.log.Last(ctx, agg)
 	if err != nil {
 		return Result{}, err
 	}
@@ -125,12 +127,12 @@ func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, erro
 	if err != nil {
 		return Result{}, err
 	}
-	rec, err := r.append(ctx, sealed, pos)
+	rec, err := r.append(ctx, agg, sealed, pos)
 	var conflict *streams.ConflictError
 	switch {
 	case errors.As(err, &conflict):
 		if req.IdempotencyKey != "" {
-			if res, ok, err := r.findRaw(ctx, d); ok || err != nil {
+			if res, ok, err := r.findRaw(ctx, agg, d); ok || err != nil {
 				return res, err
 			}
 		}

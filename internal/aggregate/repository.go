@@ -99,8 +99,8 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Command is one request to an aggregate.
-type Command struct {
+// Request is one request to an aggregate.
+type Request struct {
 	Type    string
 	ID      string
 	Kind    string
@@ -244,26 +244,16 @@ type State struct {
 // past what is cached so a write by another node is seen. [ErrNotFound] if
 // the aggregate has no events.
 func (r *Repository) Get(ctx context.Context, typ, id string) (State, error) {
-	def, err := r.reg.Get(typ)
+	def, a, err := r.resolve(typ, id)
 	if err != nil {
 		return State{}, err
 	}
-	if err := wire.ValidateToken("aggregate id", id); err != nil {
-		return State{}, err
-	}
-	key := typ + "/" + id
-	mu := r.locks.lock(key)
+	mu := r.locks.lock(a.String())
 	mu.Lock()
 	defer mu.Unlock()
-	e, loaded, err := r.get(ctx, def, typ, id)
+	e, err := r.current(ctx, def, a)
 	if err != nil {
 		return State{}, err
-	}
-	if !loaded { // a cached entry may be behind what another node wrote
-		if err := r.refresh(ctx, def, typ, id, e, 0); err != nil {
-			r.cache.remove(key)
-			return State{}, err
-		}
 	}
 	if e.pos.Version == 0 { // (a subject may hold messages esjet did not write, and no events)
 		return State{}, fmt.Errorf("%w: %s/%s has no events", ErrNotFound, typ, id)

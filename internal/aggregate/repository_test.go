@@ -125,7 +125,7 @@ func (f *fixture) msgs(t *testing.T) uint64 {
 
 func send(t *testing.T, r *Repository, id, kind string, payload string, key string) (Result, error) {
 	t.Helper()
-	return r.Handle(t.Context(), Command{Type: "account", ID: id, Kind: kind, Payload: json.RawMessage(payload), IdempotencyKey: key})
+	return r.Handle(t.Context(), Request{Type: "account", ID: id, Kind: kind, Payload: json.RawMessage(payload), IdempotencyKey: key})
 }
 
 func mustSend(t *testing.T, r *Repository, id, kind, payload, key string) Result {
@@ -198,7 +198,7 @@ func testRejections(t *testing.T, f *fixture) {
 		{"invalid id", "account", "a.1", "open", ``, wire.ErrInvalidToken},
 	}
 	for _, c := range cases {
-		_, err := r.Handle(t.Context(), Command{Type: c.typ, ID: c.id, Kind: c.kind, Payload: json.RawMessage(c.payload)})
+		_, err := r.Handle(t.Context(), Request{Type: c.typ, ID: c.id, Kind: c.kind, Payload: json.RawMessage(c.payload)})
 		if !errors.Is(err, c.want) {
 			t.Errorf("%s: err = %v, want %v", c.name, err, c.want)
 		}
@@ -223,7 +223,7 @@ func testConcurrentNodes(t *testing.T, f *fixture) {
 		wg.Go(func() {
 			r := nodes[g%2]
 			for range perG {
-				_, err := r.Handle(t.Context(), Command{Type: "account", ID: "hot", Kind: "deposit", Payload: json.RawMessage(`{"amount":1}`)})
+				_, err := r.Handle(t.Context(), Request{Type: "account", ID: "hot", Kind: "deposit", Payload: json.RawMessage(`{"amount":1}`)})
 				switch {
 				case err == nil:
 					ok.Add(1)
@@ -342,7 +342,7 @@ func TestFoldKeepsOnlyKeyedDecisionsInsideTheHorizon(t *testing.T) {
 // decisions of per events.
 func appendRaw(t *testing.T, f *fixture, id string, n, per int) {
 	t.Helper()
-	pos, err := f.log.Last(t.Context(), "account", id)
+	pos, err := f.log.Last(t.Context(), aggRef("account", id))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,7 +485,7 @@ func TestCommandsWithoutAnOutcomeHandlerAreNotAwaited(t *testing.T) {
 		mustSend(t, r, "n1", "deposit", `{"amount":1}`, "")
 	}
 	for name, repo := range map[string]*Repository{"cached": r, "replayed": f.repo(t, Config{SnapshotEvery: -1}), "from a snapshot": f.repo(t, Config{SnapshotEvery: 2})} {
-		e, _, err := repo.get(t.Context(), repo.reg.defs["account"], "account", "n1")
+		e, _, err := repo.get(t.Context(), repo.reg.defs["account"], aggRef("account", "n1"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -494,7 +494,7 @@ func TestCommandsWithoutAnOutcomeHandlerAreNotAwaited(t *testing.T) {
 		}
 	}
 	// The worker's report is refused saying what to change.
-	_, err := r.HandleOutcome(t.Context(), Command{Type: "account", ID: "n1", Kind: DoneKind("notify"), Payload: json.RawMessage(`{"command_id":"account:n1:2:0"}`)})
+	_, err := r.HandleOutcome(t.Context(), Request{Type: "account", ID: "n1", Kind: DoneKind("notify"), Payload: json.RawMessage(`{"command_id":"account:n1:2:0"}`)})
 	if !errors.Is(err, ErrUnknownCommand) || !IsPermanent(err) || !strings.Contains(err.Error(), "Decision.Fire") {
 		t.Fatalf("report of notify: %v, want ErrUnknownCommand saying to use Decision.Fire", err)
 	}

@@ -43,7 +43,7 @@ func TestStateReadsDoNotRaceWithCommands(t *testing.T) {
 	for g := range 4 {
 		wg.Go(func() {
 			for i := range 25 {
-				if _, err := r.Handle(t.Context(), Command{Type: "bag", ID: "b1", Kind: "add", Payload: json.RawMessage(fmt.Sprintf(`{"Name":"n%d"}`, (g+i)%5))}); err != nil {
+				if _, err := r.Handle(t.Context(), Request{Type: "bag", ID: "b1", Kind: "add", Payload: json.RawMessage(fmt.Sprintf(`{"Name":"n%d"}`, (g+i)%5))}); err != nil {
 					t.Error(err)
 					return
 				}
@@ -82,14 +82,14 @@ func TestStateReadsDoNotRaceWithCommands(t *testing.T) {
 func TestPanicsBecomeErrorsAndLeaveTheCacheConsistent(t *testing.T) {
 	f := newFixture(t, natstest.RunServer(t))
 	r := f.repo(t, Config{}, bagDef())
-	if _, err := r.Handle(t.Context(), Command{Type: "bag", ID: "b2", Kind: "add", Payload: json.RawMessage(`{"Name":"x"}`)}); err != nil {
+	if _, err := r.Handle(t.Context(), Request{Type: "bag", ID: "b2", Kind: "add", Payload: json.RawMessage(`{"Name":"x"}`)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Handle(t.Context(), Command{Type: "bag", ID: "b2", Kind: "panic"}); !errors.Is(err, ErrInvalidDecision) {
+	if _, err := r.Handle(t.Context(), Request{Type: "bag", ID: "b2", Kind: "panic"}); !errors.Is(err, ErrInvalidDecision) {
 		t.Fatalf("a panicking Decide: %v, want ErrInvalidDecision", err)
 	}
 	// The decision is stored, then Evolve panics folding it.
-	if _, err := r.Handle(t.Context(), Command{Type: "bag", ID: "b2", Kind: "explode"}); !errors.Is(err, ErrInvalidDecision) {
+	if _, err := r.Handle(t.Context(), Request{Type: "bag", ID: "b2", Kind: "explode"}); !errors.Is(err, ErrInvalidDecision) {
 		t.Fatalf("a panicking Evolve: %v, want ErrInvalidDecision", err)
 	}
 	// The aggregate cannot be loaded past the poisoned event, and says so

@@ -67,7 +67,7 @@ func (s *Service) Multi(ctx context.Context, body []byte, m Meta) (_ MultiResult
 	if req.IdempotencyKey == "" {
 		req.IdempotencyKey = m.IdempotencyKey
 	}
-	cmds := make([]aggregate.MultiCommand, len(req.Commands))
+	cmds := make([]aggregate.MultiRequest, len(req.Commands))
 	for i, c := range req.Commands {
 		key := c.IdempotencyKey
 		if key == "" {
@@ -76,7 +76,7 @@ func (s *Service) Multi(ctx context.Context, body []byte, m Meta) (_ MultiResult
 		if err := checkKey(key); err != nil {
 			return MultiResult{}, err
 		}
-		cmds[i] = aggregate.MultiCommand{ExpectedVersion: c.ExpectedVersion, Command: aggregate.Command{
+		cmds[i] = aggregate.MultiRequest{ExpectedVersion: c.ExpectedVersion, Request: aggregate.Request{
 			Type: c.Type, ID: c.ID, Kind: c.Command, Payload: c.Payload, IdempotencyKey: key,
 			CorrelationID: m.CorrelationID, CausationID: m.CausationID, TraceParent: tp,
 		}}

@@ -115,7 +115,7 @@ func (s *Service) Send(ctx context.Context, typ, id, kind string, body []byte, m
 	if err := checkBody(body, s.maxDepth); err != nil {
 		return aggregate.Result{}, err
 	}
-	return s.repo.Handle(ctx, aggregate.Command{
+	return s.repo.Handle(ctx, aggregate.Request{
 		Type: typ, ID: id, Kind: kind, Payload: body, IdempotencyKey: m.IdempotencyKey,
 		CorrelationID: m.CorrelationID, CausationID: m.CausationID, TraceParent: tp,
 	})

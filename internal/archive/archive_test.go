@@ -93,7 +93,7 @@ func newFixture(t *testing.T, state func(archive.StateFunc) archive.StateFunc) *
 
 func (f *fixture) send(t *testing.T, id, kind, payload string) aggregate.Result {
 	t.Helper()
-	res, err := f.repo.Handle(t.Context(), aggregate.Command{Type: "tally", ID: id, Kind: kind, Payload: json.RawMessage(payload)})
+	res, err := f.repo.Handle(t.Context(), aggregate.Request{Type: "tally", ID: id, Kind: kind, Payload: json.RawMessage(payload)})
 	if err != nil {
 		t.Fatalf("%s %s: %v", kind, id, err)
 	}
@@ -194,14 +194,14 @@ func TestArchiveRestoreAndArchiveAgain(t *testing.T) {
 		t.Fatalf("state from the tombstone: %+v %v", st, err)
 	}
 	// Restore: the command is decided on that state, after the tombstone.
-	res, err := cold.Handle(t.Context(), aggregate.Command{Type: "tally", ID: "c1", Kind: "add", Payload: json.RawMessage(`{"by":10}`)})
+	res, err := cold.Handle(t.Context(), aggregate.Request{Type: "tally", ID: "c1", Kind: "add", Payload: json.RawMessage(`{"by":10}`)})
 	if err != nil || res.Version != 5 {
 		t.Fatalf("a command to the archived aggregate: %+v %v", res, err)
 	}
 	if st, _ := cold.Get(t.Context(), "tally", "c1"); st.Value.(tally).N != 15 {
 		t.Fatalf("restored state %+v", st)
 	}
-	if _, err := cold.Handle(t.Context(), aggregate.Command{Type: "tally", ID: "c1", Kind: "close", Payload: json.RawMessage(`{}`)}); err != nil {
+	if _, err := cold.Handle(t.Context(), aggregate.Request{Type: "tally", ID: "c1", Kind: "close", Payload: json.RawMessage(`{}`)}); err != nil {
 		t.Fatal(err)
 	}
 	middle := f.history(t, "c1")
@@ -216,7 +216,7 @@ func TestArchiveRestoreAndArchiveAgain(t *testing.T) {
 	// Refused, when the type says so.
 	f.def.SetArchived(aggregate.ArchivedRefuse)
 	defer f.def.SetArchived(aggregate.ArchivedRestore)
-	if _, err := cold.Handle(t.Context(), aggregate.Command{Type: "tally", ID: "c1", Kind: "add", Payload: json.RawMessage(`{"by":1}`)}); !errors.Is(err, aggregate.ErrArchived) {
+	if _, err := cold.Handle(t.Context(), aggregate.Request{Type: "tally", ID: "c1", Kind: "add", Payload: json.RawMessage(`{"by":1}`)}); !errors.Is(err, aggregate.ErrArchived) {
 		t.Fatalf("a command to an archived aggregate of a refusing type: %v", err)
 	}
 }

@@ -40,7 +40,7 @@ func (e *env) loadPhase(ctx context.Context, progress func(float64)) ([]Phase, e
 		id := fmt.Sprintf("load-1000-%d", e.loadFills)
 		filler := newRepo(0, 100)
 		for range loadEvents {
-			if _, err := filler.Handle(ctx, aggregate.Command{Type: "acct", ID: id, Kind: "deposit", Payload: depositBody}); err != nil {
+			if _, err := filler.Handle(ctx, aggregate.Request{Type: "acct", ID: id, Kind: "deposit", Payload: depositBody}); err != nil {
 				return nil, fmt.Errorf("fill: %w", err)
 			}
 		}

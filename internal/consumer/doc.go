@@ -71,5 +71,6 @@
 // relay (package outbox) share it and never import each other.
 //
 // Data flow: OUTBOX (wire) → Worker → target; → KV <ns>_receipts, DLQ,
-// <kind>_done/<kind>_failed → the issuing aggregate (Feedback).
+// <kind>_done/<kind>_failed as a wire.Report → the issuing aggregate
+// (Feedback: internal/aggregate's, or at an edge hub internal/node's).
 package consumer

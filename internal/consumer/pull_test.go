@@ -22,7 +22,7 @@ type gatedFeedback struct {
 	rec     recorder
 }
 
-func (f *gatedFeedback) Report(ctx context.Context, r Report) error {
+func (f *gatedFeedback) Report(ctx context.Context, r wire.Report) error {
 	f.waiting.Add(1)
 	defer f.waiting.Add(-1)
 	select {

@@ -100,12 +100,12 @@ func (w *Worker) report(ctx context.Context, log *slog.Logger, d Delivery, ok bo
 	payload := out.Encode()
 	rctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	err := w.fb.Report(rctx, Report{AggregateType: d.AggregateType, AggregateID: d.AggregateID, Kind: kind, Payload: payload,
+	err := w.fb.Report(rctx, wire.Report{AggregateType: d.AggregateType, AggregateID: d.AggregateID, Kind: kind, Payload: payload,
 		IdempotencyKey: key, CorrelationID: d.CorrelationID, CausationID: d.CommandID, TraceParent: telemetry.TraceParent(ctx), DecisionID: d.DecisionID})
 	switch {
 	case err == nil:
 		return true
-	case errors.Is(err, ErrFeedbackRefused):
+	case errors.Is(err, wire.ErrReportRefused):
 		log.Error("outcome refused by the aggregate; the command is acked (see its receipt)", "kind", kind, "error", err)
 		w.recordRefusal(ctx, log, d.CommandID, err)
 		return true

@@ -16,8 +16,8 @@ import (
 // records nothing for it does.
 type refusingFeedback struct{}
 
-func (refusingFeedback) Report(context.Context, Report) error {
-	return fmt.Errorf("%w: ship_done refused by trip/r1: Decide recorded no event for it", ErrFeedbackRefused)
+func (refusingFeedback) Report(context.Context, wire.Report) error {
+	return fmt.Errorf("%w: ship_done refused by trip/r1: Decide recorded no event for it", wire.ErrReportRefused)
 }
 
 // Issue 28 item 3: an outcome the aggregate refuses does not leave its

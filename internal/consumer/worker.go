@@ -114,31 +114,12 @@ func (c *KindConfig) setDefaults() {
 }
 
 // Feedback sends a command's outcome to the aggregate that issued it, as a
-// command with an idempotency key (a repeat records nothing new).
+// command with an idempotency key (a repeat records nothing new). An error
+// wrapping [wire.ErrReportRefused] is final: the worker records it in the
+// command's receipt and acks; any other is tried again.
 type Feedback interface {
-	Report(ctx context.Context, r Report) error
+	Report(ctx context.Context, r wire.Report) error
 }
-
-// Report is one outcome going back to its aggregate.
-type Report struct {
-	AggregateType, AggregateID string
-	Kind                       string // <kind>_done or <kind>_failed
-	Payload                    []byte // a wire.Outcome as JSON
-	IdempotencyKey             string
-	CorrelationID, CausationID string
-	// TraceParent is the reporting worker's span: the outcome decision's
-	// parent where the report travels without its ctx (an edge hub's
-	// outcome, pulled by the site).
-	TraceParent string `json:",omitempty"`
-	// DecisionID is the decision that emitted the command (for the log
-	// lines of an edge site applying a hub's outcome).
-	DecisionID string `json:",omitempty"`
-}
-
-// ErrFeedbackRefused wraps a feedback error that no retry will change (the
-// aggregate rejected the outcome, or its type is not served here): the
-// worker logs it and acks the command.
-var ErrFeedbackRefused = errors.New("consumer: outcome refused by the aggregate")
 
 // errStopping: the worker stopped while its target was unavailable; the
 // command was not applied and goes back to the stream.

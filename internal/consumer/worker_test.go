@@ -44,11 +44,11 @@ func newWEnv(t *testing.T, s *server.Server) *wEnv {
 // recorder is the aggregate side: it records the outcomes reported.
 type recorder struct {
 	mu      sync.Mutex
-	reports []Report
+	reports []wire.Report
 	keys    map[string]bool
 }
 
-func (r *recorder) Report(_ context.Context, rep Report) error {
+func (r *recorder) Report(_ context.Context, rep wire.Report) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.keys == nil {
@@ -62,10 +62,10 @@ func (r *recorder) Report(_ context.Context, rep Report) error {
 	return nil
 }
 
-func (r *recorder) all() []Report {
+func (r *recorder) all() []wire.Report {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Report(nil), r.reports...)
+	return append([]wire.Report(nil), r.reports...)
 }
 
 // command publishes a command to OUTBOX as the relay does.

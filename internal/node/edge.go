@@ -14,6 +14,7 @@ import (
 
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/aggregate"
+	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/streams"
@@ -233,7 +234,7 @@ func (n *Node) feedbackFor() consumer.Feedback {
 	if n.cfg.Edge.Role == config.EdgeHub {
 		return hubFeedback{js: n.broker.JetStream(), names: streams.NamesFor(n.cfg.Namespace), ownerOf: n.cfg.Edge.OwnerOf}
 	}
-	return feedback{repo: n.repo, tel: n.tel}
+	return n.repo.Feedback(api.Status)
 }
 
 // hubAdmission is what a hub's workers check before running a command
@@ -284,16 +285,12 @@ type hubFeedback struct {
 	ownerOf func(typ, id string) string
 }
 
-func (f hubFeedback) Report(ctx context.Context, r consumer.Report) error {
+func (f hubFeedback) Report(ctx context.Context, r wire.Report) error {
 	site := f.ownerOf(r.AggregateType, r.AggregateID)
 	if site == "" {
-		return fmt.Errorf("%w: %s/%s is owned by no site (edge.owners), so its outcome %s has nowhere to go", consumer.ErrFeedbackRefused, r.AggregateType, r.AggregateID, r.Kind)
+		return fmt.Errorf("%w: %s/%s is owned by no site (edge.owners), so its outcome %s has nowhere to go", wire.ErrReportRefused, r.AggregateType, r.AggregateID, r.Kind)
 	}
-	body, err := json.Marshal(r)
-	if err != nil {
-		return err
-	}
-	if _, err := f.js.Publish(ctx, f.names.OutcomeSubject(site), body, jetstream.WithMsgID(r.IdempotencyKey)); err != nil {
+	if _, err := f.js.Publish(ctx, f.names.OutcomeSubject(site), r.Encode(), jetstream.WithMsgID(r.IdempotencyKey)); err != nil {
 		return fmt.Errorf("record outcome %s of %s/%s for site %s: %w", r.Kind, r.AggregateType, r.AggregateID, site, err)
 	}
 	return nil
@@ -405,13 +402,13 @@ func (n *Node) pullOutcomes(ctx context.Context) error {
 // report would, and records its receipt here so this site's reconcile sees
 // the command settled.
 func (n *Node) applyOutcome(ctx context.Context, logger *slog.Logger, receipts jetstream.KeyValue, msg jetstream.Msg) {
-	var r consumer.Report
-	if err := json.Unmarshal(msg.Data(), &r); err != nil {
+	r, err := wire.DecodeReport(msg.Data())
+	if err != nil {
 		logger.Error("undecodable hub outcome: skipped", "subject", msg.Subject(), "error", err)
 		_ = msg.Term()
 		return
 	}
-	if err := (feedback{repo: n.repo, tel: n.tel}).Report(ctx, r); err != nil && !errors.Is(err, consumer.ErrFeedbackRefused) {
+	if err := n.repo.Feedback(api.Status).Report(ctx, r); err != nil && !errors.Is(err, wire.ErrReportRefused) {
 		logger.Warn("hub outcome not applied yet", "kind", r.Kind, "aggregate_type", r.AggregateType, "aggregate_id", r.AggregateID,
 			"command_id", r.CausationID, "decision_id", r.DecisionID, "trace_id", telemetry.TraceIDOf(r.TraceParent), "error", err)
 		_ = msg.NakWithDelay(time.Second)

@@ -12,8 +12,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/aggregate"
-	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // TestHubOutcomeNotAppliedYetCarriesItsIds: a hub's outcome the site cannot
@@ -27,7 +27,7 @@ func TestHubOutcomeNotAppliedYetCarriesItsIds(t *testing.T) {
 		t.Fatal(err)
 	}
 	const trace = "4bf92f3577b34da6a3ce929d0e0e4736"
-	r := consumer.Report{AggregateType: "order", AggregateID: "o1", Kind: "charge_done", Payload: []byte(`{"command_id":"order:o1:1:0"}`),
+	r := wire.Report{AggregateType: "order", AggregateID: "o1", Kind: "charge_done", Payload: []byte(`{"command_id":"order:o1:1:0"}`),
 		IdempotencyKey: "order:o1:1:0:done", CausationID: "order:o1:1:0", DecisionID: "0193d7a6-0000-7000-8000-000000000001",
 		TraceParent: "00-" + trace + "-00f067aa0ba902b7-01"}
 	body, _ := json.Marshal(r)

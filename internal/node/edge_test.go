@@ -17,6 +17,7 @@ import (
 	"github.com/esjet/esjet/internal/consumer"
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/streams"
+	"github.com/esjet/esjet/internal/wire"
 )
 
 func edgeConfig(t *testing.T, role string) config.Config {
@@ -108,7 +109,7 @@ func TestEdgeSitesLandAtTheHubOnceAndHubKindsReportBack(t *testing.T) {
 	} else if m, err := outs.GetMsg(t.Context(), 1); err != nil {
 		t.Errorf("hub's first outcome: %v", err)
 	} else {
-		var r consumer.Report
+		var r wire.Report
 		if err := json.Unmarshal(m.Data, &r); err != nil || r.DecisionID == "" || r.CausationID == "" {
 			t.Errorf("hub's first outcome names no decision or command: %s (%v)", m.Data, err)
 		}

@@ -396,26 +396,5 @@ func (n *Node) startWorkers(ctx context.Context, opts Options, logger *slog.Logg
 	return nil
 }
 
-// feedback reports a command's outcome to its aggregate on the
-// repository's outcome path, which no API reaches: the framework accepts it
-// only for a command the aggregate issued and still awaits. Whether a
-// refusal is final is the aggregate layer's rule ([aggregate.IsPermanent]),
-// not a transport's status code.
-type feedback struct {
-	repo *aggregate.Repository
-	tel  *telemetry.Telemetry
-}
-
-func (f feedback) Report(ctx context.Context, r consumer.Report) error {
-	err := f.reportOutcome(ctx, aggregate.Command{
-		Type: r.AggregateType, ID: r.AggregateID, Kind: r.Kind, Payload: r.Payload,
-		IdempotencyKey: r.IdempotencyKey, CorrelationID: r.CorrelationID, CausationID: r.CausationID,
-	}, r.TraceParent)
-	if aggregate.IsPermanent(err) {
-		return fmt.Errorf("%w: %w", consumer.ErrFeedbackRefused, err)
-	}
-	return err
-}
-
 // Relay is the node's outbox relay.
 func (n *Node) Relay() *outbox.Relay { return n.relay }

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/esjet/esjet/config"
-	"github.com/esjet/esjet/internal/aggregate"
-	"github.com/esjet/esjet/internal/api"
 	"github.com/esjet/esjet/internal/telemetry"
 )
 
@@ -130,31 +128,4 @@ func (n *Node) closeTelemetry(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("flush traces: %w", err))
 	}
 	return errors.Join(errs...)
-}
-
-// reportOutcome hands a worker's outcome to the aggregate under a span that
-// is the child of the worker's (in ctx), so the outcome decision and what it
-// issues stay in the saga's trace; it is counted like any command.
-func (f feedback) reportOutcome(ctx context.Context, cmd aggregate.Command, workerTP string) error {
-	start := time.Now()
-	typ, kind := telemetry.Unknown, telemetry.Unknown
-	if def, err := f.repo.Registry().Get(cmd.Type); err == nil {
-		typ = cmd.Type
-		for _, k := range def.Outcomes() {
-			if k == cmd.Kind {
-				kind = k
-			}
-		}
-	}
-	ctx, sp := f.tel.StartOutcome(ctx, typ, kind, workerTP)
-	cmd.TraceParent = sp.TraceParent()
-	res, err := f.repo.HandleOutcome(ctx, cmd)
-	status := api.Status(err)
-	f.tel.CommandDone(typ, kind, telemetry.ResultOf(status, res.Replayed), time.Since(start))
-	if status >= 500 {
-		sp.End(err)
-	} else {
-		sp.End(nil)
-	}
-	return err
 }

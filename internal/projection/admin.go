@@ -125,6 +125,16 @@ func (v *Views) Reset(ctx context.Context, name string) error {
 // Parked lists the parked events of the active generation, in position
 // order.
 func (v *Views) Parked(ctx context.Context, name string) ([]Parked, error) {
+	kv, err := v.activeBucket(ctx, name)
+	if kv == nil || err != nil {
+		return nil, err
+	}
+	return listParked(ctx, kv, -1)
+}
+
+// activeBucket is the bucket of view name's active generation; nil (and no
+// error) when there is none to open: nothing is parked or skipped there.
+func (v *Views) activeBucket(ctx context.Context, name string) (jetstream.KeyValue, error) {
 	_, ctl, err := v.control(ctx, name)
 	if err != nil {
 		return nil, err
@@ -133,7 +143,7 @@ func (v *Views) Parked(ctx context.Context, name string) ([]Parked, error) {
 	if err != nil {
 		return nil, nil
 	}
-	return listParked(ctx, kv, -1)
+	return kv, nil
 }
 
 // Retry asks the owner to apply again the parked event at position (and
@@ -202,13 +212,9 @@ func (v *Views) Done(ctx context.Context, name string, req Request) (bool, error
 
 // Skips lists the skip records of the active generation.
 func (v *Views) Skips(ctx context.Context, name string) ([]Skipped, error) {
-	_, ctl, err := v.control(ctx, name)
-	if err != nil {
+	kv, err := v.activeBucket(ctx, name)
+	if kv == nil || err != nil {
 		return nil, err
-	}
-	kv, err := v.js.KeyValue(ctx, ctl.bucket(v.ns, name, ctl.Active))
-	if err != nil {
-		return nil, nil
 	}
 	lister, err := kv.ListKeysFiltered(ctx, skippedKey+"*")
 	if err != nil {

@@ -29,8 +29,21 @@ import (
 // stored (a retry after a lost reply), it returns the ORIGINAL record, on a
 // single server (where the retry gets 10071) and on a cluster (a duplicate
 // ack), and stores nothing twice.
+//
+// Append validates d's aggregate type and id; [Log.AppendTo] takes an
+// aggregate validated where the request came in.
 func (l *Log) Append(ctx context.Context, d Decision, after Position) (Record, error) {
-	d, subject, msg, err := l.build(d, after)
+	a, err := wire.NewAggregateRef(d.AggregateType, d.AggregateID)
+	if err != nil {
+		return Record{}, err
+	}
+	return l.AppendTo(ctx, a, d, after)
+}
+
+// AppendTo is [Log.Append] of d to aggregate a: d's aggregate type and id
+// are a's.
+func (l *Log) AppendTo(ctx context.Context, a wire.AggregateRef, d Decision, after Position) (Record, error) {
+	d, subject, msg, err := l.build(a, d, after)
 	if err != nil {
 		return Record{}, err
 	}
@@ -129,13 +142,14 @@ func (l *Log) publish(ctx context.Context, msg *nats.Msg, after uint64, attempt 
 	return l.js.PublishMsg(ctx, msg, jetstream.WithExpectLastSequencePerSubject(after))
 }
 
-// build checks and prepares d for its aggregate's subject at after and
+// build checks and prepares d for aggregate a's subject at after and
 // encodes it with its expectation: the message Append publishes.
-func (l *Log) build(d Decision, after Position) (Decision, string, *nats.Msg, error) {
-	subject, err := l.names.AggregateSubject(d.AggregateType, d.AggregateID)
+func (l *Log) build(a wire.AggregateRef, d Decision, after Position) (Decision, string, *nats.Msg, error) {
+	subject, err := l.subjectOf(a)
 	if err != nil {
 		return d, "", nil, err
 	}
+	d.AggregateType, d.AggregateID = a.Type(), a.ID()
 	now := l.cfg.Now()
 	d, err = prepare(d, after, now)
 	if err != nil {
@@ -301,8 +315,8 @@ func (l *Log) leaderGet(ctx context.Context, seq uint64, subject string) (*jetst
 
 // Last returns the aggregate's current position; the zero Position when it
 // has no events.
-func (l *Log) Last(ctx context.Context, typ, id string) (Position, error) {
-	subject, err := l.names.AggregateSubject(typ, id)
+func (l *Log) Last(ctx context.Context, a wire.AggregateRef) (Position, error) {
+	subject, err := l.subjectOf(a)
 	if err != nil {
 		return Position{}, err
 	}
@@ -311,4 +325,15 @@ func (l *Log) Last(ctx context.Context, typ, id string) (Position, error) {
 		return Position{}, fmt.Errorf("last position of %s: %w", subject, err)
 	}
 	return p, nil
+}
+
+// subjectOf is aggregate a's subject: its tokens were validated when it was
+// made ([wire.NewAggregateRef]). The zero AggregateRef (a caller that made
+// none) is refused as an empty aggregate type, as JetStream would time out
+// on it.
+func (l *Log) subjectOf(a wire.AggregateRef) (string, error) {
+	if a.IsZero() {
+		return "", &wire.TokenError{Field: "aggregate type", Reason: "empty"}
+	}
+	return l.names.SubjectOf(a), nil
 }

@@ -19,14 +19,9 @@ type envelope struct {
 }
 
 // prepare validates d and fills what Append assigns: event ids, versions and
-// times, command ids. It never mutates the caller's slices.
+// times, command ids. It never mutates the caller's slices. d's aggregate
+// type and id are a validated aggregate's ([Log.build]).
 func prepare(d Decision, after Position, now time.Time) (Decision, error) {
-	if err := wire.ValidateToken("aggregate type", d.AggregateType); err != nil {
-		return d, err
-	}
-	if err := wire.ValidateToken("aggregate id", d.AggregateID); err != nil {
-		return d, err
-	}
 	decisionUUID, err := uuid.Parse(d.ID)
 	if err != nil {
 		return d, invalid("decision id %q is not a UUID: %v", d.ID, err)

@@ -147,7 +147,7 @@ func TestLogReadsAndExtendsAnAggregateWrittenInTheOldShape(t *testing.T) {
 	if want := oldShapeDecision(); !reflect.DeepEqual(recs[0].Decision, want) {
 		t.Fatalf("loaded %+v\nwant %+v", recs[0].Decision, want)
 	}
-	pos, err := l.Last(ctx, "trip", "t-1")
+	pos, err := l.Last(ctx, aggRef("trip", "t-1"))
 	if err != nil || pos != (Position{Seq: ack.Sequence, Version: 2}) {
 		t.Fatalf("last = %+v, %v; want seq %d version 2", pos, err, ack.Sequence)
 	}

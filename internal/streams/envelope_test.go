@@ -129,8 +129,6 @@ func TestPrepareRejectsInvalidDecisions(t *testing.T) {
 		after Position
 		token bool // a *wire.TokenError rather than ErrInvalidDecision
 	}{
-		{"bad aggregate type", mod(func(d *Decision) { d.AggregateType = "a.b" }), Position{}, true},
-		{"bad aggregate id", mod(func(d *Decision) { d.AggregateID = "" }), Position{}, true},
 		{"bad event type", mod(func(d *Decision) { d.Events[1].Type = "x>" }), Position{}, true},
 		{"bad command kind", mod(func(d *Decision) { d.Commands[0].Kind = "*" }), Position{}, true},
 		{"id not a uuid", mod(func(d *Decision) { d.ID = "decision-1" }), Position{}, false},

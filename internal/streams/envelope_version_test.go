@@ -47,7 +47,7 @@ func TestNewerEnvelopeIsRefusedNotSkipped(t *testing.T) {
 	}
 
 	for i, id := range []string{"p1", "p3"} {
-		_, err = l.LoadTail(ctx, "doc", id, Position{})
+		_, err = l.LoadTail(ctx, aggRef("doc", id), Position{})
 		var ee *EnvelopeError
 		if !errors.As(err, &ee) || !errors.Is(err, ErrEnvelopeTooNew) || ee.Version != 2 || ee.Seq != seqs[i] {
 			t.Fatalf("LoadTail of %s, whose last message has envelope 2: %v; want an EnvelopeError (version 2, seq %d)", id, err, seqs[i])
@@ -59,7 +59,7 @@ func TestNewerEnvelopeIsRefusedNotSkipped(t *testing.T) {
 	if _, err := l.ReadFrom(ctx, 0, 0); !errors.Is(err, ErrEnvelopeTooNew) {
 		t.Fatalf("ReadFrom across the newer envelope: %v; want ErrEnvelopeTooNew (a projection must not step over it)", err)
 	}
-	_, _ = l.LoadTail(ctx, "doc", "p1", Position{})
+	_, _ = l.LoadTail(ctx, aggRef("doc", "p1"), Position{})
 	count, refused := l.Refused()
 	if count < 4 || len(refused) != 2 || refused[0].Seq != seqs[0] || refused[1].Seq != seqs[1] || l.ForeignSkipped() != 0 {
 		t.Fatalf("Refused = %d, %+v; foreign %d: want ≥ 4 reads of the 2 messages, none foreign", count, refused, l.ForeignSkipped())

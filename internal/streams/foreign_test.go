@@ -33,7 +33,7 @@ func TestForeignMessageOnAnAggregateIsSkippedAndCountsInItsPosition(t *testing.T
 		t.Fatal(err)
 	}
 
-	tail, err := l.LoadTail(ctx, "doc", "p1", Position{})
+	tail, err := l.LoadTail(ctx, aggRef("doc", "p1"), Position{})
 	if err != nil {
 		t.Fatalf("LoadTail of an aggregate with a stray message: %v", err)
 	}
@@ -44,7 +44,7 @@ func TestForeignMessageOnAnAggregateIsSkippedAndCountsInItsPosition(t *testing.T
 	if want := (Position{Seq: ack.Sequence, Version: 1}); pos != want {
 		t.Fatalf("position = %+v, want %+v: the next append must expect the stray message", pos, want)
 	}
-	if last, err := l.Last(ctx, "doc", "p1"); err != nil || last != pos {
+	if last, err := l.Last(ctx, aggRef("doc", "p1")); err != nil || last != pos {
 		t.Fatalf("Last = %+v, %v; want %+v", last, err, pos)
 	}
 
@@ -63,7 +63,7 @@ func TestForeignMessageOnAnAggregateIsSkippedAndCountsInItsPosition(t *testing.T
 	if err != nil || len(recs) != 2 || recs[1].Seq != second.Seq {
 		t.Fatalf("Load after: %d records, %v; want the two decisions", len(recs), err)
 	}
-	if tail, err := l.LoadTail(ctx, "doc", "p1", first.Position(), AtLeast(ack.Sequence)); err != nil || tail.LastSeq != second.Seq {
+	if tail, err := l.LoadTail(ctx, aggRef("doc", "p1"), first.Position(), AtLeast(ack.Sequence)); err != nil || tail.LastSeq != second.Seq {
 		t.Fatalf("LoadTail after the first decision, at least the stray seq: %+v, %v", tail, err)
 	}
 	if n := l.ForeignSkipped(); n != 1 {
@@ -92,11 +92,11 @@ func TestForeignMessageAloneOnASubject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tail, err := h.log.LoadTail(ctx, "doc", "p2", Position{})
+	tail, err := h.log.LoadTail(ctx, aggRef("doc", "p2"), Position{})
 	if err != nil || len(tail.Records) != 0 || tail.Position(Position{}) != (Position{Seq: ack.Sequence}) {
 		t.Fatalf("LoadTail = %+v, %v; want no records at seq %d version 0", tail, err, ack.Sequence)
 	}
-	if last, err := h.log.Last(ctx, "doc", "p2"); err != nil || last != (Position{Seq: ack.Sequence}) {
+	if last, err := h.log.Last(ctx, aggRef("doc", "p2")); err != nil || last != (Position{Seq: ack.Sequence}) {
 		t.Fatalf("Last = %+v, %v; want seq %d version 0", last, err, ack.Sequence)
 	}
 	rec := mustAppend(t, h, decision("doc", "p2", "created"), tail.Position(Position{}))

@@ -32,8 +32,15 @@ func AtLeast(seq uint64) LoadOption { return func(o *loadOpts) { o.atLeast = seq
 // On a replicated stream a read may be served by a follower a few
 // milliseconds behind the leader; appends stay safe (they expect a position
 // and conflict on a stale one), and [AtLeast] waits for a known write.
+//
+// Load validates typ and id ([wire.NewAggregateRef]); [Log.LoadTail] takes
+// an aggregate validated where the request came in.
 func (l *Log) Load(ctx context.Context, typ, id string, after Position, opts ...LoadOption) ([]Record, error) {
-	t, err := l.LoadTail(ctx, typ, id, after, opts...)
+	a, err := wire.NewAggregateRef(typ, id)
+	if err != nil {
+		return nil, err
+	}
+	t, err := l.LoadTail(ctx, a, after, opts...)
 	return t.Records, err
 }
 
@@ -43,22 +50,22 @@ func (l *Log) Load(ctx context.Context, typ, id string, after Position, opts ...
 // sequence read, foreign or not. An aggregate whose subject received a stray
 // message stays usable: [Tail.Position] is where its next append must expect
 // it to stand.
-func (l *Log) LoadTail(ctx context.Context, typ, id string, after Position, opts ...LoadOption) (Tail, error) {
+func (l *Log) LoadTail(ctx context.Context, a wire.AggregateRef, after Position, opts ...LoadOption) (Tail, error) {
 	var o loadOpts
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.atLeast <= after.Seq {
-		return l.load(ctx, typ, id, after)
+		return l.load(ctx, a, after)
 	}
 	deadline := time.Now().Add(l.cfg.AppendTimeout)
 	for {
-		t, err := l.load(ctx, typ, id, after)
+		t, err := l.load(ctx, a, after)
 		if err != nil || t.LastSeq >= o.atLeast {
 			return t, err
 		}
 		if time.Now().After(deadline) {
-			return Tail{}, fmt.Errorf("load %s/%s: the log did not reach seq %d within %s", typ, id, o.atLeast, l.cfg.AppendTimeout)
+			return Tail{}, fmt.Errorf("load %s: the log did not reach seq %d within %s", a, o.atLeast, l.cfg.AppendTimeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -68,14 +75,14 @@ func (l *Log) LoadTail(ctx context.Context, typ, id string, after Position, opts
 	}
 }
 
-func (l *Log) load(ctx context.Context, typ, id string, after Position) (Tail, error) {
-	subject, err := l.names.AggregateSubject(typ, id)
+func (l *Log) load(ctx context.Context, a wire.AggregateRef, after Position) (Tail, error) {
+	subject, err := l.subjectOf(a)
 	if err != nil {
 		return Tail{}, err
 	}
 	msgs, err := l.tailMsgs(ctx, subject, after)
 	if err != nil {
-		return Tail{}, fmt.Errorf("load %s/%s: %w", typ, id, err)
+		return Tail{}, fmt.Errorf("load %s: %w", a, err)
 	}
 	var t Tail
 	next := after.Version + 1
@@ -90,7 +97,7 @@ func (l *Log) load(ctx context.Context, typ, id string, after Position) (Tail, e
 			continue
 		}
 		if err != nil {
-			return Tail{}, fmt.Errorf("load %s/%s: %w", typ, id, err)
+			return Tail{}, fmt.Errorf("load %s: %w", a, err)
 		}
 		// A caller that knows only the sequence (Version 0 with Seq > 0)
 		// learns the version from the first record.
@@ -103,7 +110,7 @@ func (l *Log) load(ctx context.Context, typ, id string, after Position) (Tail, e
 			next = r.FirstVersion()
 		}
 		if r.FirstVersion() != next {
-			return Tail{}, fmt.Errorf("load %s/%s: %w: %s seq %d starts at version %d, expected %d", typ, id, ErrCorrupt, subject, r.Seq, r.FirstVersion(), next)
+			return Tail{}, fmt.Errorf("load %s: %w: %s seq %d starts at version %d, expected %d", a, ErrCorrupt, subject, r.Seq, r.FirstVersion(), next)
 		}
 		next = r.LastVersion() + 1
 		t.Records = append(t.Records, r)
@@ -202,8 +209,8 @@ func (l *Log) decode(m *jetstream.RawStreamMsg) (Record, error) {
 // at or after since (by server time) — how the raw API answers a retried
 // request whose expected version has since moved on. ok is false when it is
 // not there.
-func (l *Log) FindDecision(ctx context.Context, typ, id, decisionID string, since time.Time) (Record, bool, error) {
-	subject, err := l.names.AggregateSubject(typ, id)
+func (l *Log) FindDecision(ctx context.Context, a wire.AggregateRef, decisionID string, since time.Time) (Record, bool, error) {
+	subject, err := l.subjectOf(a)
 	if err != nil {
 		return Record{}, false, err
 	}

@@ -180,10 +180,10 @@ func testRoundTrip(t *testing.T, h *harness) {
 		t.Errorf("subject = %q", raw.Subject)
 	}
 	natstest.Eventually(t, 5*time.Second, func() bool { // a follower may lag on R3
-		p, err := h.log.Last(ctx, "trip", "t1")
+		p, err := h.log.Last(ctx, aggRef("trip", "t1"))
 		return err == nil && p == r2.Position()
 	})
-	if p, err := h.log.Last(ctx, "trip", "nobody"); err != nil || p != (Position{}) {
+	if p, err := h.log.Last(ctx, aggRef("trip", "nobody")); err != nil || p != (Position{}) {
 		t.Errorf("Last of a new aggregate = %+v, %v; want zero", p, err)
 	}
 }
@@ -368,7 +368,7 @@ func testManyAggregates(t *testing.T, h *harness) {
 					continue
 				}
 				for {
-					pos, err := h.log.Last(ctx, "acct", id)
+					pos, err := h.log.Last(ctx, aggRef("acct", id))
 					if err != nil {
 						errc <- err
 						return

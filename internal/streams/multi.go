@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/esjet/esjet/internal/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -33,12 +34,29 @@ const MaxMulti = 100
 //
 // AppendAll is idempotent by the decision ids: a retry of a batch that was
 // stored returns the original records and stores nothing twice.
+//
+// AppendAll validates each decision's aggregate type and id;
+// [Log.AppendAllTo] takes aggregates validated where the request came in.
 func (l *Log) AppendAll(ctx context.Context, ds []Decision, afters []Position) ([]Record, error) {
+	as := make([]wire.AggregateRef, len(ds))
+	for i, d := range ds {
+		a, err := wire.NewAggregateRef(d.AggregateType, d.AggregateID)
+		if err != nil {
+			return nil, fmt.Errorf("decision %d (%s/%s): %w", i, d.AggregateType, d.AggregateID, err)
+		}
+		as[i] = a
+	}
+	return l.AppendAllTo(ctx, as, ds, afters)
+}
+
+// AppendAllTo is [Log.AppendAll] of each ds[i] to aggregate as[i]: its
+// aggregate type and id are as[i]'s.
+func (l *Log) AppendAllTo(ctx context.Context, as []wire.AggregateRef, ds []Decision, afters []Position) ([]Record, error) {
 	switch {
 	case len(ds) == 0:
 		return nil, invalid("a multi-aggregate append needs at least one decision")
-	case len(ds) != len(afters):
-		return nil, invalid("%d decisions but %d expected positions", len(ds), len(afters))
+	case len(ds) != len(afters), len(ds) != len(as):
+		return nil, invalid("%d decisions but %d expected positions and %d aggregates", len(ds), len(afters), len(as))
 	case len(ds) > MaxMulti:
 		return nil, invalid("%d decisions in one multi-aggregate append, more than %d; split the work", len(ds), MaxMulti)
 	}
@@ -46,7 +64,7 @@ func (l *Log) AppendAll(ctx context.Context, ds []Decision, afters []Position) (
 	subjects := make([]string, len(ds))
 	seen := make(map[string]bool, len(ds))
 	for i := range ds {
-		d, subject, msg, err := l.build(ds[i], afters[i])
+		d, subject, msg, err := l.build(as[i], ds[i], afters[i])
 		if err != nil {
 			return nil, fmt.Errorf("decision %d (%s/%s): %w", i, ds[i].AggregateType, ds[i].AggregateID, err)
 		}

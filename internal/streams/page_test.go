@@ -42,7 +42,7 @@ func TestPageCostsWhatItReturnsPlusABoundedSeek(t *testing.T) {
 			foreign++
 		}
 	}
-	whole, err := h.log.LoadTail(ctx, "acct", "a", Position{})
+	whole, err := h.log.LoadTail(ctx, aggRef("acct", "a"), Position{})
 	if err != nil {
 		t.Fatal(err)
 	}

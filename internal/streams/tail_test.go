@@ -159,7 +159,7 @@ func TestLoadOfASparseAggregateStepsOverAForeignMessage(t *testing.T) {
 	pad(t, h, 600)
 	third := mustAppend(t, h, decision("acct", "b", "moved"), second.Position())
 
-	tail, err := h.log.LoadTail(t.Context(), "acct", "b", Position{})
+	tail, err := h.log.LoadTail(t.Context(), aggRef("acct", "b"), Position{})
 	if err != nil {
 		t.Fatal(err)
 	}

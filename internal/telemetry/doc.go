@@ -11,10 +11,10 @@
 // passes through unchanged):
 //
 //	internal/api        StartCommand — the client's request, its W3C traceparent checked
-//	internal/aggregate  Decided, Appended — decide and append latency
+//	internal/aggregate  Decided, Appended — decide and append latency;
+//	                    StartOutcome — the outcome decision, child of the worker's span
 //	internal/outbox     Relayed, RelayBatch — one span per command carried to OUTBOX
 //	internal/consumer   StartDelivery, StartCall — the worker and the target call
-//	internal/node       StartOutcome — the outcome decision, child of the worker's span
 //
 // so a saga is one trace: request → decision → relay → worker → target →
 // outcome decision → relay → … Figures the components already count

@@ -6,7 +6,9 @@
 // It owns, with encode and decode side by side:
 //   - the decision's types ([Decision], [Event], [Command], [Record],
 //     [Position]), its headers ([HeaderEnvelope] …) and envelope version;
-//   - the rule every subject token obeys ([ValidateToken]);
+//   - the rule every subject token obeys ([ValidateToken]), and an
+//     aggregate validated once where a request comes in ([AggregateRef],
+//     made by [NewAggregateRef], its subject [Names.SubjectOf]);
 //   - global positions ([EventPosition], [SplitPosition], [EndOfSeq],
 //     [ResumeSeq]) and the positioned [LogEvent];
 //   - the command message on <ns>.outbox.<kind> (or its schedule on
@@ -22,7 +24,9 @@
 //     [DoneKind], [FailedKind]) and its idempotency key ([DoneKey],
 //     [FailedKey], read back by [ParseOutcomeKey]) and the id of the
 //     decision recording it ([OutcomeDecisionID]; [OutcomeOf] tells that
-//     decision from a client's command with the same key);
+//     decision from a client's command with the same key); the report a
+//     worker hands its feedback, which an edge hub also puts on OUTCOMES
+//     ([Report], [DecodeReport]), and its final refusal ([ErrReportRefused]);
 //   - the header names, the subjects and the workers' consumer names.
 //
 // It does no I/O: internal/streams encodes, appends and reads decisions.

@@ -101,14 +101,51 @@ func (n Names) AuditPrefix() string { return n.Namespace + ".dlq.audit." }
 // AggregateSubject is the one literal subject of an aggregate. It validates
 // both tokens and builds nothing from bad input.
 func (n Names) AggregateSubject(typ, id string) (string, error) {
-	if err := ValidateToken("aggregate type", typ); err != nil {
+	a, err := NewAggregateRef(typ, id)
+	if err != nil {
 		return "", err
+	}
+	return n.SubjectOf(a), nil
+}
+
+// SubjectOf is aggregate a's one literal subject: <ns>.evt.<type>.<id>. a's
+// tokens were checked when it was made; the zero AggregateRef names no
+// aggregate and has no subject (""), which no read or write accepts.
+func (n Names) SubjectOf(a AggregateRef) string {
+	if a.IsZero() {
+		return ""
+	}
+	return n.TypePrefix(a.typ) + a.id
+}
+
+// AggregateRef is one aggregate, its type and id checked as subject tokens
+// ([ValidateToken]) by [NewAggregateRef], the only way to make one. A
+// write validates them once, where it comes in, and passes this value down:
+// the layers below build its subject ([Names.SubjectOf]) without checking
+// again.
+type AggregateRef struct{ typ, id string }
+
+// NewAggregateRef checks typ and id: a [*TokenError] names the bad one
+// ("aggregate type" or "aggregate id").
+func NewAggregateRef(typ, id string) (AggregateRef, error) {
+	if err := ValidateToken("aggregate type", typ); err != nil {
+		return AggregateRef{}, err
 	}
 	if err := ValidateToken("aggregate id", id); err != nil {
-		return "", err
+		return AggregateRef{}, err
 	}
-	return n.TypePrefix(typ) + id, nil
+	return AggregateRef{typ: typ, id: id}, nil
 }
+
+// Type and ID are the aggregate's type and id.
+func (a AggregateRef) Type() string { return a.typ }
+func (a AggregateRef) ID() string   { return a.id }
+
+// IsZero reports the zero AggregateRef, which names no aggregate.
+func (a AggregateRef) IsZero() bool { return a.typ == "" }
+
+// String is <type>/<id>.
+func (a AggregateRef) String() string { return a.typ + "/" + a.id }
 
 // ProjectionsBucket is the namespace's projection control bucket: per
 // projection its control record, its partitions' leases and the operators'
