@@ -27,7 +27,7 @@ func TestArchivingDropsTheSnapshotAndItsKeys(t *testing.T) {
 	}
 	reg, _ := aggregate.NewRegistry(f.def)
 	eager := aggregate.NewRepository(f.log, snaps, reg, aggregate.Config{Namespace: ns, SnapshotEvery: 1}, nil)
-	for _, c := range []aggregate.Command{
+	for _, c := range []aggregate.Request{
 		{Type: "tally", ID: "s1", Kind: "add", Payload: json.RawMessage(`{"by":2}`), IdempotencyKey: "k1"},
 		{Type: "tally", ID: "s1", Kind: "add", Payload: json.RawMessage(`{"by":3}`)},
 		{Type: "tally", ID: "s1", Kind: "close", Payload: json.RawMessage(`{}`)},

@@ -42,9 +42,9 @@ func TestANamespaceMovedUnderAnotherNameKnowsItsRepeats(t *testing.T) {
 		return aggregate.NewRepository(l, nil, reg, aggregate.Config{Namespace: ns, SnapshotEvery: -1, Sealer: sealer}, nil)
 	}
 	req, _ := json.Marshal(trip.RequestTrip{Traveler: "ada", Destination: "Lisbon", Budget: 100_000, FlightPrice: 40_000, HotelPrice: 30_000})
-	request := aggregate.Command{Type: trip.Type, ID: "t1", Kind: trip.KindRequestTrip, Payload: req, IdempotencyKey: "k1"}
+	request := aggregate.Request{Type: trip.Type, ID: "t1", Kind: trip.KindRequestTrip, Payload: req, IdempotencyKey: "k1"}
 	locked, _ := json.Marshal(esjet.Outcome{CommandID: "trip:t1:1:0"})
-	outcome := aggregate.Command{Type: trip.Type, ID: "t1", Kind: esjet.DoneKind(trip.KindLockBudget), Payload: locked,
+	outcome := aggregate.Request{Type: trip.Type, ID: "t1", Kind: esjet.DoneKind(trip.KindLockBudget), Payload: locked,
 		IdempotencyKey: wire.DoneKey("trip:t1:1:0"), CausationID: "trip:t1:1:0"}
 
 	_, js := natstest.Connect(t, natstest.RunServer(t))

@@ -24,10 +24,10 @@ type lookingFeedback struct {
 	t       *testing.T
 	mu      sync.Mutex
 	letters []int
-	reports []Report
+	reports []wire.Report
 }
 
-func (f *lookingFeedback) Report(_ context.Context, r Report) error {
+func (f *lookingFeedback) Report(_ context.Context, r wire.Report) error {
 	n := f.e.deadLetters(f.t)
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -36,10 +36,10 @@ func (f *lookingFeedback) Report(_ context.Context, r Report) error {
 	return nil
 }
 
-func (f *lookingFeedback) seen() ([]int, []Report) {
+func (f *lookingFeedback) seen() ([]int, []wire.Report) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]int(nil), f.letters...), append([]Report(nil), f.reports...)
+	return append([]int(nil), f.letters...), append([]wire.Report(nil), f.reports...)
 }
 
 func (e *wEnv) startWith(t *testing.T, kc KindConfig, fb Feedback) *Worker {
