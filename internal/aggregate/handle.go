@@ -248,8 +248,11 @@ func (r *Repository) appendFailed(ctx context.Context, q *call, e *entry, attemp
 // cached.
 func (r *Repository) settle(ctx context.Context, q *call, e *entry, rec streams.Record) (Result, error) {
 	req := q.req
-	if rec.RequestDigest != q.digest {
+	if same, err := r.sameDigest(ctx, rec.RequestDigest, q.digest); err != nil || !same {
 		r.cache.remove(q.key)
+		if err != nil {
+			return Result{}, err
+		}
 		return Result{}, fmt.Errorf("%w: key %q was first used for another request on %s/%s", ErrKeyReused, req.IdempotencyKey, req.Type, req.ID)
 	}
 	if rec.FirstVersion() != e.pos.Version+1 {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -51,6 +52,40 @@ func digest(kind string, payload json.RawMessage) string {
 	}
 	h.Write(buf)
 	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// keyedDigestPrefix starts a request digest keyed under the namespace's
+// keyring: "k1." and 32 hex digits.
+const keyedDigestPrefix = "k1."
+
+// keyDigest is plain (a [digest]) keyed under the keyring's salt, for a
+// decision that holds personal data: an unkeyed SHA-256 of the request let
+// anyone who reads the log and guesses the rest of a request test
+// candidate names against it, after a forget too. Keyed, only who can read
+// the keys bucket (the node, an admin) can.
+func (r *Repository) keyDigest(ctx context.Context, plain string) (string, error) {
+	if r.cfg.Sealer == nil || r.cfg.Sealer.Keys == nil {
+		return "", fmt.Errorf("%w: a request digest to key but the repository has no keyring", ErrInvalidDecision)
+	}
+	ref, err := r.cfg.Sealer.Keys.Ref(ctx, "esjet:request-digest:"+plain)
+	if err != nil {
+		return "", fmt.Errorf("key the request digest: %w", err)
+	}
+	return keyedDigestPrefix + ref, nil
+}
+
+// sameDigest says whether stored, the digest a decision records, is of
+// the request whose [digest] is plain: stored as it is (a decision with no
+// personal data, or made before digests were keyed) or keyed.
+func (r *Repository) sameDigest(ctx context.Context, stored, plain string) (bool, error) {
+	if stored == plain {
+		return true, nil
+	}
+	if !strings.HasPrefix(stored, keyedDigestPrefix) || r.cfg.Sealer == nil || r.cfg.Sealer.Keys == nil {
+		return false, nil
+	}
+	keyed, err := r.keyDigest(ctx, plain)
+	return keyed == stored, err
 }
 
 func compact(raw json.RawMessage) ([]byte, error) {
@@ -124,7 +159,9 @@ func (r *Repository) answered(ctx context.Context, q *call, e *entry) (Result, b
 
 // replay answers a retried request from the log.
 func (r *Repository) replay(ctx context.Context, rd recentDecision, dig string) (Result, error) {
-	if rd.Digest != dig {
+	if same, err := r.sameDigest(ctx, rd.Digest, dig); err != nil {
+		return Result{}, err
+	} else if !same {
 		return Result{}, fmt.Errorf("%w: it was first used at %s for another command or payload; use a new key for a new request",
 			ErrKeyReused, rd.At.Format(time.RFC3339))
 	}
@@ -149,7 +186,9 @@ func (r *Repository) findRaw(ctx context.Context, a wire.AggregateRef, d streams
 	if err != nil || !ok {
 		return Result{}, false, err
 	}
-	if rec.RequestDigest != d.RequestDigest {
+	if same, err := r.sameDigest(ctx, rec.RequestDigest, d.RequestDigest); err != nil {
+		return Result{}, true, err
+	} else if !same {
 		return Result{}, true, fmt.Errorf("%w: key %q was first used for another append on %s/%s", ErrKeyReused, d.IdempotencyKey, d.AggregateType, d.AggregateID)
 	}
 	r.stats.replays.Add(1)

@@ -87,6 +87,14 @@ func (r *Repository) seal(ctx context.Context, d streams.Decision, events, comma
 		return d, fmt.Errorf("%w: %s has personal fields but the repository has no keyring to seal them", ErrInvalidDecision, d.AggregateType)
 	}
 	out := d
+	if d.RequestDigest != "" {
+		// The request held personal data too, most likely.
+		keyed, err := r.keyDigest(ctx, d.RequestDigest)
+		if err != nil {
+			return d, err
+		}
+		out.RequestDigest = keyed
+	}
 	out.Events = append([]streams.Event(nil), d.Events...)
 	out.Commands = append([]streams.Command(nil), d.Commands...)
 	for i := range out.Events {

@@ -142,7 +142,9 @@ func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, erro
 	case err != nil:
 		return Result{}, err
 	}
-	if rec.RequestDigest != d.RequestDigest {
+	if same, err := r.sameDigest(ctx, rec.RequestDigest, d.RequestDigest); err != nil {
+		return Result{}, err
+	} else if !same {
 		return Result{}, fmt.Errorf("%w: key %q was first used for another append on %s/%s", ErrKeyReused, req.IdempotencyKey, req.Type, req.ID)
 	}
 	res := resultOf(rec)
