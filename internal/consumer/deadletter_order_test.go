@@ -42,19 +42,6 @@ func (f *lookingFeedback) seen() ([]int, []wire.Report) {
 	return append([]int(nil), f.letters...), append([]wire.Report(nil), f.reports...)
 }
 
-func (e *wEnv) startWith(t *testing.T, kc KindConfig, fb Feedback) *Worker {
-	t.Helper()
-	w, err := NewWorker(t.Context(), e.js, e.ns, kc, fb, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return w
-}
-
 // TestAFailureIsReportedBeforeItsLetterCanBeRetried: the dead letter is
 // the last thing written, so an operator who retries it the moment it
 // shows finds the failure recorded (receipt and report) and never

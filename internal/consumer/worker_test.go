@@ -92,7 +92,13 @@ func (e *wEnv) start(t *testing.T, kc KindConfig) *Worker {
 	if kc.Receipts == nil {
 		kc.Receipts = e.receipts
 	}
-	w, err := NewWorker(t.Context(), e.js, e.ns, kc, e.fb, nil)
+	return e.startWith(t, kc, e.fb)
+}
+
+// startWith runs a worker reporting to fb until the test ends.
+func (e *wEnv) startWith(t *testing.T, kc KindConfig, fb Feedback) *Worker {
+	t.Helper()
+	w, err := NewWorker(t.Context(), e.js, e.ns, kc, fb, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
