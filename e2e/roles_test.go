@@ -382,6 +382,11 @@ func TestEmbeddedNodeWithUsersRunsAsNode(t *testing.T) {
 	sendTrip(t, n, "atl", strings.Replace(tripRequest, "Lisbon", "Atlantis", 1))
 	waitTrip(t, n, "atl", sagaTimeout, "cancelled", func(s tripState) bool { return s.Status == "cancelled" })
 	oncall := []string{listen, "ESJET_NATS_EMBEDDED_AUTH_USER=oncall", "ESJET_NATS_EMBEDDED_AUTH_PASSWORD=pw-oncall"}
+	// The letter is written just after the failure the trip was told.
+	natstest.Eventually(t, 30*time.Second, func() bool {
+		_, _, code := runCLIFailEnv(t, dir, oncall, "--config", cfgFile, "dlq", "show", "trip:atl:2:0")
+		return code == 0
+	})
 	out, stderr, code = runCLIFailEnv(t, dir, oncall, "--config", cfgFile, "dlq", "discard", "trip:atl:2:0", "--reason", "refunded by hand")
 	if code != 0 {
 		t.Fatalf("esjet dlq discard as the operator: exit %d\n%s%s", code, out, stderr)
@@ -415,6 +420,10 @@ func operatorDLQ(t *testing.T, dir, url string, n *node, op *roleConn, forged *n
 		t.Helper()
 		out, stderr, code := runCLIFailEnv(t, dir, env, append(args, "--url", url)...)
 		return out + stderr, code
+	}
+	for _, id := range []string{"atl1", "atl2"} {
+		// The letter is written just after the failure the trip was told.
+		natstest.Eventually(t, 30*time.Second, func() bool { _, code := cli("dlq", "show", "trip:"+id+":2:0"); return code == 0 })
 	}
 	out, code := cli("dlq", "retry", "trip:atl1:2:0")
 	if code == 0 || !strings.Contains(out, "409") || !strings.Contains(out, "--after-failed") {

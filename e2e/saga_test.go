@@ -436,16 +436,21 @@ func TestSagaCompensatesATerminalFailure(t *testing.T) {
 		}
 	}
 
-	out := runCLI(t, t.TempDir(), "dlq", "ls", "--json", "--url", n.natsURL)
+	// The worker writes the letter last, just after it reported the
+	// failure the trip compensated for: it is there or a moment away.
 	var dead []struct {
 		ID       string `json:"command_id"`
 		Kind     string `json:"kind"`
 		Error    string `json:"error"`
 		Attempts int    `json:"attempts"`
 	}
-	if err := json.Unmarshal([]byte(out), &dead); err != nil {
-		t.Fatalf("dlq ls --json: %v\n%s", err, out)
-	}
+	natstest.Eventually(t, 30*time.Second, func() bool {
+		out := runCLI(t, t.TempDir(), "dlq", "ls", "--json", "--url", n.natsURL)
+		if err := json.Unmarshal([]byte(out), &dead); err != nil {
+			t.Fatalf("dlq ls --json: %v\n%s", err, out)
+		}
+		return len(dead) > 0
+	})
 	// The worker prefixes the service's error with its class ("terminal:
 	// no seats"); the service's words must be there.
 	if len(dead) != 1 || dead[0].Kind != "book_flight" || dead[0].ID != "trip:atl:2:0" || !strings.HasSuffix(dead[0].Error, "no seats") || dead[0].Attempts != 1 {

@@ -112,8 +112,10 @@ func TestACommandWithAnUnreadableSchemaIsPoison(t *testing.T) {
 		calls.Add(1)
 		return nil, nil
 	})))
-	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Poison == 1 })
-	if calls.Load() != 0 || e.deadLetters(t) != 1 {
-		t.Fatalf("calls %d, dead letters %d; want 0 and 1", calls.Load(), e.deadLetters(t))
+	// Dead counts the letter once written; Poison is counted before the
+	// failure is recorded and the letter written, last.
+	natstest.Eventually(t, 10*time.Second, func() bool { return w.Stats().Dead == 1 })
+	if calls.Load() != 0 || w.Stats().Poison != 1 || e.deadLetters(t) != 1 {
+		t.Fatalf("calls %d, poison %d, dead letters %d; want 0, 1 and 1", calls.Load(), w.Stats().Poison, e.deadLetters(t))
 	}
 }
