@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/esjet/esjet/internal/natstest"
-	"github.com/esjet/esjet/internal/shred"
 	"github.com/esjet/esjet/internal/streams"
 )
 
@@ -20,19 +19,7 @@ import (
 // digests were keyed) still answers its retry.
 func TestAPersonalRequestsDigestIsKeyed(t *testing.T) {
 	srv := natstest.RunServer(t)
-	f := newFixture(t, srv)
-	ring, err := shred.Open(t.Context(), f.js, f.ns, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealer := &shred.Sealer{Keys: ring}
-	log, err := streams.Open(t.Context(), f.js, f.ns, streams.Config{Open: func(rec *streams.Record) error {
-		return sealer.OpenRecord(t.Context(), rec)
-	}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.log = log
+	f, _, sealer, log := newSealedFixture(t, srv)
 	cfg := Config{Sealer: sealer, SnapshotEvery: 1}
 	payload := json.RawMessage(`{"name":"Ada Lovelace","city":"London"}`)
 	join := Request{Type: "member", ID: "m1", Kind: "join", Payload: payload, IdempotencyKey: "k1"}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/shred"
 	"github.com/esjet/esjet/internal/streams"
@@ -25,6 +27,26 @@ type joined struct {
 
 type welcome struct {
 	Name string `json:"name" esjet:"personal,subject=name"`
+}
+
+// newSealedFixture is newFixture with the namespace's keyring, a sealer
+// over it and a log that opens what it seals.
+func newSealedFixture(t *testing.T, srv *server.Server) (*fixture, *shred.Keyring, *shred.Sealer, *streams.Log) {
+	t.Helper()
+	f := newFixture(t, srv)
+	ring, err := shred.Open(t.Context(), f.js, f.ns, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealer := &shred.Sealer{Keys: ring}
+	log, err := streams.Open(t.Context(), f.js, f.ns, streams.Config{Open: func(rec *streams.Record) error {
+		return sealer.OpenRecord(t.Context(), rec)
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.log = log
+	return f, ring, sealer, log
 }
 
 func memberDef() *Definition {
@@ -47,19 +69,7 @@ func memberDef() *Definition {
 // the snapshot and from the log) reads them erased while the rest stays.
 func TestPersonalSealedAndForgotten(t *testing.T) {
 	srv := natstest.RunServer(t)
-	f := newFixture(t, srv)
-	ring, err := shred.Open(t.Context(), f.js, f.ns, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealer := &shred.Sealer{Keys: ring}
-	log, err := streams.Open(t.Context(), f.js, f.ns, streams.Config{Open: func(rec *streams.Record) error {
-		return sealer.OpenRecord(t.Context(), rec)
-	}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.log = log
+	f, ring, sealer, log := newSealedFixture(t, srv)
 	cfg := Config{Sealer: sealer, SnapshotEvery: 1}
 	r := f.repo(t, cfg, memberDef())
 	cmd := Request{Type: "member", ID: "m1", Kind: "join", Payload: json.RawMessage(`{"name":"Ada Lovelace","city":"London"}`)}
@@ -169,19 +179,7 @@ func TestRawPersonalSealed(t *testing.T) {
 // the log stays readable.
 func TestRawForgedSealedValueRefused(t *testing.T) {
 	srv := natstest.RunServer(t)
-	f := newFixture(t, srv)
-	ring, err := shred.Open(t.Context(), f.js, f.ns, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealer := &shred.Sealer{Keys: ring}
-	log, err := streams.Open(t.Context(), f.js, f.ns, streams.Config{Open: func(rec *streams.Record) error {
-		return sealer.OpenRecord(t.Context(), rec)
-	}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.log = log
+	f, _, sealer, _ := newSealedFixture(t, srv)
 	reg := shred.Registry{"signup.user_registered": {Fields: []shred.Field{{Name: "email", Subject: "email"}}}}
 	r := f.repo(t, Config{Sealer: sealer, Personal: reg, RawCommands: map[string][]string{"signup": {"send_welcome"}}})
 	const forged = `{"esjet:sealed":"v1.deadbeefdeadbeefdeadbeefdeadbeef.1.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"}`
@@ -267,19 +265,7 @@ func TestRawOlderShapeOfPersonalEventRefused(t *testing.T) {
 // data anew under a key that survives.
 func TestForgetDuringCommandCachesNoPlaintext(t *testing.T) {
 	srv := natstest.RunServer(t)
-	f := newFixture(t, srv)
-	ring, err := shred.Open(t.Context(), f.js, f.ns, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sealer := &shred.Sealer{Keys: ring}
-	log, err := streams.Open(t.Context(), f.js, f.ns, streams.Config{Open: func(rec *streams.Record) error {
-		return sealer.OpenRecord(t.Context(), rec)
-	}}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.log = log
+	f, _, sealer, _ := newSealedFixture(t, srv)
 	var r *Repository
 	forgetNow := false
 	d := Define("member", 1, func(s member, e Event) member {
