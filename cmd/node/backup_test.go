@@ -10,19 +10,13 @@ import (
 
 	"github.com/esjet/esjet/internal/backup"
 	"github.com/esjet/esjet/internal/natstest"
-	"github.com/esjet/esjet/internal/streams"
 )
 
 // esjet backup --out FILE refuses a FILE that exists, says what to do, and
 // leaves the file as it was.
 func TestBackupRefusesAnExistingFile(t *testing.T) {
 	t.Parallel()
-	s := natstest.RunServer(t)
-	_, js := natstest.Connect(t, s)
-	ns := natstest.Namespace(t)
-	if _, err := streams.Provision(t.Context(), js, ns, streams.ProvisionConfig{}, nil); err != nil {
-		t.Fatal(err)
-	}
+	s, ns := provisionedServer(t)
 	out := filepath.Join(t.TempDir(), "old.esjet-backup.gz")
 	if err := os.WriteFile(out, []byte("the only copy"), 0o600); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/server"
+
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/streams"
 )
@@ -15,12 +17,7 @@ import (
 // provisioning the typo.
 func TestOpsCommandsRefuseANamespaceTheServerDoesNotHold(t *testing.T) {
 	t.Parallel()
-	s := natstest.RunServer(t)
-	_, js := natstest.Connect(t, s)
-	ns := natstest.Namespace(t)
-	if _, err := streams.Provision(t.Context(), js, ns, streams.ProvisionConfig{}, nil); err != nil {
-		t.Fatal(err)
-	}
+	s, ns := provisionedServer(t)
 	want := `no namespace "` + ns + `o" on this server (namespaces here: ` + ns + `)`
 	for _, args := range [][]string{{"streams"}, {"dlq", "ls"}, {"outbox"}, {"reconcile"}, {"archive", "status"}, {"projections", "ls"}, {"backup", "--out", "-"}} {
 		t.Run(strings.Join(args, "_"), func(t *testing.T) {
@@ -31,4 +28,16 @@ func TestOpsCommandsRefuseANamespaceTheServerDoesNotHold(t *testing.T) {
 			}
 		})
 	}
+}
+
+// provisionedServer is a server holding one provisioned namespace, ns.
+func provisionedServer(t *testing.T) (*server.Server, string) {
+	t.Helper()
+	s := natstest.RunServer(t)
+	_, js := natstest.Connect(t, s)
+	ns := natstest.Namespace(t)
+	if _, err := streams.Provision(t.Context(), js, ns, streams.ProvisionConfig{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	return s, ns
 }
