@@ -65,23 +65,35 @@ func (w *Worker) deadLetter(ctx context.Context, log *slog.Logger, m jetstream.M
 // its dead letter. Best effort: a receipt not marked makes a later
 // delivery write the letter again (deduplicated within the DLQ's window).
 func (w *Worker) markLettered(ctx context.Context, log *slog.Logger, id string, dlqSeq uint64) {
+	w.amendReceipt(ctx, log, id, "dead letter", func(rc *wire.Receipt) bool {
+		if rc.Outcome != wire.OutcomeFailed || rc.DeadLetter != 0 {
+			return false
+		}
+		rc.DeadLetter = dlqSeq
+		return true
+	})
+}
+
+// amendReceipt changes command id's receipt by change (false: nothing to
+// change), by compare-and-set, three tries. Best effort: what it could not
+// record (what names it) is logged.
+func (w *Worker) amendReceipt(ctx context.Context, log *slog.Logger, id, what string, change func(*wire.Receipt) bool) {
 	key := wire.ReceiptKey(id)
 	for range 3 {
 		e, err := w.receipts.Get(ctx, key)
 		if err != nil {
-			log.Warn("dead letter not recorded in the receipt", "error", err)
+			log.Warn(what+" not recorded in the receipt", "error", err)
 			return
 		}
 		rc, err := wire.DecodeReceipt(e.Value())
-		if err != nil || rc.Outcome != wire.OutcomeFailed || rc.DeadLetter != 0 {
+		if err != nil || !change(&rc) {
 			return
 		}
-		rc.DeadLetter = dlqSeq
 		if _, err := w.receipts.Update(ctx, key, rc.Encode(), e.Revision()); err == nil {
 			return
 		}
 	}
-	log.Warn("dead letter not recorded in the receipt: it kept changing")
+	log.Warn(what + " not recorded in the receipt: it kept changing")
 }
 
 // report sends the outcome to the aggregate when the decision asked for it.
@@ -121,24 +133,14 @@ func (w *Worker) report(ctx context.Context, log *slog.Logger, d Delivery, ok bo
 // outbox and the console report it. Best effort: a receipt that cannot be
 // updated leaves the log line.
 func (w *Worker) recordRefusal(ctx context.Context, log *slog.Logger, id string, refusal error) {
-	key := wire.ReceiptKey(id)
 	reason := wire.OneLine(refusal.Error())
-	for range 3 {
-		e, err := w.receipts.Get(ctx, key)
-		if err != nil {
-			log.Warn("outcome refusal not recorded in the receipt", "error", err)
-			return
-		}
-		rc, err := wire.DecodeReceipt(e.Value())
-		if err != nil || rc.OutcomeRefused == reason {
-			return
+	w.amendReceipt(ctx, log, id, "outcome refusal", func(rc *wire.Receipt) bool {
+		if rc.OutcomeRefused == reason {
+			return false
 		}
 		rc.OutcomeRefused = reason
-		if _, err := w.receipts.Update(ctx, key, rc.Encode(), e.Revision()); err == nil {
-			return
-		}
-	}
-	log.Warn("outcome refusal not recorded in the receipt: it kept changing")
+		return true
+	})
 }
 
 // ackFolded acknowledges a command whose done receipt is stored, without
