@@ -272,7 +272,7 @@ func (d *envDecoder) skipValid() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !json.Valid(v) {
+	if !validJSON(v) {
 		return nil, d.fail("invalid JSON value")
 	}
 	return v, nil
