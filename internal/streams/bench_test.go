@@ -423,3 +423,67 @@ func BenchmarkLoadRatio(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReplayRatio reads a whole log of 20,000 decisions (1,000
+// aggregates) with Log.ReadFrom, decoding every decision, against an
+// ordered consumer touching only the bytes (raw.Read, the replay phase's
+// raw side), in alternating rounds, and reports esjet_time/raw_time.
+func BenchmarkReplayRatio(b *testing.B) {
+	s := natstest.RunServer(b)
+	ns := newBenchNS(b, s)
+	ctx := b.Context()
+	const total = 20_000
+	ap := newEsjetAppender(ns, benchAggregates)
+	if err := concurrentRound(ap, total)(ctx); err != nil {
+		b.Fatal(err)
+	}
+	st, err := ns.js.Stream(ctx, ns.names.Events)
+	if err != nil {
+		b.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	last := info.State.LastSeq
+	b.ReportAllocs()
+	var p raw.Pair
+	for b.Loop() {
+		err := p.Round(total, raw.Timed(func() error {
+			recs, err := ns.log.ReadFrom(ctx, 1, 0)
+			if err == nil && len(recs) != total {
+				err = fmt.Errorf("read %d decisions, want %d", len(recs), total)
+			}
+			return err
+		}), raw.Timed(func() error {
+			n, err := raw.Read(ctx, ns.js, ns.names.Events, ns.names.EventsFilter(), last)
+			if err == nil && n != total {
+				err = fmt.Errorf("read %d messages, want %d", n, total)
+			}
+			return err
+		}))
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(p.Esjet.PerSecond(), "esjet-decisions/s")
+	b.ReportMetric(p.Raw.PerSecond(), "raw-decisions/s")
+	b.ReportMetric(p.Ratio(), "ratio")
+}
+
+// BenchmarkDecode is one decision of one 200-byte event decoded, as every
+// read path decodes it.
+func BenchmarkDecode(b *testing.B) {
+	d := benchDecision("target")
+	d.Events[0].Version = 1
+	data, err := appendEnvelope(nil, d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decode(data); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

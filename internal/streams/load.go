@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/esjet/esjet/internal/wire"
@@ -129,6 +130,9 @@ func (l *Log) ReadFrom(ctx context.Context, from uint64, max int) ([]Record, err
 		from = 1
 	}
 	var out []Record
+	if max > 0 {
+		out = make([]Record, 0, min(max, 1<<16))
+	}
 	err := l.scan(ctx, l.names.EventsFilter(), from, max, func(Foreign) {}, func(r Record) error {
 		out = append(out, r)
 		return nil
@@ -144,6 +148,9 @@ func (l *Log) ReadFrom(ctx context.Context, from uint64, max int) ([]Record, err
 // limit). A message that is not an esjet decision goes to foreign instead
 // (after [Log.noteForeign]); a nil foreign makes it an error.
 func (l *Log) scan(ctx context.Context, filter string, from uint64, limit int, foreign func(Foreign), fn func(Record) error) error {
+	if l.longRead(ctx, filter, limit) {
+		return l.scanConsumer(ctx, filter, from, limit, foreign, fn)
+	}
 	seen := 0
 	for {
 		batch := l.cfg.LoadBatch
@@ -178,6 +185,73 @@ func (l *Log) scan(ctx context.Context, filter string, from uint64, limit int, f
 			return nil
 		}
 	}
+}
+
+// longRead says whether a scan of the whole log (filter the events filter)
+// for limit records (≤ 0: all) goes through an ordered consumer of the
+// Log's own rather than batched direct gets: when it may be long (no
+// limit, or more than longReadBatches batches) and the connection may
+// create consumers on EVENTS (asked once; the operator role may not).
+func (l *Log) longRead(ctx context.Context, filter string, limit int) bool {
+	if filter != l.names.EventsFilter() || (limit > 0 && limit <= longReadBatches*l.cfg.LoadBatch) {
+		return false
+	}
+	l.consumers.once.Do(func() {
+		l.consumers.allowed = ConsumersAllowed(ctx, l.js, l.names.Events)
+	})
+	return l.consumers.allowed
+}
+
+// longReadBatches is how many batches of direct gets a read may take before
+// an ordered consumer pays for its creation (a request, and a delete).
+const longReadBatches = 4
+
+// scanConsumer is scan through [ReadRange]: the server streams the
+// messages, one goroutine takes them off the consumer and this one decodes
+// them, each working on its own part of the read.
+func (l *Log) scanConsumer(ctx context.Context, filter string, from uint64, limit int, foreign func(Foreign), fn func(Record) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	msgs := make(chan *jetstream.RawStreamMsg, l.cfg.LoadBatch)
+	var readErr error
+	go func() {
+		defer close(msgs)
+		_, readErr = ReadRange(ctx, l.js, l.names.Events, ScanRange{Filter: filter, From: max(from, 1), To: math.MaxUint64}, l.cfg.LoadBatch, func(m *jetstream.RawStreamMsg) error {
+			select {
+			case msgs <- m:
+				return nil
+			case <-ctx.Done():
+				return ErrStopScan
+			}
+		})
+	}()
+	seen := 0
+	var failed error
+	stopped := false
+	for m := range msgs {
+		if stopped {
+			continue // the reader is stopping: let it finish
+		}
+		seen++ // limit counts messages, foreign ones too, as scan's batches do
+		rec, err := l.decode(m)
+		var de *DecodeError
+		if foreign != nil && errors.As(err, &de) {
+			f := Foreign{Seq: m.Sequence, Subject: m.Subject, Stored: m.Time, Size: len(m.Data), Reason: de.Err.Error()}
+			l.noteForeign(f)
+			foreign(f)
+			err = nil
+		} else if err == nil {
+			err = fn(rec)
+		}
+		if err != nil || (limit > 0 && seen >= limit) {
+			failed, stopped = err, true // fn's own errors (errStop too) go back as they are
+			cancel()
+		}
+	}
+	if stopped {
+		return failed
+	}
+	return readErr
 }
 
 // decode turns a stored message into a Record with upcasters applied.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -99,6 +100,12 @@ type Log struct {
 	// idSpace is the namespace the log's decision ids are made in
 	// (wire.IDSpace of EVENTS' metadata).
 	idSpace string
+	// consumers: whether the connection may read EVENTS through consumers
+	// of its own (longRead), asked once.
+	consumers struct {
+		once    sync.Once
+		allowed bool
+	}
 }
 
 // Open returns the Log of namespace ns. The streams must exist (see
