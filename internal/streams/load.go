@@ -197,7 +197,8 @@ func (l *Log) longRead(ctx context.Context, filter string, limit int) bool {
 		return false
 	}
 	l.consumers.once.Do(func() {
-		l.consumers.allowed = ConsumersAllowed(ctx, l.js, l.names.Events)
+		// Not the caller's cancellation: the answer is kept for the Log's life.
+		l.consumers.allowed = ConsumersAllowed(context.WithoutCancel(ctx), l.js, l.names.Events)
 	})
 	return l.consumers.allowed
 }
