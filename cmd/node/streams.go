@@ -108,8 +108,9 @@ func collectStreams(ctx context.Context, js jetstream.JetStream, names streams.N
 		{wire.KVStream(names.Snapshots), "snapshots (KV)"},
 		{wire.KVStream(names.Receipts), "receipts (KV)"},
 	}
-	// Read models and reconcile's checkpoint exist once something made
-	// them: listed when they do.
+	// Read models, reconcile's checkpoint, the workers' control, the data
+	// keys and the archive exist once something made them: listed when
+	// they do.
 	extra, err := namespaceExtras(ctx, js, names.Namespace)
 	if err != nil {
 		return nil, err
@@ -208,6 +209,12 @@ func namespaceExtras(ctx context.Context, js jetstream.JetStream, ns string) ([]
 			out = append(out, struct{ name, role string }{name, "projection leases (KV)"})
 		case name == wire.ObjStream(wire.ReconcileBucket(ns)):
 			out = append(out, struct{ name, role string }{name, "reconcile checkpoint"})
+		case name == wire.KVStream(wire.NamesFor(ns).Workers):
+			out = append(out, struct{ name, role string }{name, "workers' control (KV)"})
+		case name == wire.KVStream(wire.KeysBucket(ns)):
+			out = append(out, struct{ name, role string }{name, "data keys (KV)"})
+		case name == wire.ObjStream(wire.ArchiveBucket(ns)):
+			out = append(out, struct{ name, role string }{name, "archive"})
 		}
 	}
 	if err := lister.Err(); err != nil {

@@ -10,15 +10,19 @@ import (
 )
 
 // esjet streams lists the buckets made on demand (read models, their
-// leases) once they exist, and no other namespace's.
+// leases, the workers' control, the data keys, the archive) once they
+// exist, and no other namespace's.
 func TestStreamsListsTheReadModelBuckets(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
 	_, js := natstest.Connect(t, s)
-	for _, b := range []string{"shop_view_orders", "shop_projections", "other_view_orders"} {
+	for _, b := range []string{"shop_view_orders", "shop_projections", "other_view_orders", "shop_workers", "shop_keys"} {
 		if _, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: b}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if _, err := js.CreateObjectStore(t.Context(), jetstream.ObjectStoreConfig{Bucket: "shop_archive"}); err != nil {
+		t.Fatal(err)
 	}
 	reports, err := collectStreams(t.Context(), js, streams.NamesFor("shop"), nil)
 	if err != nil {
@@ -33,8 +37,11 @@ func TestStreamsListsTheReadModelBuckets(t *testing.T) {
 			}
 		}
 	}
-	if got["KV_shop_view_orders"] != "read model (KV)" || got["KV_shop_projections"] != "projection leases (KV)" {
-		t.Errorf("streams %v, want the shop view and leases buckets listed", got)
+	for name, role := range map[string]string{"KV_shop_view_orders": "read model (KV)", "KV_shop_projections": "projection leases (KV)",
+		"KV_shop_workers": "workers' control (KV)", "KV_shop_keys": "data keys (KV)", "OBJ_shop_archive": "archive"} {
+		if got[name] != role {
+			t.Errorf("streams %v, want %s listed as %q", got, name, role)
+		}
 	}
 	if _, ok := got["KV_other_view_orders"]; ok {
 		t.Errorf("streams %v list another namespace's view", got)

@@ -46,6 +46,8 @@ func RetentionOf(ns string, cfg jetstream.StreamConfig) Retention {
 		return Retention{"until forgotten", "personal data's keys, one per data subject: esjet forget erases one, and what it sealed reads as erased"}
 	case name == wire.ObjStream(wire.ReconcileBucket(ns)):
 		return Retention{"the last run's", "reconcile's checkpoint: the next run starts from it"}
+	case name == wire.ObjStream(wire.ArchiveBucket(ns)):
+		return Retention{keptFor(cfg.MaxAge, ""), "archived aggregates' histories: their tombstones in EVENTS read them back"}
 	}
 	return Retention{Kept: keptFor(cfg.MaxAge, "")}
 }
