@@ -46,7 +46,16 @@ func (e *env) setupRaw(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	sample, err := st.GetMsg(ctx, res.Seq)
+	// A direct get may be answered by an R3 follower that has not stored
+	// the sample yet: not found is asked again, for a few seconds.
+	var sample *jetstream.RawStreamMsg
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		sample, err = st.GetMsg(ctx, res.Seq)
+		if err == nil || !errors.Is(err, jetstream.ErrMsgNotFound) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if err != nil {
 		return fmt.Errorf("sample message: %w", err)
 	}
