@@ -148,9 +148,6 @@ func (l *Log) ReadFrom(ctx context.Context, from uint64, max int) ([]Record, err
 // limit). A message that is not an esjet decision goes to foreign instead
 // (after [Log.noteForeign]); a nil foreign makes it an error.
 func (l *Log) scan(ctx context.Context, filter string, from uint64, limit int, foreign func(Foreign), fn func(Record) error) error {
-	if l.longRead(ctx, filter, limit) {
-		return l.scanConsumer(ctx, filter, from, limit, foreign, fn)
-	}
 	seen := 0
 	for {
 		batch := l.cfg.LoadBatch
@@ -184,22 +181,31 @@ func (l *Log) scan(ctx context.Context, filter string, from uint64, limit int, f
 		if got == 0 || pending == 0 || (limit > 0 && seen >= limit) {
 			return nil
 		}
+		if l.longRead(ctx, filter, pending, limit-seen) {
+			return l.scanConsumer(ctx, filter, from, max(limit-seen, 0), foreign, fn)
+		}
 	}
 }
 
-// longRead says whether a scan of the whole log (filter the events filter)
-// for limit records (≤ 0: all) goes through an ordered consumer of the
-// Log's own rather than batched direct gets: when it may be long (no
-// limit, or more than longReadBatches batches) and the connection may
-// create consumers on EVENTS (asked once; the operator role may not).
-func (l *Log) longRead(ctx context.Context, filter string, limit int) bool {
-	if filter != l.names.EventsFilter() || (limit > 0 && limit <= longReadBatches*l.cfg.LoadBatch) {
+// longRead says whether the rest of a scan of the whole log (filter the
+// events filter), with pending messages still stored after it and left
+// records to go (≤ 0: all), goes through an ordered consumer of the Log's
+// own rather than more batched direct gets: when it is long (more than
+// longReadBatches batches) and the connection may create consumers on
+// EVENTS (asked once; the operator role may not). A short read never pays
+// for a consumer: the first batch says how much is left.
+func (l *Log) longRead(ctx context.Context, filter string, pending uint64, left int) bool {
+	long := uint64(longReadBatches * l.cfg.LoadBatch)
+	if filter != l.names.EventsFilter() || pending <= long || (left > 0 && uint64(left) <= long) {
 		return false
 	}
 	l.consumers.once.Do(func() {
 		// Not the caller's cancellation: the answer is kept for the Log's life.
 		l.consumers.allowed = ConsumersAllowed(context.WithoutCancel(ctx), l.js, l.names.Events)
 	})
+	if l.consumers.allowed {
+		l.consumers.reads.Add(1)
+	}
 	return l.consumers.allowed
 }
 

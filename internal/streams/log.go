@@ -105,6 +105,7 @@ type Log struct {
 	consumers struct {
 		once    sync.Once
 		allowed bool
+		reads   atomic.Int64 // the reads that went through one
 	}
 }
 
