@@ -173,6 +173,28 @@ func TestRawTypeTransforms(t *testing.T) {
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, `"schema_too_new"`) {
 		t.Fatalf("history of i2 (schema 4, the configuration knows 3): %d %s; want 503 schema_too_new", code, body)
 	}
+
+	// Data the steps cannot read (not a JSON object) is refused at the
+	// write: stored, it would fail every read of i3, and stop the log's
+	// readers and the views at it.
+	for _, data := range []string{`[1,2]`, `"str"`, `7`} {
+		resp, err := http.Post(base+"i3/events", "application/json",
+			strings.NewReader(`{"expected_version":0,"events":[{"type":"issued","schema":1,"data":`+data+`}]}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(b), `"invalid_events"`) || !strings.Contains(string(b), "JSON object") {
+			t.Fatalf("raw append of issued with data %s: %d %s; want 400 invalid_events asking for a JSON object", data, resp.StatusCode, b)
+		}
+	}
+	if code, body := httpGet(t, base+"i3/events"); code != http.StatusNotFound {
+		t.Fatalf("history of i3 after refused appends: %d %s; want 404 (nothing written)", code, body)
+	}
+	if _, _, err := n.ReadLog(t.Context(), 0, 100); err != nil {
+		t.Fatalf("the log after refused appends: %v", err)
+	}
 }
 
 // Version 2 of the counter's "added" event names its field "amount"; one

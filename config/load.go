@@ -303,8 +303,10 @@ func yamlError(err error, doc *yaml.Node) error {
 	return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
 }
 
-// typeErrorRE reads yaml's "line 2: cannot unmarshal !!str `maybe` into bool".
-var typeErrorRE = regexp.MustCompile("^line (\\d+): cannot unmarshal !!\\w+ `(.*)` into (.+)$")
+// typeErrorRE reads yaml's "line 2: cannot unmarshal !!str `maybe` into
+// bool", and "line 7: cannot unmarshal !!seq into map[string]string" (a
+// list or a mapping, where yaml shows no value).
+var typeErrorRE = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
 
 // typeError words one of yaml's type errors as the key it is about and
 // what that key takes: "line 2: console.allow_actions is `maybe`; want
@@ -319,22 +321,29 @@ func typeError(msg string, doc *yaml.Node) string {
 	if path == "" {
 		return msg
 	}
-	want := "a value of type " + m[3]
+	tag, value, into := m[2], m[3], m[4]
+	want := "a value of type " + into
 	switch {
-	case m[3] == "bool":
+	case into == "bool":
 		want = "true or false"
-	case strings.HasPrefix(m[3], "int") || strings.HasPrefix(m[3], "uint"):
+	case strings.HasPrefix(into, "int") || strings.HasPrefix(into, "uint"):
 		want = "a whole number"
-	case strings.HasPrefix(m[3], "float"):
+	case strings.HasPrefix(into, "float"):
 		want = "a number"
-	case m[3] == "string":
+	case into == "string":
 		want = "a string (quote it)"
-	case strings.HasPrefix(m[3], "[]"):
+	case strings.HasPrefix(into, "[]"):
 		want = "a list"
-	case strings.HasPrefix(m[3], "map[") || strings.Contains(m[3], "."):
+	case strings.HasPrefix(into, "map[") || strings.Contains(into, "."):
 		want = "a mapping of keys"
 	}
-	return fmt.Sprintf("line %d: %s is `%s`; want %s", line, path, m[2], want)
+	switch {
+	case tag == "seq" && value == "":
+		return fmt.Sprintf("line %d: %s is a list; want %s", line, path, want)
+	case tag == "map" && value == "":
+		return fmt.Sprintf("line %d: %s is a mapping; want %s", line, path, want)
+	}
+	return fmt.Sprintf("line %d: %s is `%s`; want %s", line, path, value, want)
 }
 
 // pathAt is the dotted path of the value that starts on line in n.

@@ -86,6 +86,9 @@ func TestLoadWrongTypeNamesTheKeyAndWhatItTakes(t *testing.T) {
 		{"console:\n  allow_actions: maybe\n", "line 2: console.allow_actions is `maybe`; want true or false"},
 		{"streams:\n  replicas: two\n", "line 2: streams.replicas is `two`; want a whole number"},
 		{"workers:\n  charge:\n    pool: lots\n", "line 3: workers.charge.pool is `lots`; want a whole number"},
+		{"aggregates:\n  raw:\n    invoice:\n      events:\n        issued:\n          upcast:\n            - rename: [a, b]\n",
+			"line 7: aggregates.raw.invoice.events.issued.upcast[0].rename is a list; want a mapping of keys"},
+		{"workers:\n  charge:\n    target: {url: x}\n", "line 3: workers.charge.target is a mapping; want a string (quote it)"},
 	} {
 		got := tryLoad(t, tt.content)
 		if !strings.Contains(got, tt.want) {

@@ -83,6 +83,7 @@ func TestRawEventTransformsLoadAndAreValidated(t *testing.T) {
 			{Rename: map[string]string{"a": "a"}},
 			{Rename: map[string]string{"a": "c", "b": "c"}},
 			{Default: map[string]any{"x": 1}, Remove: []string{"x"}},
+			{Rename: map[string]string{"address.zip": "address.postcode"}, Default: map[string]any{"/a/b": 1}, Remove: []string{"lines.0"}},
 		}},
 		"a.b": {},
 	}}}
@@ -92,6 +93,9 @@ func TestRawEventTransformsLoadAndAreValidated(t *testing.T) {
 		`aggregates.raw.invoice.events.issued.upcast[1].rename: "c" is not valid: both a and b are renamed to it`,
 		`aggregates.raw.invoice.events.issued.upcast[2].default: "x" is not valid: is also removed in this step`,
 		`aggregates.raw.invoice.events: "a.b" is not valid: an event type is`,
+		`aggregates.raw.invoice.events.issued.upcast[3].rename: "address.zip: address.postcode" is not valid: is a path, and a step renames, sets and removes top-level fields only`,
+		`aggregates.raw.invoice.events.issued.upcast[3].default: "/a/b" is not valid: is a path`,
+		`aggregates.raw.invoice.events.issued.upcast[3].remove: "lines.0" is not valid: is a path`,
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v; want it to say %s", err, want)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 )
 
 // RawEvent is how the events of one type of a raw aggregate type evolve:
@@ -18,8 +19,8 @@ type RawEvent struct {
 // Transform is one version step of a raw event's JSON object, applied in
 // this order: Rename moves fields (a field already there under the new name
 // is replaced), Default sets fields that are absent, Remove deletes fields.
-// Top-level fields only; anything else needs a Go upcaster (a registered
-// type). An empty step is a version whose shape only grew.
+// Top-level fields only (a name with '.' or '/' is refused as a path);
+// anything else needs a Go upcaster (a registered type). An empty step is a version whose shape only grew.
 type Transform struct {
 	Rename  map[string]string `yaml:"rename"`
 	Default map[string]any    `yaml:"default"`
@@ -47,6 +48,8 @@ func (t Transform) validate(v *validator, path string) {
 		switch {
 		case from == "" || to == "":
 			v.add(path+".rename", from+": "+to, "name both fields: old_name: new_name")
+		case isPath(from) || isPath(to):
+			v.add(path+".rename", from+": "+to, nestedHint)
 		case from == to:
 			v.add(path+".rename", from, "renames a field to itself; drop it")
 		case targets[to] != "":
@@ -59,6 +62,8 @@ func (t Transform) validate(v *validator, path string) {
 	for _, f := range slices.Sorted(maps.Keys(t.Default)) {
 		if f == "" {
 			v.add(path+".default", f, "name the field")
+		} else if isPath(f) {
+			v.add(path+".default", f, nestedHint)
 		} else if slices.Contains(t.Remove, f) {
 			v.add(path+".default", f, "is also removed in this step; set a default or remove it, not both")
 		} else if _, err := json.Marshal(t.Default[f]); err != nil {
@@ -68,6 +73,17 @@ func (t Transform) validate(v *validator, path string) {
 	for _, f := range t.Remove {
 		if f == "" {
 			v.add(path+".remove", f, "name the field")
+		} else if isPath(f) {
+			v.add(path+".remove", f, nestedHint)
 		}
 	}
 }
+
+// nestedHint is what a transform naming a nested field is told: the steps
+// see top-level fields only, and a name like "address.zip" would match no
+// field and change nothing, silently.
+const nestedHint = "is a path, and a step renames, sets and removes top-level fields only; a nested field needs a Go upcaster (register the type in Go: docs/schema-evolution.md)"
+
+// isPath reports whether a transform's field name looks like a path into
+// the object (a.b, /a/b) rather than one top-level field.
+func isPath(name string) bool { return strings.ContainsAny(name, "./") }

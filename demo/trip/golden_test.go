@@ -50,3 +50,22 @@ func TestGoldenLogV1(t *testing.T) {
 		t.Fatalf("the log shows %d trip_requested events, want the golden log's 3", requested)
 	}
 }
+
+// TestGoldenLogV1ThroughTheNextShape: the same golden log, loaded through
+// the trip's next shape (trip_requested at schema 3: two upcasters in a
+// chain), folds into the same states, and its history shows schema 3 with
+// the currency filled in.
+func TestGoldenLogV1ThroughTheNextShape(t *testing.T) {
+	n := esjettest.StartWithLog(t, "testdata/golden/trip-v1.log", trip.NextDefinition())
+	esjettest.CheckStates(t, n, "testdata/golden/trip-v1.log.states.json")
+
+	h, err := n.Events(t.Context(), trip.Type, "g1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := json.Marshal(h.Events[0].Data)
+	var r trip.TripRequested
+	if err := json.Unmarshal(raw, &r); err != nil || h.Events[0].Schema != 3 || r.Currency != trip.Currency || r.Budget != 100000 {
+		t.Fatalf("history shows trip_requested schema %d %s; want schema 3 with budget_cents 100000 and currency %s", h.Events[0].Schema, raw, trip.Currency)
+	}
+}

@@ -119,6 +119,9 @@ func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, erro
 	if pos.Version != req.ExpectedVersion {
 		return Result{}, &VersionConflictError{Expected: req.ExpectedVersion, Actual: pos.Version}
 	}
+	if err := r.readable(d); err != nil {
+		return Result{}, err
+	}
 	events, commands := r.rawSpecs(d)
 	if err := oldShapes(d, events); err != nil {
 		return Result{}, err
@@ -150,4 +153,23 @@ func (r *Repository) AppendRaw(ctx context.Context, req RawAppend) (Result, erro
 	res := resultOf(rec)
 	res.Replayed = rec.FirstVersion() != req.ExpectedVersion+1
 	return res, nil
+}
+
+// readable refuses a raw event that no read could decode: one whose type's
+// configured steps (aggregates.raw.<type>.events) cannot bring it to the
+// current shape — data that is not a JSON object. Stored, it would fail
+// every read of the aggregate and stop the views and the log's readers at
+// it. An event newer than the steps is the writer's to own: stored, and
+// refused on read until a node that knows its version serves it.
+func (r *Repository) readable(d streams.Decision) error {
+	for i, e := range d.Events {
+		_, err := r.log.Upcast(d.AggregateType, e)
+		var tn streams.TooNew
+		if err == nil || errors.As(err, &tn) && tn.TooNew() {
+			continue
+		}
+		return fmt.Errorf("%w: event %d (%s) of %s/%s at schema %d cannot be read through the type's configured steps: %v; send its data as a JSON object; nothing was written",
+			streams.ErrInvalidDecision, i, e.Type, d.AggregateType, d.AggregateID, max(e.Schema, 1), err)
+	}
+	return nil
 }

@@ -176,6 +176,9 @@ const (
 	StatePaused   = "paused"
 	StateStopped  = "stopped" // single: at a failing event
 	StateCaughtUp = "caught_up"
+	// StateNewerBuild: the owner stopped before a message a newer build
+	// wrote and handed the partition over; any node may take it at once.
+	StateNewerBuild = "waiting_for_newer_build"
 )
 
 // Checkpoint is a partition's progress, stored in the view bucket with the

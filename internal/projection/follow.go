@@ -36,7 +36,7 @@ func (p *partition) follow(ctx context.Context) error {
 			p.flushOrRewind(fctx)
 			cancel()
 			return nil
-		case errors.Is(err, ErrFenced):
+		case errors.Is(err, ErrFenced), errors.Is(err, errNewerBuild):
 			return err
 		case err != nil:
 			p.logger.Warn("projection partition restarts from its checkpoint", "error", err, "position", p.committed)
@@ -131,7 +131,7 @@ func (p *partition) consume(ctx context.Context) error {
 			p.logEnd = raw.Sequence
 		}
 		if err := p.process(ctx, raw, from); err != nil {
-			return err
+			return p.stopAtNewer(ctx, err)
 		}
 		p.batch = append(p.batch, batchItem{raw: raw, from: from})
 		p.sinceFlush++

@@ -242,6 +242,11 @@ func (v *Views) behind(ctx context.Context, cs controlStore, ctl Control, kv jet
 			// Wait one more lease TTL for the handover — from the read's
 			// start too, for a lease long silent (a generation switched
 			// back to) — before saying no node runs it.
+		case l.State == StateNewerBuild && waited >= v.leaseTTL:
+			return fmt.Errorf("%w: view %s partition %d stands at position %d, before a message a newer build wrote; a node of that build serves it (upgrade the nodes): %s", ErrStopped, name, part, cp.Position, l.Error)
+		case l.State == StateNewerBuild:
+			// Handed over: a node of the newer build takes it within a
+			// heartbeat.
 		case rev == 0 || silent > v.leaseTTL:
 			return fmt.Errorf("%w: no node runs view %s partition %d (last heartbeat %s); it stands at position %d", ErrStopped, name, part, l.Heartbeat.Format(time.RFC3339), cp.Position)
 		case l.State == StateStopped && l.StoppedAt <= after && !pend:

@@ -81,6 +81,9 @@ type Runner struct {
 
 	mu      sync.Mutex
 	running map[string]*partition
+	// away: partitions this runner stood down from before a message a
+	// newer build wrote (standdown.go), kept to log once per place.
+	away map[string]away
 	// switchMarks: per generation being built, the log's end at the last
 	// look (maybeSwitch).
 	switchMarks map[string]uint64
@@ -115,7 +118,7 @@ func NewRunner(ctx context.Context, js jetstream.JetStream, log *streams.Log, de
 	}
 	r := &Runner{js: js, nc: js.Conn(), log: log, names: names, ns: names.Namespace, defs: defs, cfg: cfg,
 		logger: logger.With("component", "projection"), nodeID: cfg.NodeID, ctl: controlStore{kv: kv}, events: events,
-		running: map[string]*partition{}, switchMarks: map[string]uint64{}}
+		running: map[string]*partition{}, away: map[string]away{}, switchMarks: map[string]uint64{}}
 	r.expire = newExpirer(js, r.ns, r.ctl, cfg, r.logger)
 	// Every projection exists (control record, bucket) once the runner
 	// does: a query right after the node starts finds it.
@@ -230,7 +233,7 @@ func (r *Runner) claim(ctx context.Context, d Definition, wg *sync.WaitGroup) er
 			r.mu.Lock()
 			_, mine := r.running[key]
 			r.mu.Unlock()
-			if mine {
+			if mine || r.keepsAway(key) {
 				continue
 			}
 			rev, ok, err := r.acquire(ctx, key)
@@ -262,6 +265,10 @@ func (r *Runner) runPartition(ctx context.Context, key string, p *partition) {
 	err := p.open(ctx)
 	if err == nil {
 		err = p.follow(ctx)
+	}
+	if errors.Is(err, errNewerBuild) && ctx.Err() == nil {
+		r.standDown(ctx, key, p, err)
+		return
 	}
 	if err != nil && ctx.Err() == nil {
 		p.logger.Warn("projection partition let go", "error", err)
@@ -312,7 +319,8 @@ func (r *Runner) acquire(ctx context.Context, key string) (uint64, bool, error) 
 		return 0, false, err
 	}
 	var cur Lease
-	if json.Unmarshal(e.Value(), &cur) == nil && time.Since(cur.Heartbeat) < r.cfg.LeaseTTL {
+	// A lease stood down before a newer build's message is free at once.
+	if json.Unmarshal(e.Value(), &cur) == nil && cur.State != StateNewerBuild && time.Since(cur.Heartbeat) < r.cfg.LeaseTTL {
 		return 0, false, nil
 	}
 	rev, err := r.ctl.kv.Update(ctx, key, b, e.Revision())

@@ -136,7 +136,7 @@ func (v *Views) Status(ctx context.Context, name string) (Status, error) {
 			alive := rev > 0 && time.Since(l.Heartbeat) <= v.leaseTTL
 			if rev > 0 {
 				ps.Owner, ps.Heartbeat, ps.State, ps.Error, ps.Rate = l.Owner, l.Heartbeat, l.State, l.Error, l.Rate
-				if !alive {
+				if !alive && l.State != StateNewerBuild {
 					ps.State = "frozen"
 				}
 			}
@@ -157,6 +157,8 @@ func (v *Views) Status(ctx context.Context, name string) (Status, error) {
 			st.Rate += ps.Rate
 			st.Parked += ps.Parked
 			switch {
+			case rev > 0 && l.State == StateNewerBuild:
+				reasons = append(reasons, fmt.Sprintf("partition %d stopped before a message a newer build wrote, for a node of that build to take over (upgrade the nodes): %s", part, l.Error))
 			case !alive && rev == 0:
 				reasons = append(reasons, fmt.Sprintf("partition %d has no owner", part))
 			case !alive:

@@ -68,3 +68,31 @@ func TestNewerEnvelopeIsRefusedNotSkipped(t *testing.T) {
 		t.Fatalf("%d ERROR lines, want one per refused message:\n%s", n, logs.String())
 	}
 }
+
+// TestAReadOfTheLogStopsBeforeANewerMessage: a page of the whole log (GET
+// /v1/log) ends before a message a newer build wrote, with the events
+// before it, and the read that starts at it is refused: a reader gets all
+// it can read, and never a page that skips the message.
+func TestAReadOfTheLogStopsBeforeANewerMessage(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	h := provisioned([]*server.Server{s}, 1)(t, Config{})
+	ctx := t.Context()
+	mustAppend(t, h, decision("doc", "p1", "created"), Position{})
+	mustAppend(t, h, decision("doc", "p2", "created", "named"), Position{})
+	newer := nats.NewMsg(h.ns + ".evt.doc.p3")
+	newer.Header.Set(wire.HeaderEnvelope, "2")
+	newer.Data = []byte(`{"v":2}`)
+	if _, err := h.js.PublishMsg(ctx, newer); err != nil {
+		t.Fatal(err)
+	}
+	mustAppend(t, h, decision("doc", "p4", "created"), Position{})
+
+	evs, next, err := h.log.ReadAfter(ctx, 0, 100)
+	if err != nil || len(evs) != 3 || next != wire.EndOfSeq(2) {
+		t.Fatalf("ReadAfter(0) = %d events, next %d, %v; want the 3 events before the newer message, next %d", len(evs), next, err, wire.EndOfSeq(2))
+	}
+	if evs, _, err := h.log.ReadAfter(ctx, next, 100); !errors.Is(err, ErrEnvelopeTooNew) || len(evs) != 0 {
+		t.Fatalf("ReadAfter at the newer message = %d events, %v; want ErrEnvelopeTooNew and none", len(evs), err)
+	}
+}

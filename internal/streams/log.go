@@ -160,6 +160,16 @@ func Open(ctx context.Context, js jetstream.JetStream, ns string, cfg Config, lo
 // Names returns the JetStream names of the log's namespace.
 func (l *Log) Names() Names { return l.names }
 
+// Upcast brings e, an event of aggregate type typ, to its current shape as
+// every read of the log does ([Config].Upcast; e as it is when none is
+// set). A writer calls it to refuse an event no read could decode.
+func (l *Log) Upcast(typ string, e Event) (Event, error) {
+	if l.cfg.Upcast == nil {
+		return e, nil
+	}
+	return l.cfg.Upcast(typ, e)
+}
+
 // IDSpace is the namespace the log's decision ids are made in: its own,
 // or the one it was restored from under another name ([wire.MetaIDSpace]).
 func (l *Log) IDSpace() string { return l.idSpace }

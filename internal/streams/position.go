@@ -14,7 +14,9 @@ import (
 // and the position the read stands at (pass it as after to read on): the
 // last event returned, or further when the read stepped over messages that
 // are not esjet decisions. limit ≤ 0 means [Config.LoadBatch]. An empty
-// result with next == after means the log holds nothing after it yet.
+// result with next == after means the log holds nothing after it yet. A
+// message a newer build wrote ([TooNew]) ends the page before it; a read
+// that starts at it fails with the refusal.
 func (l *Log) ReadAfter(ctx context.Context, after uint64, limit int) (events []LogEvent, next uint64, err error) {
 	if limit <= 0 {
 		limit = l.cfg.LoadBatch
@@ -51,6 +53,12 @@ func (l *Log) ReadAfter(ctx context.Context, after uint64, limit int) (events []
 		}
 		return nil
 	})
+	var tn TooNew
+	if err != nil && len(events) > 0 && errors.As(err, &tn) && tn.TooNew() {
+		// A message a newer build wrote ends the page: the events before
+		// it are returned, and the read after them is refused.
+		return events, next, nil
+	}
 	if err != nil && !errors.Is(err, errStop) {
 		return nil, after, fmt.Errorf("read log after position %d: %w", after, err)
 	}
