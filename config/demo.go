@@ -11,8 +11,9 @@ type Demo struct {
 	Services bool `yaml:"services"`
 	// Build is the shape of the trip's definition `esjet run` serves: ""
 	// (today's), or "next" — trip_requested at schema 3 (a currency, with
-	// an upcaster) and book_hotel issued at payload schema 2 (price_cents),
-	// which its workers must understand. The rolling-upgrade test and
+	// an upcaster), book_hotel issued at payload schema 2 (price_cents),
+	// which its workers must understand, and a new kind, send_itinerary,
+	// fired when a trip is confirmed (only a node of this build serves it). The rolling-upgrade test and
 	// docs/schema-evolution.md upgrade a fleet from "" to "next".
 	Build string `yaml:"build"`
 }

@@ -179,6 +179,8 @@ func ledgerResult(kind, key string) any {
 		return map[string]string{"booking_ref": ledgerRef("HT", key)}
 	case "release_budget":
 		return map[string]bool{"released": true}
+	case "send_itinerary":
+		return map[string]string{"itinerary_ref": ledgerRef("IT", key)}
 	default:
 		return map[string]bool{"cancelled": true}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/esjet/esjet/demo/trip"
 	"github.com/esjet/esjet/internal/natstest"
 	"github.com/esjet/esjet/internal/projection"
 	"github.com/esjet/esjet/internal/wire"
@@ -26,8 +27,10 @@ import (
 // ledger.hotels.book.v1, which reports any schema-2 payload it is sent as a
 // problem). So A must leave B's book_hotel commands for B, without
 // burning their attempts, and refuse B's trips (schema_too_new) rather
-// than guess; nothing may be lost or applied twice, and the views end equal
-// to a rebuild from scratch.
+// than guess. B also adds a command kind: a trip it confirms fires
+// send_itinerary, for which A has no worker, so each waits for a B node.
+// Nothing may be lost or applied twice, and the views end equal to a
+// rebuild from scratch.
 
 // upgradeV1Hotels is build A's hotel service: it understands book_hotel at
 // payload schema 1 only.
@@ -51,6 +54,30 @@ func (l *effectLedger) attachV1Hotels(url string) {
 		go func() {
 			defer l.wg.Done()
 			l.handle("book_hotel", m)
+		}()
+	}); err != nil {
+		l.t.Fatal(err)
+	}
+	l.mu.Lock()
+	l.conns = append(l.conns, nc)
+	l.mu.Unlock()
+}
+
+// upgradeItineraries is build B's itinerary service (the kind B adds).
+const upgradeItineraries = "ledger.itineraries.send"
+
+// attachItineraries serves upgradeItineraries on the ledger.
+func (l *effectLedger) attachItineraries(url string) {
+	l.t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.Name("ledger-itineraries"))
+	if err != nil {
+		l.t.Fatalf("ledger: connect %s: %v", url, err)
+	}
+	if _, err := nc.QueueSubscribe(upgradeItineraries, "ledger", func(m *nats.Msg) {
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			l.handle(trip.KindSendItinerary, m)
 		}()
 	}); err != nil {
 		l.t.Fatal(err)
@@ -91,6 +118,7 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 	ledger := newEffectLedger(t)
 	ledger.attach(url)
 	ledger.attachV1Hotels(url)
+	ledger.attachItineraries(url)
 	kinds := slices.Sorted(mapKeys(ledgerSubjects))
 	cfgA := writeLedgerConfig(t, kinds, func(kind string) ledgerKind {
 		if kind == "book_hotel" {
@@ -98,9 +126,12 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 		}
 		return ledgerKind{timeout: "5s"}
 	}, "")
-	cfgB := writeLedgerConfig(t, kinds, func(kind string) ledgerKind {
-		if kind == "book_hotel" {
+	cfgB := writeLedgerConfig(t, append(slices.Clone(kinds), trip.NextKinds...), func(kind string) ledgerKind {
+		switch kind {
+		case "book_hotel":
 			return ledgerKind{timeout: "5s", more: "    schema: 2\n"}
+		case trip.KindSendItinerary:
+			return ledgerKind{subject: upgradeItineraries, timeout: "5s"}
 		}
 		return ledgerKind{timeout: "5s"}
 	}, "demo:\n  build: next\n")
@@ -162,7 +193,49 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 			t.Errorf("a build A node dead-lettered a command")
 		}
 	}
+	upgradeItinerariesSentOnce(t, url, ledger)
 	upgradeViewsMatchARebuild(t, url)
+}
+
+// upgradeItinerariesSentOnce checks the kind build B added: trips B
+// confirmed fired send_itinerary, and each of those commands ran exactly
+// once, though build A's nodes served the namespace beside B's for a
+// while with no worker for it.
+func upgradeItinerariesSentOnce(t *testing.T, url string, ledger *effectLedger) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	names := wire.NamesFor("demo")
+	st, err := js.Stream(t.Context(), names.Outbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(t.Context(), jetstream.WithSubjectFilter(names.OutboxFilter()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued := uint64(0)
+	for subject, n := range info.State.Subjects {
+		if strings.HasPrefix(subject, names.OutboxPrefix()+trip.KindSendItinerary) {
+			issued += n
+		}
+	}
+	ledger.mu.Lock()
+	sent := 0
+	for lk, keys := range ledger.logical {
+		if strings.HasPrefix(lk, trip.KindSendItinerary+"|") {
+			sent += len(keys)
+		}
+	}
+	ledger.mu.Unlock()
+	t.Logf("build B fired %d send_itinerary commands; %d itineraries sent", issued, sent)
+	if issued == 0 || uint64(sent) != issued {
+		t.Errorf("send_itinerary: %d commands in OUTBOX, %d itineraries sent; want some, each sent once", issued, sent)
+	}
 }
 
 // upgradeViewsMatchARebuild checks that traveler_spend, as the live view

@@ -113,20 +113,30 @@ func TestTripRoutesDefaultOnlyWhatTheConfigLeavesToThem(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		services bool
+		next     bool
 		workers  map[string]config.Worker
 		want     int
 	}{
-		{"services in the node, nothing configured", true, nil, 6},
-		{"services in the node, book_hotel elsewhere", true, map[string]config.Worker{"book_hotel": hotel}, 6},
-		{"services beside the node, nothing configured", false, nil, 6},
-		{"services beside the node, book_hotel configured", false, map[string]config.Worker{"book_hotel": hotel}, 1},
-		{"services beside the node, another kind configured", false, map[string]config.Worker{"ship": hotel}, 7},
+		{"services in the node, nothing configured", true, false, nil, 6},
+		{"services in the node, book_hotel elsewhere", true, false, map[string]config.Worker{"book_hotel": hotel}, 6},
+		{"services beside the node, nothing configured", false, false, nil, 6},
+		{"services beside the node, book_hotel configured", false, false, map[string]config.Worker{"book_hotel": hotel}, 1},
+		{"services beside the node, another kind configured", false, false, map[string]config.Worker{"ship": hotel}, 7},
+		// The next shape's new kind: routed only for a node of that build.
+		{"next build, services in the node", true, true, nil, 7},
+		{"next build, services beside the node", false, true, nil, 7},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := config.Default()
 			cfg.Demo.Services = tc.services
 			cfg.Workers = tc.workers
+			if tc.next {
+				cfg.Demo.Build = config.DemoBuildNext
+			}
 			got := tripRoutes(cfg)
+			if _, ok := got["send_itinerary"]; ok != tc.next {
+				t.Fatalf("send_itinerary routed: %v, want %v (only a node of the next build serves it)", ok, tc.next)
+			}
 			if len(got) != tc.want {
 				t.Fatalf("tripRoutes = %v, want %d kinds", got, tc.want)
 			}

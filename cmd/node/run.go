@@ -97,12 +97,23 @@ func tripRoutes(cfg config.Config) map[string]config.Worker {
 				return workers
 			}
 		}
+		for kind := range services.NextKindSubjects {
+			if _, ok := workers[kind]; ok {
+				return workers
+			}
+		}
 	}
 	out := map[string]config.Worker{}
-	schemas := trip.WorkerSchemas(cfg.Demo.Build == config.DemoBuildNext)
+	next := cfg.Demo.Build == config.DemoBuildNext
+	schemas := trip.WorkerSchemas(next)
 	for kind, subject := range services.KindSubjects {
 		// The demo's services read every payload schema the trip issues.
 		out[kind] = config.Worker{Target: config.TargetNATS, Subject: subject, Schema: schemas[kind]}
+	}
+	if next { // the kinds the next shape adds: today's build serves none
+		for kind, subject := range services.NextKindSubjects {
+			out[kind] = config.Worker{Target: config.TargetNATS, Subject: subject}
+		}
 	}
 	maps.Copy(out, workers)
 	return out

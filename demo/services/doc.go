@@ -15,6 +15,7 @@
 //	demo.svc.flights.cancel   {booking_ref}                   → {"cancelled": true}
 //	demo.svc.hotels.book      {traveler, destination, price}  → {"booking_ref": "HT-…"}
 //	demo.svc.hotels.cancel    {booking_ref}                   → {"cancelled": true}
+//	demo.svc.itineraries.send {traveler, destination}         → {"itinerary_ref": "IT-…"} (the trip's next shape)
 //	demo.svc.control          {service, mode, count, delay}   → the current modes
 //
 // # Protocol

@@ -18,6 +18,7 @@ const (
 	SubjectFlightsCancel  = "demo.svc.flights.cancel"
 	SubjectHotelsBook     = "demo.svc.hotels.book"
 	SubjectHotelsCancel   = "demo.svc.hotels.cancel"
+	SubjectItinerarySend  = "demo.svc.itineraries.send"
 	SubjectControl        = "demo.svc.control"
 	SubjectAll            = "demo.svc.>"
 	Queue                 = "demo-services"
@@ -38,8 +39,15 @@ var KindSubjects = map[string]string{
 	trip.KindCancelHotel:   SubjectHotelsCancel,
 }
 
+// NextKindSubjects maps the command kinds only the trip's next shape
+// issues (trip.NextKinds) to their subjects: a node of today's build routes
+// none of them, so they wait for the next build's workers.
+var NextKindSubjects = map[string]string{
+	trip.KindSendItinerary: SubjectItinerarySend,
+}
+
 // refusal is each service's terminal error.
-var refusal = map[string]string{Budget: "budget refused", Flights: "no seats", Hotels: "no rooms"}
+var refusal = map[string]string{Budget: "budget refused", Flights: "no seats", Hotels: "no rooms", Itineraries: "mailbox full"}
 
 // endpoint is one subject: the service it belongs to and its effect, which
 // sees only the decoded payload.
@@ -90,6 +98,16 @@ func endpoints() []endpoint {
 		{SubjectFlightsCancel, Flights, cancel("FL")},
 		{SubjectHotelsBook, Hotels, book("HT", nil)},
 		{SubjectHotelsCancel, Hotels, cancel("HT")},
+		{SubjectItinerarySend, Itineraries, func(p []byte) (any, error) {
+			var it trip.SendItinerary
+			if err := decode(p, &it); err != nil {
+				return nil, err
+			}
+			if strings.TrimSpace(it.Traveler) == "" || strings.TrimSpace(it.Destination) == "" {
+				return nil, terminal(fmt.Sprintf("invalid payload: traveler %q, destination %q: want both", it.Traveler, it.Destination))
+			}
+			return map[string]string{"itinerary_ref": ref("IT")}, nil
+		}},
 	}
 }
 

@@ -14,10 +14,13 @@ const (
 	Budget  = "budget"
 	Flights = "flights"
 	Hotels  = "hotels"
+	// Itineraries sends a confirmed trip's itinerary (the trip's next
+	// shape only).
+	Itineraries = "itineraries"
 )
 
 // Names lists the services, in order.
-var Names = []string{Budget, Flights, Hotels}
+var Names = []string{Budget, Flights, Hotels, Itineraries}
 
 // Kind is how a service answers.
 type Kind string

@@ -357,6 +357,17 @@ func TestTheTripsCommandsAreServed(t *testing.T) {
 	if len(KindSubjects) != 6 {
 		t.Fatalf("KindSubjects has %d kinds, want the trip's 6", len(KindSubjects))
 	}
+	// The kind the trip's next shape adds.
+	subject, ok := NextKindSubjects[trip.KindSendItinerary]
+	if !ok || len(NextKindSubjects) != len(trip.NextKinds) {
+		t.Fatalf("NextKindSubjects %v, want trip.NextKinds %v", NextKindSubjects, trip.NextKinds)
+	}
+	if rep := call(t, nc, subject, "trip:t7:2:send_itinerary", 1, `{"traveler":"ada","destination":"Lisbon"}`); rep.Error != "" || !strings.Contains(string(rep.Result), "IT-") {
+		t.Fatalf("send_itinerary: %+v", rep)
+	}
+	if rep := call(t, nc, subject, "trip:t7:3:send_itinerary", 1, `{"traveler":"ada"}`); rep.Error == "" || rep.Retryable {
+		t.Fatalf("send_itinerary without a destination: %+v, want a refusal", rep)
+	}
 }
 
 // TestAnOlderFenceIsAnsweredStale: after an attempt with fence 5 failed, a

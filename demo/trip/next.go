@@ -17,12 +17,30 @@ import (
 //     ([BookHotelV2]). Workers that understand only schema 1 leave it for a
 //     worker that understands 2 (workers.book_hotel.schema: 2), counting no
 //     attempt; see [WorkerSchemas].
+//   - a new command kind: a confirmed trip fires send_itinerary
+//     ([SendItinerary], no outcome reported). Today's build has no worker
+//     for it, so it waits in OUTBOX until a node of the next build serves
+//     it ([NextKinds]).
 
 // Currency is what the next shape records on every trip.
 const Currency = "EUR"
 
 // HotelSchema is the payload schema of book_hotel in the next shape.
 const HotelSchema = 2
+
+// KindSendItinerary is the command kind the next shape adds: the
+// traveler is sent the confirmed trip's itinerary.
+const KindSendItinerary = "send_itinerary"
+
+// NextKinds are the command kinds only the next shape issues: a node of
+// today's build has no worker for them.
+var NextKinds = []string{KindSendItinerary}
+
+// SendItinerary is send_itinerary's payload.
+type SendItinerary struct {
+	Traveler    string `json:"traveler" esjet:"personal,subject=traveler"`
+	Destination string `json:"destination"`
+}
 
 // BookHotelV2 is book_hotel's payload at schema 2.
 type BookHotelV2 struct {
@@ -98,4 +116,22 @@ func lockBudgetDoneNext(s State, o esjet.Outcome) (esjet.Decision, error) {
 		}
 	}
 	return d, nil
+}
+
+// bookDoneNext is bookDone that also fires send_itinerary when the trip is
+// confirmed.
+func bookDoneNext(me, other leg) func(State, esjet.Outcome) (esjet.Decision, error) {
+	done := bookDone(me, other)
+	return func(s State, o esjet.Outcome) (esjet.Decision, error) {
+		d, err := done(s, o)
+		if err != nil {
+			return d, err
+		}
+		for _, e := range d.Events {
+			if e.Type == EventTripConfirmed {
+				return d.Fire(KindSendItinerary, SendItinerary{Traveler: s.Traveler, Destination: s.Destination}), nil
+			}
+		}
+		return d, nil
+	}
 }

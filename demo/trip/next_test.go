@@ -53,3 +53,35 @@ func TestTheNextShapeVersionsItsEventAndItsHotelCommand(t *testing.T) {
 	}
 	_ = NextDefinition() // registers without a panic
 }
+
+// The next shape adds a command kind: the decision that confirms a trip
+// fires send_itinerary (no outcome reported); today's shape does not, and
+// a decision that does not confirm the trip fires nothing.
+func TestTheNextShapeSendsTheItineraryOfAConfirmedTrip(t *testing.T) {
+	s := State{Status: StatusBudgetLocked, Traveler: "ada", Destination: "Lisbon",
+		Flight: Leg{Status: LegStatusBooked}, Hotel: Leg{Status: LegStatusPending}}
+	done := esjet.Outcome{Result: json.RawMessage(`{"booking_ref":"HT-1"}`)}
+	itineraries := func(d esjet.Decision) (n int) {
+		for _, c := range d.Commands {
+			if c.Kind == KindSendItinerary {
+				n++
+				if p, ok := c.Payload.(SendItinerary); !ok || p.Traveler != "ada" || p.Destination != "Lisbon" || c.Report {
+					t.Errorf("send_itinerary %+v: want ada's Lisbon itinerary, not reported", c)
+				}
+			}
+		}
+		return n
+	}
+	next, err := bookDoneNext(hotel, flight)(s, done)
+	if err != nil || itineraries(next) != 1 {
+		t.Fatalf("next shape, hotel booked after the flight: %+v, %v; want one send_itinerary", next, err)
+	}
+	today, err := bookDone(hotel, flight)(s, done)
+	if err != nil || itineraries(today) != 0 {
+		t.Fatalf("today's shape: %+v, %v; want no send_itinerary", today, err)
+	}
+	s.Flight.Status = LegStatusPending // the flight still pending: not confirmed yet
+	if d, err := bookDoneNext(hotel, flight)(s, done); err != nil || itineraries(d) != 0 {
+		t.Fatalf("next shape, flight pending: %+v, %v; want no send_itinerary", d, err)
+	}
+}

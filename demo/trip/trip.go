@@ -254,7 +254,11 @@ func define(next bool) *esjet.Definition {
 	esjet.On(def, esjet.DoneKind(KindLockBudget), locked)
 	esjet.On(def, esjet.FailedKind(KindLockBudget), lockBudgetFailed)
 	for _, l := range []struct{ me, other leg }{{flight, hotel}, {hotel, flight}} {
-		esjet.On(def, esjet.DoneKind(l.me.book), bookDone(l.me, l.other))
+		if next {
+			esjet.On(def, esjet.DoneKind(l.me.book), bookDoneNext(l.me, l.other))
+		} else {
+			esjet.On(def, esjet.DoneKind(l.me.book), bookDone(l.me, l.other))
+		}
 		esjet.On(def, esjet.FailedKind(l.me.book), bookFailed(l.me, l.other))
 		esjet.On(def, esjet.DoneKind(l.me.cancel), cancelDone(l.me))
 		esjet.On(def, esjet.FailedKind(l.me.cancel), compensationFailed(l.me.cancel, func(s State) bool {
