@@ -33,11 +33,13 @@ import (
 // stored timestamps at the hub), so the time the source takes to resume
 // after the link returns is reported beside it, not in it.
 //
-// The raw side does the same with no esjet code: a stream on a site-like
-// server holding the same N messages (copied from the site: same subjects,
-// headers and payloads), sourced by domain over a leaf link into a stream
-// on a hub-like server with the same sync setting, the hub-like server
-// restarted after the backlog was written.
+// The raw side does the same work with no esjet code (edge_raw.go): a
+// stream on a site-like server holding the same N messages (copied from the
+// site: same subjects, headers and payloads), sourced by domain over a leaf
+// link into a stream on a hub-like server with the same sync setting. Its
+// source is created once the backlog is there and the link up (a raw
+// source cut off and restarted waits out a create timeout of up to 40s;
+// the esjet hub restarts its own), so its resume is that of a fresh source.
 
 // DefaultEdgeDecisions is the edge phase's backlog when --count is 0.
 const DefaultEdgeDecisions = 20_000
