@@ -235,7 +235,7 @@ func (m *siteMonitor) check(ctx context.Context) (soon bool) {
 			}
 		}
 		restart := t.assess(now, recreated, reachable, m.n.cfg.Edge.StallAfter.Std())
-		soon = soon || t.State == SiteCatchingUp && t.ActiveMS < 0 && t.Restarts == 0
+		soon = soon || t.State == SiteCatchingUp && t.ActiveMS < 0 && now.Sub(t.lastRestart) >= restartBetween
 		state, note := t.State, t.Note
 		flagged := t.flagged != state
 		t.flagged = state
