@@ -31,14 +31,18 @@ func TestEdgePhaseCatchesUpBothSides(t *testing.T) {
 	if p.Error != "" || p.Errors != 0 {
 		t.Fatalf("edge: %d error(s): %s", p.Errors, p.Error)
 	}
-	if p.Raw == nil || p.Esjet.Ops != count || p.Raw.Ops != count || p.Esjet.OpsPerSec <= 0 || p.Raw.OpsPerSec <= 0 || p.Ratio <= 0 {
-		t.Errorf("esjet %+v raw %+v ratio %g: want %d decisions caught up on each side", p.Esjet, p.Raw, p.Ratio, count)
+	if p.Raw == nil || p.Edge == nil {
+		t.Fatalf("edge row without its raw side or figures: %+v", p)
 	}
 	t.Logf("esjet %+v raw %+v ratio %.2f edge %+v", p.Esjet, *p.Raw, p.Ratio, *p.Edge)
-	if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.HasPrefix(n, "edge: a hub caught up") }) {
+	if p.Esjet.Ops != count || p.Raw.Ops != count || p.Esjet.OpsPerSec <= 0 || p.Raw.OpsPerSec <= 0 || p.Ratio <= 0 {
+		t.Errorf("esjet %+v raw %+v ratio %g: want %d decisions caught up on each side", p.Esjet, p.Raw, p.Ratio, count)
+	}
+	note := "edge (one catch-up a side, raw first): a hub caught up"
+	if !slices.ContainsFunc(rep.Notes, func(n string) bool { return strings.HasPrefix(n, note) }) {
 		t.Errorf("no edge note in %q", rep.Notes)
 	}
-	if ed := p.Edge; ed == nil || ed.Decisions != count || ed.SiteBytes == 0 || ed.WallSecs < ed.CatchUpSecs || ed.RawWallSecs < ed.RawCatchUpSecs || ed.ResumeSecs < 0 || ed.RawResumeSecs < 0 {
+	if ed := p.Edge; ed.Decisions != count || ed.SiteBytes == 0 || ed.WallSecs < ed.CatchUpSecs || ed.RawWallSecs < ed.RawCatchUpSecs || ed.ResumeSecs < 0 || ed.RawResumeSecs < 0 {
 		t.Errorf("edge figures %+v: want %d decisions, the catch-up inside the wall time", p.Edge, count)
 	}
 }

@@ -130,7 +130,7 @@ func rawGroupNote(p Phase) string {
 // edgeNote says what the edge phase's row compares and what it leaves out.
 func edgeNote(p Phase) string {
 	e := p.Edge
-	return fmt.Sprintf("%s: a hub caught up a site's offline backlog of %d decisions (%.0f bytes each at the site) at %s/s, from the first to the last stored in its EVENTS (through the site's staging stream at the hub: two sourcing hops); raw sourcing of the same messages across a leaf link (one stream sourcing another by domain, no esjet code) did %s/s: esjet did %.2f of it. "+
+	return fmt.Sprintf("%s (one catch-up a side, raw first): a hub caught up a site's offline backlog of %d decisions (%.0f bytes each at the site) at %s/s, from the first to the last stored in its EVENTS (through the site's staging stream at the hub: two sourcing hops); raw sourcing of the same messages across a leaf link (one stream sourcing another by domain, no esjet code) did %s/s: esjet did %.2f of it. "+
 		"Before that, the hub took %.1fs from its start to its first backlog decision (raw: %.1fs from the sourcing stream's creation), so %.1fs from start to the last (raw %.1fs). Longest pause between two stored in a row: esjet %.0fms, raw %.0fms; pauses of 100ms or more: %.1fs and %.1fs.",
 		phaseLabel(p), e.Decisions, float64(e.SiteBytes)/float64(max(e.Decisions+1, 1)), rate(p.Esjet.OpsPerSec), rate(p.Raw.OpsPerSec), p.Ratio,
 		e.ResumeSecs, e.RawResumeSecs, e.WallSecs, e.RawWallSecs, e.MaxGapSecs*1000, e.RawMaxGapSecs*1000, e.StalledSecs, e.RawStalledSecs)
