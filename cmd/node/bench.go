@@ -38,6 +38,11 @@ esjet/raw per phase:
   scale    only when named: fill --decisions decisions, then print bytes
            per decision, reconcile time and memory, the oldest command's
            lookup, cold loads and memory (see docs/PERFORMANCE.md, "At scale")
+  edge     only when named: an edge hub and a site (two nodes, leaf-linked,
+           in this process) — the site records --count decisions (default
+           20,000) while the hub is away, then the hub catches up; vs raw
+           sourcing of the same messages across a leaf link (see
+           docs/PERFORMANCE.md, "Edge catch-up")
 
 By default a node starts in-process on a temporary data directory (removed
 afterwards), NATS on 127.0.0.1:<random>, HTTP off; --sync picks its fsync
@@ -51,6 +56,7 @@ compare between runs.`
 const benchExample = `  esjet bench
   esjet bench --sync interval --phases append,micro --skew zipf
   esjet bench --phases append,effects --workers 1,32,256
+  esjet bench --phases edge --count 20000
   esjet bench --rate 2000 --duration 10s --phases append,e2e
   esjet bench --json --no-progress > bench.json
   esjet bench --url nats://a:4222,nats://b:4222 --namespace bench-tmp`
@@ -82,12 +88,12 @@ func newBenchCmd(g *globals) *cobra.Command {
 
 func (b *benchFlags) register(f *pflag.FlagSet) {
 	f.DurationVar(&b.opts.Duration, "duration", bench.DefaultDuration, "measured time per phase, both sides together")
-	f.IntVar(&b.opts.Count, "count", 0, "operations per side per phase instead of --duration (relay, effects: messages drained); 0: run for --duration")
+	f.IntVar(&b.opts.Count, "count", 0, "operations per side per phase instead of --duration (relay, effects: messages drained; edge: the offline backlog, default 20000); 0: run for --duration")
 	f.Float64Var(&b.opts.Rate, "rate", 0, "fixed arrival rate in operations/s for append, micro and e2e (latency from the scheduled time); 0: as fast as possible")
 	f.IntVar(&b.opts.Aggregates, "aggregates", bench.DefaultAggregates, "aggregates the append and micro phases spread commands over")
 	f.StringVar(&b.opts.Skew, "skew", bench.SkewUniform, "how commands pick aggregates: uniform or zipf (hot aggregates)")
 	f.IntSliceVar(&b.workers, "workers", []int{bench.DefaultWorkers}, "concurrent clients (and worker pool size); several (1,32,256) run every phase once per count")
-	f.StringSliceVar(&b.phases, "phases", bench.AllPhases, "phases to run, comma-separated (also on demand: scale)")
+	f.StringSliceVar(&b.phases, "phases", bench.AllPhases, "phases to run, comma-separated (also on demand: scale, edge)")
 	f.IntVar(&b.opts.Decisions, "decisions", 0, "decisions the scale phase fills the store with (0: 100000)")
 	f.BoolVar(&b.asJSON, "json", false, "print the report as JSON")
 	f.BoolVar(&b.noProgress, "no-progress", false, "no progress bars (they are also off with --json or when stderr is not a terminal)")

@@ -31,13 +31,16 @@ const (
 	// PhaseScale runs only when asked for (--phases scale): it fills a
 	// store of --decisions decisions.
 	PhaseScale = "scale"
+	// PhaseEdge runs only when asked for (--phases edge): a hub and a site
+	// catch up a backlog of --count decisions (edge.go).
+	PhaseEdge = "edge"
 )
 
 // AllPhases are the phases a run does by default, in order.
 var AllPhases = []string{PhaseAppend, PhaseMicro, PhaseRelay, PhaseEffects, PhaseE2E, PhaseLoad, PhaseReplay, PhaseProject}
 
 // OnDemandPhases run only when --phases names them, after the others.
-var OnDemandPhases = []string{PhaseScale}
+var OnDemandPhases = []string{PhaseScale, PhaseEdge}
 
 // Defaults.
 const (
@@ -303,6 +306,7 @@ var describe = map[string]string{
 	PhaseReplay:  "Log.ReadFrom of the whole log vs a raw ordered consumer reading it",
 	PhaseProject: "a new projection (no-op handler) catching up over the whole log vs a raw ordered consumer reading it",
 	PhaseScale:   "a store of --decisions decisions: bytes, reconcile, outbox lookup, cold loads and memory",
+	PhaseEdge:    "an edge hub catching up a site's offline backlog of --count decisions vs raw sourcing of the same messages across a leaf link",
 }
 
 // phaseRuns are the phases' bodies, one file each.
@@ -316,6 +320,7 @@ var phaseRuns = map[string]func(e *env, ctx context.Context, progress func(float
 	PhaseReplay:  (*env).replayPhase,
 	PhaseProject: (*env).projectPhase,
 	PhaseScale:   (*env).scalePhase,
+	PhaseEdge:    (*env).edgePhase,
 }
 
 func (e *env) runPhase(ctx context.Context, name string, progress func(float64)) ([]Phase, error) {

@@ -91,6 +91,11 @@ func notes(r *Report, o Options) []string {
 		}
 	}
 	for _, p := range r.Phases {
+		if p.Name == PhaseEdge && p.Edge != nil && p.Raw != nil {
+			n = append(n, edgeNote(p))
+		}
+	}
+	for _, p := range r.Phases {
 		if p.Name == PhaseEffects && p.Raw != nil && p.Raw.Ops > 0 {
 			n = append(n, "effects: raw fetches and acks without waiting for the server's confirmation; esjet's workers also read and write a receipt per command (group-committed under sync always) and then ack without waiting, as the receipt folds a redelivery.")
 			break
@@ -120,6 +125,15 @@ func rawGroupNote(p Phase) string {
 		s += ": " + strings.Join(of, ", ")
 	}
 	return s + fmt.Sprintf("; esjet did %.2f of it.", p.RawGroupRatio)
+}
+
+// edgeNote says what the edge phase's row compares and what it leaves out.
+func edgeNote(p Phase) string {
+	e := p.Edge
+	return fmt.Sprintf("%s (one catch-up a side, raw first): a hub caught up a site's offline backlog of %d decisions (%.0f bytes each at the site) at %s/s, from the first to the last stored in its EVENTS (through the site's staging stream at the hub: two sourcing hops); raw sourcing of the same messages across a leaf link (one stream sourcing another by domain, no esjet code) did %s/s: esjet did %.2f of it. "+
+		"Before that, the hub took %.1fs from its start to its first backlog decision (raw: %.1fs from the sourcing stream's creation), so %.1fs from start to the last (raw %.1fs). Longest pause between two stored in a row: esjet %.0fms, raw %.0fms; pauses of 100ms or more: %.1fs and %.1fs.",
+		phaseLabel(p), e.Decisions, float64(e.SiteBytes)/float64(max(e.Decisions+1, 1)), rate(p.Esjet.OpsPerSec), rate(p.Raw.OpsPerSec), p.Ratio,
+		e.ResumeSecs, e.RawResumeSecs, e.WallSecs, e.RawWallSecs, e.MaxGapSecs*1000, e.RawMaxGapSecs*1000, e.StalledSecs, e.RawStalledSecs)
 }
 
 // phaseLabel is the phase's name as the table shows it.

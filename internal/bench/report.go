@@ -96,6 +96,8 @@ type Phase struct {
 	RawSameAggregateWaits int64  `json:"raw_same_aggregate_waits"`
 	Errors                int64  `json:"errors"`
 	Error                 string `json:"error,omitempty"` // the first error, or why the phase stopped
+	// Edge is the edge phase's figures beyond its row (edge.go).
+	Edge *Edge `json:"edge,omitempty"`
 }
 
 // Side is one implementation's figures in a phase.

@@ -56,6 +56,14 @@ const (
 	monitorEvery   = 2 * time.Second
 	restartIdle    = 6 * time.Second // no sign of the source while the link is up
 	restartBetween = 10 * time.Second
+	// resumeAfterLink: a source the hub has not heard from at all since it
+	// started (not even a heartbeat) while the site has answered for this
+	// long sent its consumer create request while the link was down, and
+	// would wait out its timeout; the hub restarts it then, not after
+	// restartIdle. (Measured: a hub started while its site was away heard
+	// nothing from the source for 7s after the link came up, until the
+	// restart; the restarted source delivered within 0.2s.)
+	resumeAfterLink = time.Second
 )
 
 // siteMonitor watches the hub's sources, restarts the ones that do not
@@ -128,10 +136,14 @@ func (m *siteMonitor) Run(ctx context.Context) error {
 		return fmt.Errorf("edge: serve %s: %w", SitesSubject(m.names.Namespace), err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	t := time.NewTicker(monitorEvery)
+	t := time.NewTimer(monitorEvery)
 	defer t.Stop()
 	for {
-		m.check(ctx)
+		next := monitorEvery
+		if m.check(ctx) {
+			next = resumeAfterLink
+		}
+		t.Reset(next)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -143,15 +155,16 @@ func (m *siteMonitor) Run(ctx context.Context) error {
 // check looks at each site's staging streams (StagingAccount): their
 // sources read the site across the link, so their positions are the
 // hub's; the hub's own sources of the staging streams are local and add
-// their lag.
-func (m *siteMonitor) check(ctx context.Context) {
+// their lag. It reports whether a site waits for its source to resume
+// (resumeAfterLink): the next check should come sooner.
+func (m *siteMonitor) check(ctx context.Context) (soon bool) {
 	js := m.n.broker.JetStream()
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	events, err := js.Stream(cctx, m.names.Events)
 	if err != nil {
 		m.logger.Warn("hub event log unreadable", "error", err)
-		return
+		return false
 	}
 	hubLag := map[string]uint64{}
 	for _, si := range events.CachedInfo().Sources {
@@ -222,6 +235,7 @@ func (m *siteMonitor) check(ctx context.Context) {
 			}
 		}
 		restart := t.assess(now, recreated, reachable, m.n.cfg.Edge.StallAfter.Std())
+		soon = soon || t.State == SiteCatchingUp && t.ActiveMS < 0 && now.Sub(t.lastRestart) >= restartBetween
 		state, note := t.State, t.Note
 		flagged := t.flagged != state
 		t.flagged = state
@@ -236,6 +250,7 @@ func (m *siteMonitor) check(ctx context.Context) {
 			m.restart(ctx, sjs, site, st.Outbox)
 		}
 	}
+	return soon
 }
 
 // assess sets the site's state from what check read into t (recreated: why
@@ -260,7 +275,9 @@ func (t *siteTrack) assess(now time.Time, recreated string, reachable bool, stal
 		restart = true
 	default:
 		t.State, t.Note = SiteCatchingUp, ""
-		restart = waited >= restartIdle
+		// A source never heard from while the site answers is waiting on a
+		// create request that went nowhere (resumeAfterLink).
+		restart = waited >= restartIdle || t.ActiveMS < 0 && reachable && !t.seen.IsZero() && now.Sub(t.seen) >= resumeAfterLink
 	}
 	restart = restart && reachable && now.Sub(t.lastRestart) >= restartBetween
 	if restart {

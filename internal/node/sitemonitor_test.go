@@ -39,3 +39,29 @@ func TestSiteMonitorWaitsFromWhenThereIsSomethingToWaitFor(t *testing.T) {
 		t.Fatalf("a new lag after catching up: restart %v, state %s", restart, tr.State)
 	}
 }
+
+// TestSiteMonitorRestartsASourceNeverHeardFromOnceTheLinkIsUp: a hub
+// started while its site was away has a source whose consumer create
+// request went nowhere; once the site has answered for resumeAfterLink
+// and the source has still said nothing (not even a heartbeat), the hub
+// restarts it rather than waiting restartIdle. A source that has spoken is
+// left alone.
+func TestSiteMonitorRestartsASourceNeverHeardFromOnceTheLinkIsUp(t *testing.T) {
+	const stallAfter = time.Minute
+	start := time.Now()
+	tr := &siteTrack{SiteStatus: SiteStatus{Site: "s1", Connected: true, Lag: 100, ActiveMS: -1, LastProgress: start}, seen: start}
+	if restart := tr.assess(start.Add(resumeAfterLink/2), "", true, stallAfter); restart || tr.State != SiteCatchingUp {
+		t.Fatalf("the link just came up: restart %v, state %s", restart, tr.State)
+	}
+	if restart := tr.assess(start.Add(resumeAfterLink), "", true, stallAfter); !restart {
+		t.Fatalf("never heard from %s after the link came up: no restart", resumeAfterLink)
+	}
+	if restart := tr.assess(start.Add(resumeAfterLink+monitorEvery), "", true, stallAfter); restart {
+		t.Fatal("restarted again within restartBetween")
+	}
+
+	heard := &siteTrack{SiteStatus: SiteStatus{Site: "s1", Connected: true, Lag: 100, ActiveMS: 500, LastProgress: start}, seen: start}
+	if restart := heard.assess(start.Add(resumeAfterLink+monitorEvery), "", true, stallAfter); restart {
+		t.Fatal("restarted a source that was heard from before restartIdle")
+	}
+}
