@@ -110,6 +110,7 @@ func TestACommandArrivingAsTheWorkerStopsIsNotLostForAckWait(t *testing.T) {
 		afterStop bool // publish once Run has returned, not as the stop begins
 	}{{"as the stop begins", false}, {"after Run returned", true}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			e := newWEnv(t, s)
 			var h heldWrites
 			nc, err := nats.Connect(s.ClientURL(), nats.SetCustomDialer(&h))
