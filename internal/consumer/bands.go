@@ -188,8 +188,12 @@ func (w *Worker) waitOrder() []*band {
 // meanwhile would be dropped by a client that stopped reading (nats.go's
 // Fetch unsubscribes when its context ends), unacknowledged until AckWait.
 // So a stopping worker lets its idle pulls run out and runs what they
-// bring, like a command that came a moment before the stop.
+// bring, like a command that came a moment before the stop. A worker
+// already stopping opens no new pull.
 func (w *Worker) waitOne(ctx context.Context, b *band) (pulled, bool) {
+	if ctx.Err() != nil {
+		return pulled{}, false
+	}
 	sent := w.now()
 	batch, err := b.cons.Fetch(1, jetstream.FetchMaxWait(w.idleWait()))
 	if err != nil {
