@@ -180,15 +180,22 @@ func (w *Worker) waitOrder() []*band {
 	return out
 }
 
-// waitOne waits for the next message of band b, up to 2s so ctx is
-// noticed (FetchContext carries the deadline; it cannot be combined with
-// FetchMaxWait), and at most a quarter of AckWait, which is how early the
-// lease's start may be counted.
+// waitOne waits for the next message of band b, up to idleWait. The wait
+// is not cut short when ctx ends: the pull is open on the server until it
+// expires (or the server hears that nobody reads its reply subject, which
+// may come later than a command: across a route, a leaf link, or simply
+// after a publish already on its way), and a message the server sends it
+// meanwhile would be dropped by a client that stopped reading (nats.go's
+// Fetch unsubscribes when its context ends), unacknowledged until AckWait.
+// So a stopping worker lets its idle pulls run out and runs what they
+// bring, like a command that came a moment before the stop. A worker
+// already stopping opens no new pull.
 func (w *Worker) waitOne(ctx context.Context, b *band) (pulled, bool) {
-	fctx, cancel := context.WithTimeout(ctx, min(2*time.Second, max(w.cfg.AckWait/4, 10*time.Millisecond)))
-	defer cancel()
+	if ctx.Err() != nil {
+		return pulled{}, false
+	}
 	sent := w.now()
-	batch, err := b.cons.Fetch(1, jetstream.FetchContext(fctx))
+	batch, err := b.cons.Fetch(1, jetstream.FetchMaxWait(w.idleWait()))
 	if err != nil {
 		if ctx.Err() == nil {
 			w.logger.Debug("fetch", "band", b.priority, "error", err)
@@ -201,6 +208,15 @@ func (w *Worker) waitOne(ctx context.Context, b *band) (pulled, bool) {
 		return pulled{m, sent}, true
 	}
 	return pulled{}, false
+}
+
+// idleWait is how long an idle pull waits for a command: 2s, and at most a
+// quarter of AckWait, which is how early the lease's start may be counted.
+// It bounds, too, how long a stopping worker with nothing in flight takes
+// to return (waitOne). With FetchMaxWait the server ends the pull (408)
+// when it expires; the client gives up a second later if that is lost.
+func (w *Worker) idleWait() time.Duration {
+	return min(2*time.Second, max(w.cfg.AckWait/4, 10*time.Millisecond))
 }
 
 // pull fills n free places. First, while its pool has room beside them,

@@ -110,9 +110,17 @@ func (p *place) release() {
 // its restart. What a call returns is recorded as usual.
 func (w *Worker) Abandon() { w.abandonCall() }
 
+// InFlight is how many commands the worker holds now: being called,
+// waiting for their turn, or having their outcome recorded. A stopping
+// worker with none is only waiting for its idle pulls to run out.
+func (w *Worker) InFlight() int { return int(w.inFlight.Load()) }
+
 // Run pulls and handles commands until ctx ends, then stops pulling, lets
 // the handlers in flight finish (each bounded by its timeout, or cut short
-// by [Worker.Abandon]) and their records be written, and returns.
+// by [Worker.Abandon]) and their records be written, and returns. Its idle
+// pulls are not cut short but run out (at most 2s): a command the server
+// sends one of them meanwhile is run like one that came just before the
+// stop, rather than dropped unacknowledged until AckWait (waitOne).
 func (w *Worker) Run(ctx context.Context) error {
 	free := make(chan struct{}, w.cfg.Workers)
 	for range w.cfg.Workers {
@@ -145,7 +153,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	// hold the pull took); giveBack returns a place the pull did not use.
 	start := func(p pulled) {
 		pl := &place{free: free, records: records, held: held}
+		w.inFlight.Add(1)
 		wg.Go(func() {
+			defer w.inFlight.Add(-1)
 			defer pl.release()
 			w.handle(handleCtx, ctx.Done(), p.m, newLease(p.sent, w.cfg.AckWait, w.now), pl)
 		})

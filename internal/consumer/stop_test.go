@@ -4,10 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/esjet/esjet/internal/natstest"
+	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
 )
 
@@ -57,4 +63,118 @@ func TestStopWhileTargetUnavailable(t *testing.T) {
 		rc, ok := e.receipt(t, id)
 		return ok && rc.Outcome == wire.OutcomeDone
 	})
+}
+
+// heldWrites dials connections whose writes the test can hold: what the
+// client sends (an unsubscribe, an ack) waits, what the server sends still
+// arrives. It widens the moment between a client walking away from a
+// subscription and the server hearing of it, as a route, a leaf link or a
+// busy connection does.
+type heldWrites struct{ mu sync.RWMutex } // write-locked while held
+
+func (h *heldWrites) Dial(network, address string) (net.Conn, error) {
+	c, err := net.Dial(network, address)
+	if err != nil {
+		return nil, err
+	}
+	return heldConn{c, h}, nil
+}
+
+func (h *heldWrites) hold()    { h.mu.Lock() }
+func (h *heldWrites) release() { h.mu.Unlock() }
+
+type heldConn struct {
+	net.Conn
+	h *heldWrites
+}
+
+func (c heldConn) Write(p []byte) (int, error) {
+	c.h.mu.RLock()
+	defer c.h.mu.RUnlock()
+	return c.Conn.Write(p)
+}
+
+// A command that lands while a stopping worker's idle pull is open on the
+// server, or just after its Run returned, is not lost in the stop. A pull
+// request is open on the server until it expires or the server hears that
+// its reply subject has no subscriber; a message the server sends it
+// before then, to a client that no longer reads that pull, is dropped by
+// the client, unacked, and the next worker got it only after AckWait
+// (30s). The relay stops after the workers, so a command published just
+// after them is the common case. The restarted worker must have it done
+// within a few idle waits (2s each).
+func TestACommandArrivingAsTheWorkerStopsIsNotLostForAckWait(t *testing.T) {
+	s := natstest.RunServer(t)
+	for _, tc := range []struct {
+		name      string
+		afterStop bool // publish once Run has returned, not as the stop begins
+	}{{"as the stop begins", false}, {"after Run returned", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newWEnv(t, s)
+			var h heldWrites
+			nc, err := nats.Connect(s.ClientURL(), nats.SetCustomDialer(&h))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			js, err := jetstream.New(nc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok := HandlerFunc(func(context.Context, Delivery) (json.RawMessage, error) { return json.RawMessage(`{}`), nil })
+			kc := fast("lock", ok)
+			kc.AckWait = 30 * time.Second // what the command waits for if dropped
+			w, err := NewWorker(t.Context(), js, e.ns, kc, e.fb, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cons, err := e.js.Consumer(t.Context(), streams.NamesFor(e.ns).Outbox, wire.WorkerConsumerName("lock"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			info := func() *jetstream.ConsumerInfo {
+				i, err := cons.Info(t.Context())
+				if err != nil {
+					t.Fatal(err)
+				}
+				return i
+			}
+			ctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			done := make(chan struct{})
+			go func() { _ = w.Run(ctx); close(done) }()
+			natstest.Eventually(t, 10*time.Second, func() bool { return info().NumWaiting > 0 }) // idle, its pull open
+			h.hold()
+			released := sync.OnceFunc(h.release)
+			defer released()
+			stop()
+			if tc.afterStop {
+				select {
+				case <-done:
+				case <-time.After(10 * time.Second):
+					t.Fatal("Run still waiting 10s after its stop with nothing to do")
+				}
+			}
+			id := e.command(t, "lock", "s1", `{}`)
+			// The server delivers it to an open pull, or keeps it when none is.
+			natstest.Eventually(t, 10*time.Second, func() bool {
+				i := info()
+				return i.NumAckPending == 1 || i.NumPending == 1 && i.NumWaiting == 0
+			})
+			released()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Run still waiting 10s after its stop")
+			}
+			began := time.Now()
+			e.start(t, kc)
+			natstest.Eventually(t, 8*time.Second, func() bool {
+				rc, ok := e.receipt(t, id)
+				return ok && rc.Outcome == wire.OutcomeDone
+			})
+			t.Logf("done %s after the restart (by the stopped worker: %d)", time.Since(began).Round(time.Millisecond), w.Stats().Done)
+		})
+	}
 }

@@ -160,6 +160,7 @@ type Worker struct {
 	bands     []*band
 	waitEnded chan struct{}
 	waits     atomic.Int32 // band waits outstanding, each holding a place
+	inFlight  atomic.Int64 // deliveries being handled (InFlight)
 
 	done, retried, dead, skipped, poison, feedbackErrors, stale, unreadReceipts, refused, deferred atomic.Int64
 	// Flow control: whether the pull waits for a resume; deliveries

@@ -82,9 +82,6 @@ type Node struct {
 	workers     []*consumer.Worker
 	workersStop context.CancelFunc
 	workersDone sync.WaitGroup
-	// workersRunning holds the kinds whose worker has not returned yet, so
-	// a shutdown can say which it waits for.
-	workersRunning sync.Map
 
 	tel         *telemetry.Telemetry
 	metricsSrv  *http.Server
@@ -381,12 +378,7 @@ func (n *Node) startWorkers(ctx context.Context, opts Options, logger *slog.Logg
 			return err
 		}
 		n.workers = append(n.workers, w)
-		kind := kc.Kind
-		n.workersDone.Go(func() {
-			n.workersRunning.Store(kind, true)
-			defer n.workersRunning.Delete(kind)
-			_ = n.watch(wctx, "worker "+kind, w.Run(wctx))
-		})
+		n.workersDone.Go(func() { _ = n.watch(wctx, "worker "+kc.Kind, w.Run(wctx)) })
 	}
 	served := map[string]bool{}
 	for kind := range kinds {

@@ -137,12 +137,18 @@ func (n *Node) awaitWorkers(ctx context.Context, done <-chan struct{}) error {
 }
 
 // awaitWorkersNamed waits for done until ctx ends, naming the kinds whose
-// workers are still in a handler.
+// workers hold a command (in a handler, waiting for their turn, or
+// recording its outcome). A worker with none is only letting its idle
+// pulls run out (consumer.Worker.Run): it is not named.
 func (n *Node) awaitWorkersNamed(ctx context.Context, done <-chan struct{}) error {
 	var kinds []string
-	n.workersRunning.Range(func(k, _ any) bool { kinds = append(kinds, k.(string)); return true })
+	for _, w := range n.workers {
+		if w.InFlight() > 0 {
+			kinds = append(kinds, w.Kind())
+		}
+	}
 	sort.Strings(kinds)
-	what := "the workers to stop" // none in a handler: they are leaving their pulls
+	what := "the workers' idle pulls to run out (2s at most)"
 	if len(kinds) > 0 {
 		what = fmt.Sprintf("the workers of %s to finish their in-flight commands", strings.Join(kinds, ", "))
 	}
