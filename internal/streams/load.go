@@ -228,7 +228,9 @@ func (l *Log) scanConsumer(ctx context.Context, filter string, from uint64, limi
 			case msgs <- m:
 				return nil
 			case <-ctx.Done():
-				return ErrStopScan
+				// Not ErrStopScan: ReadRange takes that for a read that
+				// ended well, and a caller's cancellation must come back.
+				return ctx.Err()
 			}
 		})
 	}()

@@ -96,7 +96,7 @@ func readRange(ctx context.Context, js jetstream.JetStream, stream string, r Sca
 	if info := oc.CachedInfo(); info != nil && info.NumPending == 0 {
 		return 0, nil // nothing stored from r.From on
 	}
-	n, last := 0, uint64(0)
+	n, last, stuck := 0, uint64(0), 0
 	for {
 		m, err := it.Next(jetstream.NextMaxWait(consumeIdle))
 		switch {
@@ -111,6 +111,16 @@ func readRange(ctx context.Context, js jetstream.JetStream, stream string, r Sca
 			}
 			if info.NumPending == 0 && info.Delivered.Stream <= max(last, r.From-1) {
 				return n, nil
+			}
+			// Messages pending and no pull waiting at the consumer: the
+			// client's pull never reached it (on a cluster, sent before
+			// the consumer's interest got to this server), and none
+			// follows before the consumer goes inactive. The rest is
+			// read with direct gets (ReadRange).
+			if info.NumWaiting == 0 {
+				if stuck++; stuck >= 2 {
+					return n, nil
+				}
 			}
 			continue
 		case err != nil:
