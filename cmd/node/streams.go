@@ -107,10 +107,10 @@ func collectStreams(ctx context.Context, js jetstream.JetStream, names streams.N
 		{names.DLQ, "dead letters"},
 		{wire.KVStream(names.Snapshots), "snapshots (KV)"},
 		{wire.KVStream(names.Receipts), "receipts (KV)"},
+		{wire.KVStream(names.Workers), "workers' control (KV)"},
 	}
-	// Read models, reconcile's checkpoint, the workers' control, the data
-	// keys and the archive exist once something made them: listed when
-	// they do.
+	// Read models, reconcile's checkpoint, the data keys and the archive
+	// exist once something made them: listed when they do.
 	extra, err := namespaceExtras(ctx, js, names.Namespace)
 	if err != nil {
 		return nil, err
@@ -196,8 +196,8 @@ func humanBytes(n uint64) string {
 }
 
 // namespaceExtras are the namespace's streams made on demand: the read
-// models' buckets (KV_<ns>_view_*), their control bucket and reconcile's
-// checkpoint, in name order.
+// models' buckets (KV_<ns>_view_*), their control bucket, reconcile's
+// checkpoint, the data keys and the archive, in name order.
 func namespaceExtras(ctx context.Context, js jetstream.JetStream, ns string) ([]struct{ name, role string }, error) {
 	var out []struct{ name, role string }
 	lister := js.StreamNames(ctx)
@@ -209,8 +209,6 @@ func namespaceExtras(ctx context.Context, js jetstream.JetStream, ns string) ([]
 			out = append(out, struct{ name, role string }{name, "projection leases (KV)"})
 		case name == wire.ObjStream(wire.ReconcileBucket(ns)):
 			out = append(out, struct{ name, role string }{name, "reconcile checkpoint"})
-		case name == wire.KVStream(wire.NamesFor(ns).Workers):
-			out = append(out, struct{ name, role string }{name, "workers' control (KV)"})
 		case name == wire.KVStream(wire.KeysBucket(ns)):
 			out = append(out, struct{ name, role string }{name, "data keys (KV)"})
 		case name == wire.ObjStream(wire.ArchiveBucket(ns)):

@@ -219,7 +219,7 @@ const longReadBatches = 4
 func (l *Log) scanConsumer(ctx context.Context, filter string, from uint64, limit int, foreign func(Foreign), fn func(Record) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	msgs := make(chan *jetstream.RawStreamMsg, l.cfg.LoadBatch)
+	msgs := make(chan *jetstream.RawStreamMsg, 64) // enough to keep both goroutines busy; ReadRange bounds the bytes it asks for
 	var readErr error
 	go func() {
 		defer close(msgs)

@@ -26,6 +26,11 @@ import (
 // which the operator role does not have ([ConsumersAllowed]); direct gets
 // stay the way for the rest.
 
+// rangeMaxBytes bounds what a [ReadRange] asks for at a time, as
+// batchMaxBytes bounds a batched direct get: a batch of big messages must
+// not fill the reader's memory.
+const rangeMaxBytes = 8 << 20
+
 // consumeIdle is how long a [ReadRange] waits for the next message before
 // it asks the server whether any is still coming.
 const consumeIdle = time.Second
@@ -79,7 +84,7 @@ func readRange(ctx context.Context, js jetstream.JetStream, stream string, r Sca
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", stream, err)
 	}
-	it, err := oc.Messages(jetstream.PullMaxMessages(batch))
+	it, err := oc.Messages(jetstream.PullMaxMessagesWithBytesLimit(batch, rangeMaxBytes))
 	if err != nil {
 		return 0, fmt.Errorf("read %s from seq %d: %w", stream, r.From, err)
 	}
@@ -136,7 +141,7 @@ func readRange(ctx context.Context, js jetstream.JetStream, stream string, r Sca
 		}
 		last = seq
 		n++
-		raw := &jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: seq, Header: m.Headers(), Data: m.Data(), Time: meta.Timestamp}
+		raw := &jetstream.RawStreamMsg{Subject: m.Subject(), Sequence: seq, Header: m.Headers(), Data: m.Data(), Time: meta.Timestamp.UTC()} // UTC, as a direct get's
 		if err := fn(raw); err != nil {
 			if errors.Is(err, ErrStopScan) {
 				return n, nil

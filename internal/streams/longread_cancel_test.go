@@ -16,7 +16,7 @@ import (
 // consumer, the reader's callback answers ErrStopScan to a cancelled
 // context, ReadRange takes that for "stop here, no error", and scan
 // returns nil after a partial read.
-func TestRVACancelledLongReadReturnsTheCancellation(t *testing.T) {
+func TestACancelledLongReadReturnsTheCancellation(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
 	h := provisioned([]*server.Server{s}, 1)(t, Config{LoadBatch: 3})

@@ -15,7 +15,7 @@ import (
 	"github.com/esjet/esjet/internal/streams"
 )
 
-func TestRVAnOperatorsLongReadCreatesNoConsumer(t *testing.T) {
+func TestAnOperatorsLongReadCreatesNoConsumer(t *testing.T) {
 	t.Parallel()
 	ns := natstest.Namespace(t)
 	op, err := broker.RolePermissions(broker.RoleOperator, broker.RoleSpec{Namespace: ns, User: "op"})

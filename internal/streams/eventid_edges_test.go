@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 )
 
-func TestRVEventIDEdges(t *testing.T) {
+func TestEventIDEdges(t *testing.T) {
 	for _, d := range []uuid.UUID{uuid.Nil, uuid.Max, uuid.Must(uuid.NewRandom())} {
 		for _, i := range []int{-1, -10, math.MinInt, math.MaxInt, 99999, 1e9} {
 			if got, want := eventID(d, i), uuid.NewSHA1(d, []byte("event:"+strconv.Itoa(i))).String(); got != want {
