@@ -39,45 +39,35 @@ const upgradeV1Hotels = "ledger.hotels.book.v1"
 // attachV1Hotels serves upgradeV1Hotels on the ledger: a schema-2 payload
 // there (a worker ran a command it does not understand) is a problem.
 func (l *effectLedger) attachV1Hotels(url string) {
-	l.t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.Name("ledger-v1"))
-	if err != nil {
-		l.t.Fatalf("ledger: connect %s: %v", url, err)
-	}
-	if _, err := nc.QueueSubscribe(upgradeV1Hotels, "ledger", func(m *nats.Msg) {
+	l.attachSubject(url, upgradeV1Hotels, "book_hotel", func(m *nats.Msg) {
 		var p map[string]json.RawMessage
 		_ = json.Unmarshal(m.Data, &p)
 		if _, v2 := p["price_cents"]; v2 || m.Header.Get(wire.HeaderCommandSchema) != "" {
 			l.problem("the schema-1 hotel service was sent %s at schema %q: %s", m.Header.Get("Idempotency-Key"), m.Header.Get(wire.HeaderCommandSchema), m.Data)
 		}
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			l.handle("book_hotel", m)
-		}()
-	}); err != nil {
-		l.t.Fatal(err)
-	}
-	l.mu.Lock()
-	l.conns = append(l.conns, nc)
-	l.mu.Unlock()
+	})
 }
 
 // upgradeItineraries is build B's itinerary service (the kind B adds).
 const upgradeItineraries = "ledger.itineraries.send"
 
-// attachItineraries serves upgradeItineraries on the ledger.
-func (l *effectLedger) attachItineraries(url string) {
+// attachSubject serves kind's effect on subject (a subject of its own
+// beside ledgerSubjects) with a connection to url; check, if set, looks at
+// each request first.
+func (l *effectLedger) attachSubject(url, subject, kind string, check func(*nats.Msg)) {
 	l.t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.Name("ledger-itineraries"))
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.Name("ledger "+subject))
 	if err != nil {
 		l.t.Fatalf("ledger: connect %s: %v", url, err)
 	}
-	if _, err := nc.QueueSubscribe(upgradeItineraries, "ledger", func(m *nats.Msg) {
+	if _, err := nc.QueueSubscribe(subject, "ledger", func(m *nats.Msg) {
+		if check != nil {
+			check(m)
+		}
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			l.handle(trip.KindSendItinerary, m)
+			l.handle(kind, m)
 		}()
 	}); err != nil {
 		l.t.Fatal(err)
@@ -118,7 +108,7 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 	ledger := newEffectLedger(t)
 	ledger.attach(url)
 	ledger.attachV1Hotels(url)
-	ledger.attachItineraries(url)
+	ledger.attachSubject(url, upgradeItineraries, trip.KindSendItinerary, nil)
 	kinds := slices.Sorted(mapKeys(ledgerSubjects))
 	cfgA := writeLedgerConfig(t, kinds, func(kind string) ledgerKind {
 		if kind == "book_hotel" {
