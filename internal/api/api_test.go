@@ -36,7 +36,10 @@ const (
 	ns           = "test" // esjettest's namespace
 	eventsStream = "TEST_EVENTS"
 	maxBody      = 1 << 20 // streams.max_message_size in esjettest
-	replyTimeout = 10 * time.Second
+	// replyTimeout bounds a NATS request's wait. A megabyte request that
+	// decides into a decision over the limit takes ~1.5 s under -race on a
+	// quiet machine; at load ~20 that passed 10 s (CI's -race run).
+	replyTimeout = 30 * time.Second
 )
 
 // Wire shapes, as a client reads them.

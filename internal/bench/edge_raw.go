@@ -7,12 +7,13 @@ import (
 	"net/url"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/esjet/esjet/internal/wire"
 )
 
 // The edge phase's raw side: plain JetStream sourcing across a leaf link,
@@ -191,7 +192,7 @@ func copyBacklog(ctx context.Context, from jetstream.Stream, to jetstream.JetStr
 		}
 		out := nats.NewMsg("rawedge." + m.Subject())
 		for k, v := range m.Headers() {
-			if !strings.HasPrefix(k, "Nats-Expected") && !strings.HasPrefix(k, "Nats-Batch") {
+			if wire.KeptOnCopy(k) && k != wire.HeaderBatchID && k != wire.HeaderBatchSeq && k != wire.HeaderBatchCommit {
 				out.Header[k] = v
 			}
 		}
