@@ -183,22 +183,17 @@ func TestRollingUpgradeUnderLoad(t *testing.T) {
 			t.Errorf("a build A node dead-lettered a command")
 		}
 	}
-	upgradeItinerariesSentOnce(t, url, ledger)
-	upgradeViewsMatchARebuild(t, url)
+	_, js := natstest.Connect(t, srv)
+	upgradeItinerariesSentOnce(t, js, ledger)
+	upgradeViewsMatchARebuild(t, js)
 }
 
 // upgradeItinerariesSentOnce checks the kind build B added: trips B
 // confirmed fired send_itinerary, and each of those commands ran exactly
 // once, though build A's nodes served the namespace beside B's for a
 // while with no worker for it.
-func upgradeItinerariesSentOnce(t *testing.T, url string, ledger *effectLedger) {
+func upgradeItinerariesSentOnce(t *testing.T, js jetstream.JetStream, ledger *effectLedger) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	names := wire.NamesFor("demo")
 	st, err := js.Stream(t.Context(), names.Outbox)
 	if err != nil {
@@ -231,14 +226,8 @@ func upgradeItinerariesSentOnce(t *testing.T, url string, ledger *effectLedger) 
 // upgradeViewsMatchARebuild checks that traveler_spend, as the live view
 // built it across both builds, kills and the hand-over of its partitions,
 // holds what a rebuild from scratch holds.
-func upgradeViewsMatchARebuild(t *testing.T, url string) {
+func upgradeViewsMatchARebuild(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
 	views := projection.NewViews(js, "demo", 0)
 	const view = "traveler_spend"
 	// Three minutes: the live view catches up with the log after the
