@@ -197,6 +197,63 @@ func TestLoadOfADenseAggregateIsOneRangeRead(t *testing.T) {
 	}
 }
 
+// TestLoadOfALongTailInFewBlocksIsOneFilteredRead: an aggregate with many
+// versions spread over a stretch of the log too sparse for a range read but
+// far shorter than a block per few versions is read with a subject-filtered
+// batch, not one get per version (a 1,000-version aggregate without
+// snapshots took 1,000 round trips); one with few versions far apart is
+// still walked.
+func TestLoadOfALongTailInFewBlocksIsOneFilteredRead(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	h := provisioned([]*server.Server{s}, 1)(t, Config{})
+	var recs []Record
+	var pos Position
+	for i := range 40 {
+		pad(t, h, 5)
+		r := mustAppend(t, h, decision("acct", "d", fmt.Sprintf("moved%d", i)), pos)
+		recs, pos = append(recs, r), r.Position()
+	}
+	gets := watchGets(t, s, h.nc, h.log.Names().Events)
+	subject := h.ns + ".evt.acct.d"
+	for _, c := range []struct {
+		name  string
+		after Position
+		want  int
+	}{
+		{"whole", Position{}, 40},
+		{"after a snapshot at version 10", recs[9].Position(), 30},
+	} {
+		got, err := h.log.Load(t.Context(), "acct", "d", c.after)
+		if err != nil || len(got) != c.want {
+			t.Fatalf("%s: %d records, %v; want %d", c.name, len(got), err, c.want)
+		}
+		for i, r := range got {
+			if want := recs[len(recs)-c.want+i]; r.Seq != want.Seq || r.FirstVersion() != want.FirstVersion() {
+				t.Fatalf("%s: record %d is seq %d version %d, want seq %d version %d", c.name, i, r.Seq, r.FirstVersion(), want.Seq, want.FirstVersion())
+			}
+		}
+		reqs := gets.take(t)
+		if len(reqs) != 2 || reqs[1].NextFor != subject || reqs[1].Batch == 0 {
+			t.Fatalf("%s: gets %+v, want the last message and one filtered read", c.name, reqs)
+		}
+	}
+	// Few versions left: stepping back costs fewer round trips.
+	got, err := h.log.Load(t.Context(), "acct", "d", recs[35].Position())
+	if err != nil || len(got) != 4 {
+		t.Fatalf("after version 36: %d records, %v", len(got), err)
+	}
+	reqs := gets.take(t)
+	for _, r := range reqs {
+		if r.NextFor != "" {
+			t.Fatalf("after version 36: gets %+v, want steps back, no filtered read", reqs)
+		}
+	}
+	if len(reqs) < 4 {
+		t.Fatalf("after version 36: gets %+v, want the last and steps back", reqs)
+	}
+}
+
 // TestGroupCommittedDecisionsKeepTheirExpectation: the walk steps back
 // along Nats-Expected-Last-Subject-Sequence, so the server must store it
 // on decisions committed in an atomic batch too, and a load of aggregates
