@@ -77,17 +77,9 @@ func (w *Worker) countDeferral(ctx context.Context, d Delivery) (int, error) {
 
 func (w *Worker) tryCountDeferral(ctx context.Context, key string, d Delivery) (int, error) {
 	rec := wire.Deferral{CommandID: d.CommandID, Kind: d.Kind, Schema: d.Schema}
-	var rev uint64
-	e, err := w.control.Get(ctx, key)
-	switch {
-	case errors.Is(err, jetstream.ErrKeyNotFound):
-	case err != nil:
-		return 0, fmt.Errorf("read %s: %w", key, err)
-	default:
-		rev = e.Revision()
-		if err := json.Unmarshal(e.Value(), &rec); err != nil {
-			return 0, fmt.Errorf("deferral record %s is not JSON: %w", key, err)
-		}
+	rev, err := w.record(ctx, key, &rec)
+	if err != nil {
+		return 0, err
 	}
 	rec.Deferred++
 	rec.Node, rec.Understands, rec.At = w.cfg.Node, w.cfg.Schema, time.Now().UTC().Format(time.RFC3339Nano)
@@ -103,38 +95,115 @@ func (w *Worker) tryCountDeferral(ctx context.Context, key string, d Delivery) (
 	return rec.Deferred, nil
 }
 
-// deferrals reads how many deliveries of d the fleet left for a newer
-// worker (0 when none did). Only a redelivery can have any.
-func (w *Worker) deferrals(ctx context.Context, d Delivery) (int, error) {
+// uncounted reads how many deliveries of d the fleet gave back without an
+// attempt: left for a newer worker (its deferral record) and handed back
+// unrun by stopping workers (its hand-back record); 0 and 0 when none
+// did. Only a redelivery can have any.
+func (w *Worker) uncounted(ctx context.Context, d Delivery) (deferred, handedBack int, err error) {
 	if w.control == nil || d.Attempt <= 1 {
-		return 0, nil
+		return 0, 0, nil
 	}
 	kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	e, err := w.control.Get(kctx, wire.DeferKey(d.Kind, d.CommandID))
+	var def wire.Deferral
+	if _, err := w.record(kctx, wire.DeferKey(d.Kind, d.CommandID), &def); err != nil {
+		return 0, 0, err
+	}
+	var hb wire.HandBack
+	if _, err := w.record(kctx, wire.HandBackKey(d.Kind, d.CommandID), &hb); err != nil {
+		return 0, 0, err
+	}
+	return def.Deferred, hb.HandedBack, nil
+}
+
+// record reads key of the workers' bucket into v: its revision, 0 (and v
+// untouched) when there is none.
+func (w *Worker) record(ctx context.Context, key string, v any) (uint64, error) {
+	e, err := w.control.Get(ctx, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return 0, nil
 	case err != nil:
-		return 0, err
+		return 0, fmt.Errorf("read %s: %w", key, err)
 	}
-	var rec wire.Deferral
-	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return 0, fmt.Errorf("deferral record of %s is not JSON: %w", d.CommandID, err)
+	if err := json.Unmarshal(e.Value(), v); err != nil {
+		return 0, fmt.Errorf("record %s is not JSON: %w", key, err)
 	}
-	return rec.Deferred, nil
+	return e.Revision(), nil
 }
 
-// settleDeferral removes d's deferral record once d is finished (done or
-// dead-lettered). Best effort: a record left behind counts one command
-// too many as waiting, nothing else.
+// handBack gives d back unrun because the worker is stopping (it waited
+// for its rate limit, its concurrency key, a readable receipt or an
+// unavailable target): it counts the hand-back in d's hand-back record,
+// then naks, so that the redelivery's attempt is the same — a fleet's
+// restarts must not dead-letter a command that never failed. A count that
+// cannot be written within two seconds (the stop is waiting) is left: the
+// nak goes out, and that delivery counts as an attempt (logged).
+func (w *Worker) handBack(ctx context.Context, log *slog.Logger, m jetstream.Msg, d Delivery) {
+	if err := w.countHandBack(ctx, d); err != nil {
+		log.Warn("hand-back not counted: the next delivery counts it as an attempt", "error", err)
+	}
+	_ = m.Nak()
+}
+
+func (w *Worker) countHandBack(ctx context.Context, d Delivery) error {
+	if w.control == nil {
+		return errors.New("no workers' control bucket")
+	}
+	key := wire.HandBackKey(d.Kind, d.CommandID)
+	var last error
+	for try := range 3 {
+		if try > 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second/3)
+		last = w.tryCountHandBack(kctx, key, d)
+		cancel()
+		if last == nil {
+			return nil
+		}
+	}
+	return last
+}
+
+func (w *Worker) tryCountHandBack(ctx context.Context, key string, d Delivery) error {
+	rec := wire.HandBack{CommandID: d.CommandID, Kind: d.Kind}
+	rev, err := w.record(ctx, key, &rec)
+	if err != nil {
+		return err
+	}
+	rec.HandedBack++
+	rec.Node, rec.At = w.cfg.Node, time.Now().UTC().Format(time.RFC3339Nano)
+	b, _ := json.Marshal(rec)
+	if rev == 0 {
+		_, err = w.control.Create(ctx, key, b)
+	} else {
+		_, err = w.control.Update(ctx, key, b, rev)
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", key, err)
+	}
+	return nil
+}
+
+// settleDeferral removes d's deferral and hand-back records once d is
+// finished (done or dead-lettered). Best effort: a deferral record left
+// behind counts one command too many as waiting, nothing else.
 func (w *Worker) settleDeferral(ctx context.Context, log *slog.Logger, d Delivery) {
-	if w.control == nil || d.Deferred == 0 {
+	if w.control == nil {
 		return
 	}
-	kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := w.control.Purge(kctx, wire.DeferKey(d.Kind, d.CommandID), jetstream.PurgeTTL(time.Second)); err != nil {
-		log.Warn("deferral record not removed", "error", err)
+	for _, r := range []struct {
+		n   int
+		key string
+	}{{d.Deferred, wire.DeferKey(d.Kind, d.CommandID)}, {d.HandedBack, wire.HandBackKey(d.Kind, d.CommandID)}} {
+		if r.n == 0 {
+			continue
+		}
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if err := w.control.Purge(kctx, r.key, jetstream.PurgeTTL(time.Second)); err != nil {
+			log.Warn("record not removed", "key", r.key, "error", err)
+		}
+		cancel()
 	}
 }

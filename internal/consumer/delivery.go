@@ -42,6 +42,9 @@ type Delivery struct {
 	// Deferred is how many deliveries of the command workers that did not
 	// understand its schema left alone (not counted in Attempt).
 	Deferred int
+	// HandedBack is how many deliveries of the command stopping workers
+	// gave back without running it (not counted in Attempt either).
+	HandedBack int
 	// Header is the OUTBOX message's header, for anything else.
 	Header nats.Header
 }

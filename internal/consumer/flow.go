@@ -74,7 +74,7 @@ func (w *Worker) idleWaitsEnded(ctx context.Context) bool {
 // attempt for waiting. false when the delivery was dealt with here: given
 // back because the worker is stopping, or left to its next delivery because
 // the lease ran out.
-func (w *Worker) waitRate(ctx context.Context, stop <-chan struct{}, log *slog.Logger, m jetstream.Msg, l *lease) bool {
+func (w *Worker) waitRate(ctx context.Context, stop <-chan struct{}, log *slog.Logger, m jetstream.Msg, l *lease, d Delivery) bool {
 	if w.cfg.Rate <= 0 || w.cfg.Control == nil {
 		return true
 	}
@@ -88,7 +88,7 @@ func (w *Worker) waitRate(ctx context.Context, stop <-chan struct{}, log *slog.L
 			break
 		}
 		log.Warn("rate limit not readable; trying again before the command runs", "error", err, "try", try)
-		if !w.holdUntil(ctx, stop, log, m, l, time.Now().Add(min(w.backoff(try), max(w.cfg.AckWait/3, time.Millisecond)))) {
+		if !w.holdUntil(ctx, stop, log, m, l, d, time.Now().Add(min(w.backoff(try), max(w.cfg.AckWait/3, time.Millisecond)))) {
 			return false
 		}
 	}
@@ -96,12 +96,12 @@ func (w *Worker) waitRate(ctx context.Context, stop <-chan struct{}, log *slog.L
 		w.rateWaits.Add(1)
 		log.Debug("waiting for the rate limit", "wait", wait)
 	}
-	return w.holdUntil(ctx, stop, log, m, l, at)
+	return w.holdUntil(ctx, stop, log, m, l, d, at)
 }
 
 // holdUntil waits until t holding the delivery: its lease renewed every
 // third of AckWait. false when the delivery was dealt with (see waitRate).
-func (w *Worker) holdUntil(ctx context.Context, stop <-chan struct{}, log *slog.Logger, m jetstream.Msg, l *lease, t time.Time) bool {
+func (w *Worker) holdUntil(ctx context.Context, stop <-chan struct{}, log *slog.Logger, m jetstream.Msg, l *lease, d Delivery, t time.Time) bool {
 	for {
 		wait := time.Until(t)
 		if wait <= 0 {
@@ -111,7 +111,7 @@ func (w *Worker) holdUntil(ctx context.Context, stop <-chan struct{}, log *slog.
 		select {
 		case <-stop:
 			timer.Stop()
-			_ = m.Nak()
+			w.handBack(ctx, log, m, d)
 			return false
 		case <-timer.C:
 		}
@@ -152,11 +152,11 @@ func (w *Worker) waitKey(ctx context.Context, stop <-chan struct{}, log *slog.Lo
 			log.Debug("waiting for its concurrency key", "key", value)
 		}
 		p.yield()
-		if _, ok := w.holdFor(ctx, stop, log, m, l, wake); !ok {
+		if _, ok := w.holdFor(ctx, stop, log, m, l, d, wake); !ok {
 			return nil
 		}
 		for {
-			fired, ok := w.holdFor(ctx, stop, log, m, l, p.retake())
+			fired, ok := w.holdFor(ctx, stop, log, m, l, d, p.retake())
 			if !ok {
 				return nil
 			}
@@ -179,14 +179,14 @@ func (w *Worker) releaseKey(ctx context.Context, log *slog.Logger, s *keySlot) {
 // fired when ch fired first; otherwise the lease was renewed. ok is false
 // when the delivery was dealt with: given back (nak) because the worker is
 // stopping, or left to its next delivery because the lease ran out.
-func (w *Worker) holdFor(ctx context.Context, stop <-chan struct{}, log *slog.Logger, m jetstream.Msg, l *lease, ch <-chan struct{}) (fired, ok bool) {
+func (w *Worker) holdFor(ctx context.Context, stop <-chan struct{}, log *slog.Logger, m jetstream.Msg, l *lease, d Delivery, ch <-chan struct{}) (fired, ok bool) {
 	t := time.NewTimer(max(w.cfg.AckWait/3, 10*time.Millisecond))
 	defer t.Stop()
 	select {
 	case <-ch:
 		return true, true
 	case <-stop:
-		_ = m.Nak()
+		w.handBack(ctx, log, m, d)
 		return false, false
 	case <-t.C:
 	}

@@ -317,7 +317,7 @@ func (w *Worker) readReceipt(ctx context.Context, stop <-chan struct{}, log *slo
 		log.Warn("receipt not readable; reading it again before the command runs", "error", err, "try", try)
 		select {
 		case <-stop:
-			_ = m.Nak()
+			w.handBack(ctx, log, m, d)
 			return wire.Receipt{}, false, false
 		case <-time.After(min(w.backoff(try), max(w.cfg.AckWait/3, time.Millisecond))):
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -177,4 +178,79 @@ func TestACommandArrivingAsTheWorkerStopsIsNotLostForAckWait(t *testing.T) {
 			t.Logf("done %s after the restart (by the stopped worker: %d)", time.Since(began).Round(time.Millisecond), w.Stats().Done)
 		})
 	}
+}
+
+// A command handed back unrun because its worker was stopping — here while
+// its target was unavailable; also while it waited for its rate limit, its
+// concurrency key or a readable receipt — costs no attempt: stopped more
+// times than the kind's attempts, it is neither dead-lettered nor run at a
+// late attempt; the worker that finally runs it calls it attempt 1, and the
+// hand-back record is gone once it is done.
+func TestStopsWhileACommandWaitsCostItNoAttempts(t *testing.T) {
+	s := natstest.RunServer(t)
+	e := newWEnv(t, s)
+	ctl, err := OpenControl(t.Context(), e.js, e.ns, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Stop()
+	id := e.command(t, "lock", "s2", `{}`)
+	called := make(chan Delivery, 1)
+	down := HandlerFunc(func(_ context.Context, d Delivery) (json.RawMessage, error) {
+		select {
+		case called <- d:
+		default:
+		}
+		return nil, Unavailable(errors.New("no service answers"))
+	})
+	const stops = 4
+	for i := range stops {
+		kc := fast("lock", down)
+		kc.MaxAttempts, kc.Timeout, kc.AckWait, kc.Control = 2, time.Minute, 30*time.Second, ctl
+		w, err := NewWorker(t.Context(), e.js, e.ns, kc, e.fb, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, stop := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- w.Run(ctx) }()
+		select {
+		case d := <-called:
+			if d.Attempt != 1 {
+				t.Fatalf("stop %d: the call's attempt is %d, want 1 (handed back %d)", i, d.Attempt, d.HandedBack)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("stop %d: the handler was never called", i)
+		}
+		stop()
+		<-done
+	}
+	if n := e.deadLetters(t); n != 0 {
+		t.Fatalf("%d dead letters after %d stops, want none", n, stops)
+	}
+	var got atomic.Pointer[Delivery]
+	up := fast("lock", HandlerFunc(func(_ context.Context, d Delivery) (json.RawMessage, error) {
+		got.Store(&d)
+		return json.RawMessage(`{}`), nil
+	}))
+	up.MaxAttempts, up.AckWait, up.Control = 2, 30*time.Second, ctl
+	e.start(t, up)
+	natstest.Eventually(t, 15*time.Second, func() bool {
+		rc, ok := e.receipt(t, id)
+		return ok && rc.Outcome == wire.OutcomeDone
+	})
+	if d := got.Load(); d == nil || d.Attempt != 1 || d.HandedBack != stops {
+		t.Fatalf("the delivery that ran: %+v; want attempt 1, handed back %d", d, stops)
+	}
+	if rc, _ := e.receipt(t, id); rc.Attempts != 1 {
+		t.Errorf("receipt attempts %d, want 1", rc.Attempts)
+	}
+	kv, err := e.js.KeyValue(t.Context(), streams.NamesFor(e.ns).Workers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 10*time.Second, func() bool {
+		_, err := kv.Get(t.Context(), wire.HandBackKey("lock", id))
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
 }

@@ -324,15 +324,16 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		w.deferNewer(ctx, log, m, d)
 		return
 	}
-	if n, err := w.deferrals(ctx, d); err != nil {
-		// How many of its deliveries were left for newer workers is not
-		// known: counting them all as attempts could dead-letter it.
+	if n, hb, err := w.uncounted(ctx, d); err != nil {
+		// How many of its deliveries were left for newer workers or handed
+		// back at a stop is not known: counting them all as attempts could
+		// dead-letter it.
 		log.Warn("deferral count not readable; giving the command back", "error", err)
 		_ = m.NakWithDelay(w.backoff(1))
 		return
-	} else if n > 0 {
-		d.Deferred, d.Attempt = n, max(d.Attempt-n, 1)
-		log = log.With("deferred", n, "attempt_counted", d.Attempt)
+	} else if n+hb > 0 {
+		d.Deferred, d.HandedBack, d.Attempt = n, hb, max(d.Attempt-n-hb, 1)
+		log = log.With("deferred", n, "handed_back", hb, "attempt_counted", d.Attempt)
 	}
 	rc, found, ok := w.readReceipt(ctx, stop, log, m, raw, meta.Sequence.Stream, d, l)
 	if !ok {
@@ -391,7 +392,7 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		}
 		defer w.releaseKey(ctx, log, slot)
 	}
-	if !w.waitRate(ctx, stop, log, m, l) {
+	if !w.waitRate(ctx, stop, log, m, l, d) {
 		return
 	}
 	if slot != nil {
@@ -417,7 +418,7 @@ func (w *Worker) handle(ctx context.Context, stop <-chan struct{}, m jetstream.M
 		// workers (or this node's after its restart), rather than hold the
 		// shutdown for the rest of the attempt's timeout.
 		log.Info("stopping while the target is unavailable; handing the command back", "error", herr)
-		_ = m.Nak()
+		w.handBack(ctx, log, m, d)
 		return
 	}
 	if herr == nil {

@@ -16,6 +16,9 @@ import (
 //	                            created with a TTL, purged when the call is over ([KeyLeaseKey])
 //	defer.<kind>.<command id>   how often workers that understand only an older schema
 //	                            left a command for a newer worker ([DeferKey], [Deferral])
+//	handback.<kind>.<command id>
+//	                            how often stopping workers handed a command back unrun
+//	                            ([HandBackKey], [HandBack])
 //	archive.pass                the periodic archive pass: its lease and last result ([ArchivePassKey])
 
 // PauseKey is the key of kind's pause record.
@@ -116,6 +119,26 @@ func KindOfDeferKey(key string) string {
 		return ""
 	}
 	return kind
+}
+
+// HandBackKey is the key of command id's hand-back record:
+// handback.<kind>.<id with ':' as '.'> (as [ReceiptKey]).
+func HandBackKey(kind, commandID string) string {
+	return "handback." + kind + "." + ReceiptKey(commandID)
+}
+
+// HandBack is the value of a hand-back key: a command that workers held
+// without running it — waiting for its rate limit's token, its concurrency
+// key, a readable receipt, or an unavailable target — and gave back
+// (nak) HandedBack times because they were stopping. Like a [Deferral] it
+// is subtracted from the server's delivery count, so a fleet's restarts
+// cost the command no attempts; removed when a worker finishes it.
+type HandBack struct {
+	CommandID  string `json:"command_id"`
+	Kind       string `json:"kind"`
+	HandedBack int    `json:"handed_back"` // deliveries given back unrun so far
+	Node       string `json:"node"`        // the worker that gave it back last
+	At         string `json:"at"`          // RFC 3339, UTC: the last hand-back
 }
 
 // Deferral is the value of a deferral key: a command of a schema newer than
