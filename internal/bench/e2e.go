@@ -19,16 +19,17 @@ import (
 // paid and issues charge; the relay puts charge in OUTBOX; the node's
 // no-op charge worker runs it and sends charge_done back; the operation
 // ends when charged is recorded on the aggregate. There is no raw pair: raw
-// JetStream has no such loop.
+// JetStream has no such loop. After the rounds, the phase reads the stored
+// times of a sample of the steps' writes: where a step's time goes (hops.go).
 
 func (e *env) e2ePhase(ctx context.Context, progress func(float64)) ([]Phase, error) {
-	var waiters sync.Map // aggregate id → chan struct{}
+	var waiters sync.Map // aggregate id → chan time.Time (when charged was seen)
 	sub, err := e.node.Broker().Conn().Subscribe(wire.NamesFor(e.ns).TypePrefix("acct")+"*", func(m *nats.Msg) {
 		if m.Header.Get(wire.HeaderEventTypes) != "charged" {
 			return
 		}
 		if ch, ok := waiters.LoadAndDelete(m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]); ok { // <ns>.evt.acct.<id>
-			close(ch.(chan struct{}))
+			ch.(chan time.Time) <- time.Now()
 		}
 	})
 	if err != nil {
@@ -39,18 +40,25 @@ func (e *env) e2ePhase(ctx context.Context, progress func(float64)) ([]Phase, er
 		return nil, err
 	}
 	var seq atomic.Int64
+	var steps stepLog
 	op := func(ctx context.Context, w int) (bool, error) {
 		id := "e" + strconv.FormatInt(seq.Add(1), 10)
-		ch := make(chan struct{})
+		ch := make(chan time.Time, 1)
 		waiters.Store(id, ch)
-		if _, err := e.node.API().Send(ctx, "acct", id, "pay", depositBody, api.Meta{}); err != nil {
+		sent := time.Now()
+		res, err := e.node.API().Send(ctx, "acct", id, "pay", depositBody, api.Meta{})
+		if err == nil && len(res.Commands) != 1 {
+			err = fmt.Errorf("%s: pay issued %d commands, want 1 (charge)", id, len(res.Commands))
+		}
+		if err != nil {
 			waiters.Delete(id)
 			return false, err
 		}
 		t := time.NewTimer(opTimeout)
 		defer t.Stop()
 		select {
-		case <-ch:
+		case seen := <-ch:
+			steps.add(&step{id: id, command: res.Commands[0].ID, decision: res.Seq, sent: sent, seen: seen})
 			return false, nil
 		case <-t.C:
 			waiters.Delete(id)
@@ -65,5 +73,9 @@ func (e *env) e2ePhase(ctx context.Context, progress func(float64)) ([]Phase, er
 	})
 	ph := Phase{Name: PhaseE2E, Description: describe[PhaseE2E], Unit: "round trip"}
 	ph.pair(&res[0], nil)
+	// After the measured time: where the steps' time went.
+	if ph.Hops, err = e.hops(ctx, steps.steps); err != nil && ph.Error == "" {
+		ph.Error = "where a step's time goes: " + err.Error()
+	}
 	return []Phase{ph}, nil
 }

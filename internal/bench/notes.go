@@ -90,6 +90,17 @@ func notes(r *Report, o Options) []string {
 			n = append(n, note+".")
 		}
 	}
+	explained := false
+	for _, p := range r.Phases {
+		if p.Name != PhaseE2E || p.Hops == nil || p.Hops.Steps == 0 {
+			continue
+		}
+		n = append(n, hopsNote(p))
+		if !explained {
+			n = append(n, "e2e hops: stored times are JetStream's message timestamps, taken when the server stages a message — under group commit before its atomic batch commits — so the hops run between stored times (an outcome can be stamped before the bench sees it), and sent → decision stored sets the bench's clock against the server's (one clock when embedded). Each hop is its own distribution: the p50s need not add up to the round trip's.")
+			explained = true
+		}
+	}
 	for _, p := range r.Phases {
 		if p.Name == PhaseEdge && p.Edge != nil && p.Raw != nil {
 			n = append(n, edgeNote(p))
@@ -125,6 +136,33 @@ func rawGroupNote(p Phase) string {
 		s += ": " + strings.Join(of, ", ")
 	}
 	return s + fmt.Sprintf("; esjet did %.2f of it.", p.RawGroupRatio)
+}
+
+// hopsNote says where an e2e step's time went: p50/p90 of each hop
+// between the stored times of its writes, and of the round trip.
+func hopsNote(p Phase) string {
+	h := p.Hops
+	pct := func(x Hop) string {
+		s := dur(x.P50MS) + "/" + dur(x.P90MS)
+		if x.Negative > 0 {
+			s += fmt.Sprintf(" (%d negative)", x.Negative)
+		}
+		return s
+	}
+	var hops []string
+	for _, x := range h.inOrder() {
+		hops = append(hops, x.name+" "+pct(x.hop))
+	}
+	over := fmt.Sprintf("its %d steps", h.Steps)
+	if n := int64(h.Steps + h.Missing); n < p.Esjet.Ops {
+		over = fmt.Sprintf("%d of its %d steps (%d runs of up to %d in a row)", h.Steps, p.Esjet.Ops, hopBlocks, hopBlock)
+	}
+	s := fmt.Sprintf("%s: where a step's time goes, p50/p90 over %s: %s; round trip (sent → charged seen) %s",
+		phaseLabel(p), over, strings.Join(hops, ", "), pct(h.RoundTrip))
+	if h.Missing > 0 {
+		s += fmt.Sprintf("; %d sampled step(s) left out, a write not found", h.Missing)
+	}
+	return s + "."
 }
 
 // edgeNote says what the edge phase's row compares and what it leaves out.

@@ -98,6 +98,9 @@ type Phase struct {
 	Error                 string `json:"error,omitempty"` // the first error, or why the phase stopped
 	// Edge is the edge phase's figures beyond its row (edge.go).
 	Edge *Edge `json:"edge,omitempty"`
+	// Hops is the e2e phase's breakdown of a step's time, from the stored
+	// times of its writes (hops.go).
+	Hops *Hops `json:"hops,omitempty"`
 }
 
 // Side is one implementation's figures in a phase.
