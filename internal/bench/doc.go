@@ -11,7 +11,8 @@
 //	micro    commands through NATS micro (TCP)  vs the same appends from a TCP client
 //	relay    the relay draining decisions       vs raw consume + publish + ack (raw.Relay)
 //	effects  workers with a no-op handler       vs raw fetch + ack (raw.FetchAck)
-//	e2e      command → relay → worker → outcome recorded (no raw pair)
+//	e2e      command → relay → worker → outcome recorded (no raw pair), and
+//	         where a step's time goes between its four writes' stored times (hops.go)
 //	load     a cold load of a 1,000-event aggregate, without and with a snapshot,
 //	         vs streams.Scanner reading its messages without decoding
 //	replay   Log.ReadFrom of the whole log      vs a raw ordered consumer (raw.Read)
