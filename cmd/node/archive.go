@@ -81,7 +81,7 @@ func (g *globals) archiveConnect(cmd *cobra.Command) (context.Context, *nats.Con
 		deny(nil)
 		return nil, nil, nil, nil, err
 	}
-	nc, js, err := connectJetStream(ctx, cfg, "esjet archive", onDenied)
+	nc, js, err := g.connectJetStream(ctx, cfg, "esjet archive", onDenied)
 	if err != nil {
 		deny(nil)
 		return nil, nil, nil, nil, err

@@ -55,7 +55,7 @@ stderr. The archive is gzip-compressed JSON lines (zcat | jq reads it).
 					return err
 				}
 			}
-			nc, js, err := connectJetStream(cmd.Context(), cfg, "esjet backup")
+			nc, js, err := g.connectJetStream(cmd.Context(), cfg, "esjet backup")
 			if err != nil {
 				return err
 			}
@@ -160,7 +160,7 @@ restarted.`,
 					return fmt.Errorf("--as: %w", err)
 				}
 			}
-			nc, js, err := connectJetStream(cmd.Context(), cfg, "esjet restore")
+			nc, js, err := g.connectJetStream(cmd.Context(), cfg, "esjet restore")
 			if err != nil {
 				return err
 			}

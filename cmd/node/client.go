@@ -20,7 +20,6 @@ import (
 
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/api"
-	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/streams"
 	"github.com/esjet/esjet/internal/wire"
@@ -153,7 +152,7 @@ func (g *globals) dial(cmd *cobra.Command) (*client, error) {
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 	defer cancel()
-	nc, err := broker.Connect(ctx, cfg, "esjet "+cmd.Name())
+	nc, err := g.connect(ctx, cfg, "esjet "+cmd.Name())
 	if err != nil {
 		return nil, err
 	}
@@ -343,10 +342,10 @@ func schemaText(e api.HistoryEvent) string {
 	return v
 }
 
-// connectJetStream connects as broker.Connect does and opens JetStream on
-// the connection; the caller closes nc.
-func connectJetStream(ctx context.Context, cfg config.Config, name string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := broker.Connect(ctx, cfg, name, opts...)
+// connectJetStream connects as g.connect does and opens JetStream on the
+// connection; the caller closes nc.
+func (g *globals) connectJetStream(ctx context.Context, cfg config.Config, name string, opts ...nats.Option) (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := g.connect(ctx, cfg, name, opts...)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -59,7 +59,7 @@ func (e *exitError) Error() string { return fmt.Sprintf("exit %d", e.code) }
 
 // run is main without the process: everything testable is here and below.
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer) error {
-	root := newRootCmd(environ, stdout, stderr)
+	root, g := newRoot(environ, stdout, stderr)
 	root.SetArgs(args)
-	return withRemedy(root.ExecuteContext(ctx))
+	return g.denied.explain(withRemedy(root.ExecuteContext(ctx)))
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/esjet/esjet/config"
 	"github.com/esjet/esjet/internal/archive"
-	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/node"
 	"github.com/esjet/esjet/internal/ops"
 	"github.com/esjet/esjet/internal/wire"
@@ -96,7 +95,7 @@ func (g *globals) outboxConnect(cmd *cobra.Command) (config.Config, jetstream.Je
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), 30*time.Second)
 	defer cancel()
-	nc, err := broker.Connect(ctx, cfg, "esjet "+cmd.Name())
+	nc, err := g.connect(ctx, cfg, "esjet "+cmd.Name())
 	if err != nil {
 		return cfg, nil, nil, err
 	}

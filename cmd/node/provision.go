@@ -79,7 +79,7 @@ func (g *globals) provision(ctx context.Context, cfg config.Config, views []stri
 			deny(err)
 		}
 	})
-	nc, js, err := connectJetStream(ctx, cfg, "esjet provision", onDenied)
+	nc, js, err := g.connectJetStream(ctx, cfg, "esjet provision", onDenied)
 	if err != nil {
 		return err
 	}

@@ -31,9 +31,17 @@ type globals struct {
 	logFormat  string
 
 	runsNode bool // the command runs a node (else it reaches one: config.ValidateTool)
+
+	denied denial // a request NATS refused the command's connections (denied.go)
 }
 
 func newRootCmd(environ []string, stdout, stderr io.Writer) *cobra.Command {
+	root, _ := newRoot(environ, stdout, stderr)
+	return root
+}
+
+// newRoot is newRootCmd with the state its commands share.
+func newRoot(environ []string, stdout, stderr io.Writer) (*cobra.Command, *globals) {
 	g := &globals{environ: environ, stdout: stdout, stderr: stderr}
 	root := &cobra.Command{
 		Use:   "esjet",
@@ -78,7 +86,7 @@ config/esjet.yaml) < ESJET_* environment variables < flags.`,
 	explainArgs(root)
 	refuseUnknownSubcommands(root)
 	root.SetFlagErrorFunc(flagError)
-	return root
+	return root, g
 }
 
 // unknownSubcommand refuses an argument to the root command, which runs the

@@ -13,7 +13,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/esjet/esjet/config"
-	"github.com/esjet/esjet/internal/broker"
 	"github.com/esjet/esjet/internal/node"
 )
 
@@ -57,7 +56,7 @@ It exits 1 when a site is stalled or recreated.`,
 func (g *globals) showSites(ctx context.Context, cfg config.Config, asJSON bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	nc, err := broker.Connect(ctx, cfg, "esjet sites")
+	nc, err := g.connect(ctx, cfg, "esjet sites")
 	if err != nil {
 		return err
 	}

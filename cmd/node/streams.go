@@ -73,7 +73,7 @@ received (pending) or not yet acknowledged (ack pending).`,
 func (g *globals) showStreams(ctx context.Context, cfg config.Config, asJSON bool) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	nc, js, err := connectJetStream(ctx, cfg, "esjet streams")
+	nc, js, err := g.connectJetStream(ctx, cfg, "esjet streams")
 	if err != nil {
 		return err
 	}
@@ -82,10 +82,14 @@ func (g *globals) showStreams(ctx context.Context, cfg config.Config, asJSON boo
 		return err
 	}
 	// What the views' control records say of their buckets (which
-	// generation each holds, until when); none where no projection ran.
-	views, err := projection.NewViews(js, cfg.Namespace, 0).Retention(ctx, cfg.Streams.UnservedViewsMaxAge.Std())
-	if err != nil {
-		views = nil // the buckets' own configuration says the rest
+	// generation each holds, until when); none where no projection ran,
+	// or for a user who may not watch them (the operator role: a watch is
+	// a consumer) — the buckets' own configuration says the rest.
+	var views map[string]streams.Retention
+	if streams.ConsumersAllowed(ctx, js, wire.KVStream(wire.ProjectionsBucket(cfg.Namespace))) {
+		if views, err = projection.NewViews(js, cfg.Namespace, 0).Retention(ctx, cfg.Streams.UnservedViewsMaxAge.Std()); err != nil {
+			views = nil
+		}
 	}
 	reports, err := collectStreams(ctx, js, streams.NamesFor(cfg.Namespace), views)
 	if err != nil {

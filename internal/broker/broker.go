@@ -198,6 +198,13 @@ func Connect(ctx context.Context, cfg config.Config, name string, extra ...nats.
 		opts = append(opts, nats.CustomInboxPrefix(prefix))
 	}
 	nc, err := nats.Connect(url, append(opts, extra...)...)
+	if errors.Is(err, nats.ErrAuthorization) {
+		// The server answered: it refused the credentials, it is not down.
+		hint = " (the server refused the credentials this command presents: check nats.embedded.auth, e.g. ESJET_NATS_EMBEDDED_AUTH_USER and ESJET_NATS_EMBEDDED_AUTH_PASSWORD)"
+		if cfg.NATS.Mode == config.ModeExternal {
+			hint = " (the server refused the credentials this command presents: check nats.external.auth or nats.external.credentials_file)"
+		}
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w%s", redactURLs(url), err, hint)
 	}
