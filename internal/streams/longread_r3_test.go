@@ -9,15 +9,18 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/esjet/esjet/internal/natstest"
 )
 
 // Long reads through a consumer on an R3 stream (longRead): a consumer
-// whose pull never reached it once hung a read for its 30 s inactivity and
-// failed "consumer not found"; readRange now hands such a read's rest to
-// direct gets. These read on a three-server cluster, with appends during
-// the read, quietly, and from many clients.
+// whose first pull never reached it (lost to the route race pullHeartbeat
+// describes) once hung a read for its 30 s inactivity and failed "consumer
+// not found"; missed heartbeats now make readRange pull again, and direct
+// gets read the rest of a read that still gets stuck. These read on a
+// three-server cluster, with appends during the read, quietly, and from
+// many clients.
 
 func TestLongReadR3WithAppendsDuringTheRead(t *testing.T) {
 	t.Parallel()
@@ -166,4 +169,70 @@ func TestLongReadR3ManyClients(t *testing.T) {
 	if slow > 0 {
 		t.Logf("%d slow reads", slow)
 	}
+}
+
+// A range read's first pull can be lost on a cluster: the reply to the
+// consumer create reaches the client's server over the system account's
+// route while the consumer's interest in its pull subject comes over the
+// account's own route, so a pull published at once may find no interest
+// there and be dropped without a reply. readRange (the consumer part,
+// without the direct-get hand-off) must still read every range itself:
+// here 300 reads from clients on each of the three servers, where about 1
+// in 50 first pulls is lost (without heartbeats 5 to 7 of the 300 ended
+// short, each after 2 s).
+func TestReadRangeR3ReadsEveryRangeThroughItsConsumer(t *testing.T) {
+	t.Parallel()
+	servers := natstest.RunCluster(t)
+	ctx := t.Context()
+	var js []jetstream.JetStream
+	for _, s := range servers {
+		_, j := natstest.Connect(t, s)
+		js = append(js, j)
+	}
+	name := "R3RANGE"
+	if _, err := js[0].CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"}, Replicas: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 30 {
+		if _, err := js[0].Publish(ctx, fmt.Sprint(name, ".", i%5), []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Every copy holds the range before the reads: a consumer placed on a
+	// copy that is behind ends short by design (ReadRange reads the rest).
+	for _, s := range servers {
+		natstest.Eventually(t, 10*time.Second, func() bool {
+			jsz, err := s.Jsz(&server.JSzOptions{Account: "$G", Streams: true})
+			if err != nil || len(jsz.AccountDetails) == 0 {
+				return false
+			}
+			for _, sd := range jsz.AccountDetails[0].Streams {
+				if sd.Name == name {
+					return sd.State.LastSeq == 30
+				}
+			}
+			return false
+		})
+	}
+	short, slow := 0, 0
+	for k := range 300 {
+		start := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		n, err := readRange(rctx, js[k%3], name, ScanRange{From: 1, To: 30}, 1000, func(*jetstream.RawStreamMsg) error { return nil })
+		cancel()
+		if err != nil {
+			t.Fatalf("read %d: %v", k, err)
+		}
+		if took := time.Since(start); took > 500*time.Millisecond {
+			slow++
+			t.Logf("read %d: %d messages in %s", k, n, took)
+		}
+		if n != 30 {
+			short++
+		}
+	}
+	if short > 0 {
+		t.Fatalf("%d of 300 reads through a consumer ended short (%d slow)", short, slow)
+	}
+	t.Logf("%d of 300 reads took over 0.5 s", slow)
 }

@@ -31,9 +31,29 @@ import (
 // not fill the reader's memory.
 const rangeMaxBytes = 8 << 20
 
+// pullHeartbeat is how often the server tells a [ReadRange] that its pull
+// is waiting with nothing to send (nats.go's least). It is what brings back
+// a pull lost on a cluster. The ordered consumer is R1 (no raft election):
+// its server subscribes to $JS.API.CONSUMER.MSG.NEXT.<stream>.<consumer>
+// and then answers the create. That interest travels to the client's
+// server on the account's route connection, the answer on the system
+// account's (route pooling hashes each account onto one of 3), so the
+// answer can arrive first, and a pull sent at once finds no interest
+// there. It is dropped without a reply: the account's $JS.API.> import
+// takes it and ignores MSG.NEXT, so no 503 either. nats.go counts the
+// batch as pending and never pulls again. About 2% of reads from a client
+// on another server than the consumer's; none with pooling off
+// (TestReadRangeR3ReadsEveryRangeThroughItsConsumer). Two missed
+// heartbeats make the ordered consumer start over on a new consumer from
+// where it was, which pulls again: a lost pull costs about a second.
+const pullHeartbeat = 500 * time.Millisecond
+
 // consumeIdle is how long a [ReadRange] waits for the next message before
-// it asks the server whether any is still coming.
-const consumeIdle = time.Second
+// it asks the server whether any is still coming. nats.go looks for
+// missed heartbeats only within one Next, after two heartbeats: a shorter
+// wait (it was 1 s, with the default 5 s heartbeat) never sees a lost
+// pull, and the read sat until the consumer went inactive.
+const consumeIdle = 4 * pullHeartbeat
 
 // ReadRange calls fn for each stored message of stream over [r.From, r.To]
 // (both required; r.Since is not used), in stream order, through an
@@ -84,7 +104,7 @@ func readRange(ctx context.Context, js jetstream.JetStream, stream string, r Sca
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", stream, err)
 	}
-	it, err := oc.Messages(jetstream.PullMaxMessagesWithBytesLimit(batch, rangeMaxBytes))
+	it, err := oc.Messages(jetstream.PullMaxMessagesWithBytesLimit(batch, rangeMaxBytes), jetstream.PullHeartbeat(pullHeartbeat))
 	if err != nil {
 		return 0, fmt.Errorf("read %s from seq %d: %w", stream, r.From, err)
 	}
@@ -117,11 +137,12 @@ func readRange(ctx context.Context, js jetstream.JetStream, stream string, r Sca
 			if info.NumPending == 0 && info.Delivered.Stream <= max(last, r.From-1) {
 				return n, nil
 			}
-			// Messages pending and no pull waiting at the consumer: the
-			// client's pull never reached it (on a cluster, sent before
-			// the consumer's interest got to this server), and none
-			// follows before the consumer goes inactive. The rest is
-			// read with direct gets (ReadRange).
+			// Messages pending and no pull waiting at the consumer, twice:
+			// a pull that never reached it (pullHeartbeat) and was not
+			// made good by the ordered consumer starting over. No pull
+			// follows before the consumer goes inactive (30 s, then
+			// "consumer not found"), so the rest is read with direct gets
+			// (ReadRange): a safety net, not the way.
 			if info.NumWaiting == 0 {
 				if stuck++; stuck >= 2 {
 					return n, nil
