@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -49,10 +49,11 @@ const rangeMaxBytes = 8 << 20
 const pullHeartbeat = 500 * time.Millisecond
 
 // consumeIdle is how long a [ReadRange] waits for the next message before
-// it asks the server whether any is still coming. nats.go looks for
-// missed heartbeats only within one Next, after two heartbeats: a shorter
-// wait (it was 1 s, with the default 5 s heartbeat) never sees a lost
-// pull, and the read sat until the consumer went inactive.
+// it asks the server whether any is still coming: longer than the two
+// missed heartbeats (pullHeartbeat) after which nats.go's Consume pulls
+// again, so a lost pull is made good before the read looks. (With the
+// default 5 s heartbeat and a 1 s wait, a lost pull was never noticed
+// and the read sat until the consumer went inactive.)
 const consumeIdle = 4 * pullHeartbeat
 
 // ReadRange calls fn for each stored message of stream over [r.From, r.To]
@@ -104,34 +105,63 @@ func readRange(ctx context.Context, js jetstream.JetStream, stream string, r Sca
 	if err != nil {
 		return 0, fmt.Errorf("read %s: %w", stream, err)
 	}
-	it, err := oc.Messages(jetstream.PullMaxMessagesWithBytesLimit(batch, rangeMaxBytes), jetstream.PullHeartbeat(pullHeartbeat))
+	// Consume, not Messages: every pull that asks for a batch and a byte
+	// limit ends with a status ("409 Batch Completed") once its batch is
+	// sent, and Messages' buffer holds one batch of messages and nothing
+	// more. A caller a batch behind the server had those statuses dropped
+	// as a slow consumer on the connection (the bench's replay printed
+	// it); with two statuses waiting in the buffer, a message would have
+	// gone instead, and the ordered consumer started over. Consume's
+	// subscription queues what has come until the handler takes it, and
+	// asks for more only as the handler returns: what waits is bounded by
+	// the pulls, a batch and rangeMaxBytes each.
+	in := make(chan jetstream.Msg)
+	done := make(chan struct{})
+	var consumeErr atomic.Pointer[error] // the last error the consumer reported, for an idle read's error
+	cc, err := oc.Consume(func(m jetstream.Msg) {
+		select {
+		case in <- m:
+		case <-done: // the read is over
+		}
+	}, jetstream.PullMaxMessagesWithBytesLimit(batch, rangeMaxBytes), jetstream.PullHeartbeat(pullHeartbeat),
+		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { consumeErr.Store(&err) }))
 	if err != nil {
 		return 0, fmt.Errorf("read %s from seq %d: %w", stream, r.From, err)
 	}
 	defer func() {
-		it.Stop()
+		close(done)
+		cc.Stop()
 		if info := oc.CachedInfo(); info != nil {
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			_ = js.DeleteConsumer(dctx, stream, info.Name) // else it goes after InactiveThreshold
 			cancel()
 		}
 	}()
-	stop := context.AfterFunc(ctx, it.Stop)
-	defer stop()
 	if info := oc.CachedInfo(); info != nil && info.NumPending == 0 {
 		return 0, nil // nothing stored from r.From on
 	}
+	idle := time.NewTimer(consumeIdle)
+	defer idle.Stop()
 	n, last, stuck := 0, uint64(0), 0
 	for {
-		m, err := it.Next(jetstream.NextMaxWait(consumeIdle))
-		switch {
-		case ctx.Err() != nil:
+		var m jetstream.Msg
+		select {
+		case <-ctx.Done():
 			return n, ctx.Err()
-		case errors.Is(err, nats.ErrTimeout):
+		case m = <-in:
+			idle.Reset(consumeIdle)
+		case <-idle.C:
+			idle.Reset(consumeIdle)
 			// Nothing came for a while: the rest of the range may have
 			// been deleted (or aged out) since the consumer counted it.
 			info, err := oc.Info(ctx)
 			if err != nil {
+				if ctx.Err() != nil {
+					return n, ctx.Err()
+				}
+				if cerr := consumeErr.Load(); cerr != nil {
+					err = fmt.Errorf("%w (the consumer reported: %w)", err, *cerr)
+				}
 				return n, fmt.Errorf("read %s after seq %d: %w", stream, last, err)
 			}
 			if info.NumPending == 0 && info.Delivered.Stream <= max(last, r.From-1) {
@@ -149,8 +179,9 @@ func readRange(ctx context.Context, js jetstream.JetStream, stream string, r Sca
 				}
 			}
 			continue
-		case err != nil:
-			return n, fmt.Errorf("read %s after seq %d: %w", stream, last, err)
+		}
+		if ctx.Err() != nil {
+			return n, ctx.Err()
 		}
 		meta, err := m.Metadata()
 		if err != nil {

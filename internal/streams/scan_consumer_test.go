@@ -3,7 +3,9 @@ package streams_test
 import (
 	"errors"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -147,6 +149,76 @@ func TestSubjectMatches(t *testing.T) {
 	} {
 		if got := streams.SubjectMatches(c.p, c.s); got != c.want {
 			t.Errorf("SubjectMatches(%q, %q) = %v, want %v", c.p, c.s, got, c.want)
+		}
+	}
+}
+
+// A range read whose caller is slower than the server drops nothing: what
+// the server sends for the read's pulls waits in the client until the
+// caller takes it. Each pull asks for a batch and a byte limit, and the
+// server ends every such pull that fills its batch with a status ("409
+// Batch Completed"); an iterator whose buffer holds exactly one batch of
+// messages (nats.go's Messages) had no room for it once the caller fell a
+// batch behind: the status, and then messages, were dropped as a slow
+// consumer, and the ordered consumer started over at each lost message.
+func TestReadRangeForASlowCallerDropsNothing(t *testing.T) {
+	t.Parallel()
+	s := natstest.RunServer(t)
+	_, admin := natstest.Connect(t, s)
+	const n = 200
+	name := scratchStream(t, admin, n, 10)
+	var dropped atomic.Int64
+	nc, err := nats.Connect(s.ClientURL(), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrSlowConsumer) {
+			dropped.Add(1)
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(t.Context(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The caller takes a message only once the server has sent all that
+	// the read's pulls asked for (no pull waits while messages are left)
+	// and the client has read it off the connection (a flush answered
+	// after it).
+	caughtUp := func() bool {
+		if dropped.Load() > 0 {
+			return true
+		}
+		lister := st.ListConsumers(t.Context())
+		for info := range lister.Info() {
+			if info.NumWaiting > 0 && info.Delivered.Stream < n {
+				return false
+			}
+		}
+		return lister.Err() == nil && nc.Flush() == nil
+	}
+	var seqs []uint64
+	got, err := streams.ReadRange(t.Context(), js, name, streams.ScanRange{From: 1, To: n}, 10, func(m *jetstream.RawStreamMsg) error {
+		seqs = append(seqs, m.Sequence)
+		natstest.Eventually(t, 10*time.Second, caughtUp)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := dropped.Load(); d > 0 {
+		t.Fatalf("%d message(s) for the read dropped as a slow consumer", d)
+	}
+	if got != n || len(seqs) != n || seqs[0] != 1 || seqs[n-1] != n {
+		t.Fatalf("read %d messages (returned %d), want 1…%d", len(seqs), got, n)
+	}
+	for i, seq := range seqs {
+		if seq != uint64(i+1) {
+			t.Fatalf("message %d is seq %d, want %d", i, seq, i+1)
 		}
 	}
 }
