@@ -159,8 +159,8 @@ func TestSubjectMatches(t *testing.T) {
 // server ends every such pull that fills its batch with a status ("409
 // Batch Completed"); an iterator whose buffer holds exactly one batch of
 // messages (nats.go's Messages) had no room for it once the caller fell a
-// batch behind: the status, and then messages, were dropped as a slow
-// consumer, and the ordered consumer started over at each lost message.
+// batch behind, and the status was dropped as a slow consumer (with two
+// statuses waiting, a message would have been).
 func TestReadRangeForASlowCallerDropsNothing(t *testing.T) {
 	t.Parallel()
 	s := natstest.RunServer(t)
