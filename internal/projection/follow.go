@@ -38,6 +38,9 @@ func (p *partition) follow(ctx context.Context) error {
 			return nil
 		case errors.Is(err, ErrFenced), errors.Is(err, errNewerBuild):
 			return err
+		case errors.Is(err, errPullLost):
+			p.logger.Info("projection partition starts a new consumer: the log holds what it has not delivered", "after", pullLostAfter, "position", p.committed)
+			p.rewind()
 		case err != nil:
 			p.logger.Warn("projection partition restarts from its checkpoint", "error", err, "position", p.committed)
 			p.rewind()
@@ -53,6 +56,18 @@ func (p *partition) follow(ctx context.Context) error {
 		}
 	}
 }
+
+// pullLostAfter is how long a partition waits, idle, for messages the log
+// holds after its position and its consumer has not delivered, before it
+// starts a new consumer. On a cluster a new ordered consumer's first pull
+// can be lost (its create reply reaches the client's server before the
+// consumer's interest does, on another route connection: see
+// streams.pullHeartbeat), and nats.go, waiting for a batch it counts as
+// pending, would not pull again: the partition sat for ever.
+const pullLostAfter = 5 * time.Second
+
+// errPullLost: the consumer owes messages and sends none (pullLostAfter).
+var errPullLost = errors.New("projection: the consumer delivers nothing of what the log holds")
 
 func (p *partition) flushOrRewind(ctx context.Context) {
 	if err := p.flush(ctx, false); err != nil {
@@ -110,6 +125,10 @@ func (p *partition) consume(ctx context.Context) error {
 			if err := p.idleProgress(ctx); err != nil {
 				return err
 			}
+			if !p.undelivered.IsZero() && time.Since(p.undelivered) >= pullLostAfter {
+				p.undelivered = time.Time{}
+				return errPullLost
+			}
 			if err := p.flushBatch(ctx); err != nil {
 				return err
 			}
@@ -118,6 +137,7 @@ func (p *partition) consume(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		p.undelivered = time.Time{}
 		meta, err := m.Metadata()
 		if err != nil {
 			return err

@@ -57,7 +57,10 @@ type partition struct {
 	committedEvents uint64
 	sinceFlush      int
 	logEnd          uint64
-	rate            rateMeter
+	// undelivered is when an idle check first found messages the
+	// consumer should be delivering (zero: none, or one came since).
+	undelivered time.Time
+	rate        rateMeter
 	// shown is committed and logEnd for other goroutines ([Runner.Progress]).
 	shownPos, shownEnd atomic.Uint64
 }
@@ -269,9 +272,11 @@ func (p *partition) idleProgress(ctx context.Context) error {
 	p.logEnd = last
 	seq, _ := wire.SplitPosition(p.pos)
 	if last <= seq || p.pos == 0 && last == 0 {
+		p.undelivered = time.Time{}
 		return nil
 	}
 	if len(p.def.AggregateTypes) == 0 {
+		p.owed()
 		return nil // the consumer delivers every message: nothing is skipped unseen
 	}
 	for _, f := range p.def.filters(p.r.log.Names()) {
@@ -283,11 +288,20 @@ func (p *partition) idleProgress(ctx context.Context) error {
 			return err
 		}
 		if m.Sequence <= last {
+			p.owed()
 			return nil // the consumer has it to deliver
 		}
 	}
 	p.pos = wire.EndOfSeq(last)
+	p.undelivered = time.Time{}
 	return nil
+}
+
+// owed notes that the consumer has messages to deliver that have not come.
+func (p *partition) owed() {
+	if p.undelivered.IsZero() {
+		p.undelivered = time.Now()
+	}
 }
 
 // rateMeter is a recent events-per-second rate.
