@@ -144,6 +144,15 @@ func (c *Config) validate(v *validator) error {
 		if w.AckWait > 0 && w.AckWait < Duration(time.Second) {
 			v.add(path+".ack_wait", w.AckWait, "must be at least 1s")
 		}
+		// Past backoff_max the delay stops doubling, so a larger first
+		// delay is cut to it: the file would not say what the workers do.
+		if d := w.WithDefaults(); w.BackoffInitial >= 0 && w.BackoffMax >= 0 && d.BackoffInitial > d.BackoffMax {
+			which := "backoff_max"
+			if w.BackoffMax == 0 {
+				which = "the default backoff_max"
+			}
+			v.add(path+".backoff_initial", d.BackoffInitial, fmt.Sprintf("must be at most %s (%s): the first retry delay doubles up to it; lower backoff_initial or raise backoff_max", which, d.BackoffMax))
+		}
 		validateFlow(v, path, w)
 		validateKeyLimit(v, path, w)
 	}

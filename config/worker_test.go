@@ -72,3 +72,26 @@ func TestConcurrencyPerKeyIsChecked(t *testing.T) {
 		}
 	}
 }
+
+func TestBackoffInitialAboveBackoffMaxIsRefused(t *testing.T) {
+	for _, c := range []struct {
+		w    Worker
+		want string
+	}{
+		{Worker{BackoffInitial: Duration(2 * time.Minute), BackoffMax: Duration(time.Second)}, "must be at most backoff_max (1s)"},
+		{Worker{BackoffInitial: Duration(2 * time.Minute)}, "must be at most the default backoff_max (1m)"},
+	} {
+		cfg := Default()
+		c.w.Target = TargetGo
+		cfg.Workers = map[string]Worker{"k": c.w}
+		err := cfg.Validate()
+		if got := fieldErrors(t, err); got["workers.k.backoff_initial"] == nil || len(got) != 1 || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%+v: Validate() = %v, want one error on workers.k.backoff_initial saying %q", c.w, err, c.want)
+		}
+	}
+	cfg := Default()
+	cfg.Workers = map[string]Worker{"k": {Target: TargetGo, BackoffInitial: Duration(time.Second), BackoffMax: Duration(time.Second)}}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("backoff_initial equal to backoff_max: %v", err)
+	}
+}
