@@ -194,6 +194,9 @@ func TestEveryFieldHasAnEnvVariable(t *testing.T) {
 		if _, ok := v.Addr().Interface().(*Duration); ok {
 			val = "1s"
 		}
+		if v.Kind() == reflect.Bool {
+			val = "true"
+		}
 		if err := setField(v, val); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}

@@ -14,5 +14,7 @@
 // turned into underscores (nats.embedded.data_dir → ESJET_NATS_EMBEDDED_DATA_DIR);
 // lists are comma-separated. An ESJET_ variable that names no field is an error, so a
 // typo cannot silently leave a default in place. ESJET_CONFIG is the one exception: it
-// names the config file when no path is given.
+// names the config file when no path is given. Both read a value alike (strict.go):
+// a boolean is true or false, a whole number decimal digits, and every problem names
+// the field's path.
 package config

@@ -10,10 +10,8 @@ import (
 	"maps"
 	"os"
 	"reflect"
-	"regexp"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -75,20 +73,21 @@ func Load(path string, environ []string) (Config, error) {
 	return cfg, nil
 }
 
-// decodeYAML decodes data onto cfg strictly: unknown keys are errors with
-// their line, their full path and the nearest known key.
+// decodeYAML decodes data onto cfg strictly ([checkDoc]): unknown keys and
+// values that do not fit their field are errors with their line, their full
+// path and the nearest known key or what the field takes.
 func decodeYAML(data []byte, cfg *Config) error {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	if err := unknownKeys(&doc, reflect.TypeFor[Config]()); err != nil {
+	if err := checkDoc(&doc, reflect.TypeFor[Config]()); err != nil {
 		return err
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(cfg); err != nil && !errors.Is(err, io.EOF) {
-		return yamlError(err, &doc)
+		return yamlError(err)
 	}
 	// A second document would be silently ignored otherwise.
 	var extra yaml.Node
@@ -185,21 +184,17 @@ func setField(v reflect.Value, val string) error {
 	if u, ok := v.Addr().Interface().(encoding.TextUnmarshaler); ok {
 		return u.UnmarshalText([]byte(val))
 	}
+	if isScalarKind(v.Type()) {
+		x, err := readScalar(v.Type(), val)
+		if err != nil {
+			return err
+		}
+		v.Set(x)
+		return nil
+	}
 	switch v.Kind() {
 	case reflect.String:
 		v.SetString(val)
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		n, err := strconv.ParseInt(strings.TrimSpace(val), 10, v.Type().Bits())
-		if err != nil {
-			return errors.New("not a whole number")
-		}
-		v.SetInt(n)
-	case reflect.Bool:
-		b, err := strconv.ParseBool(strings.TrimSpace(val))
-		if err != nil {
-			return errors.New("not a boolean: use true or false")
-		}
-		v.SetBool(b)
 	case reflect.Slice:
 		if v.Type().Elem().Kind() != reflect.String {
 			return fmt.Errorf("unsupported field type %s", v.Type())
@@ -217,170 +212,14 @@ func setField(v reflect.Value, val string) error {
 	return nil
 }
 
-var yamlUnmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
-
-// unknownKeys walks a YAML document against t's yaml tags and reports every
-// key that names no field, with its line, its path and the nearest key
-// there ("did you mean …").
-func unknownKeys(doc *yaml.Node, t reflect.Type) error {
-	var errs []error
-	var walk func(n *yaml.Node, t reflect.Type, path string)
-	walk = func(n *yaml.Node, t reflect.Type, path string) {
-		for n.Kind == yaml.DocumentNode || n.Kind == yaml.AliasNode {
-			if n.Kind == yaml.AliasNode {
-				n = n.Alias
-			} else if len(n.Content) > 0 {
-				n = n.Content[0]
-			} else {
-				return
-			}
-		}
-		for t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
-		if n.Kind == yaml.SequenceNode && t.Kind() == reflect.Slice {
-			for i, item := range n.Content {
-				walk(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
-			}
-			return
-		}
-		if n.Kind != yaml.MappingNode || reflect.PointerTo(t).Implements(yamlUnmarshalerType) || reflect.PointerTo(t).Implements(textUnmarshalerType) {
-			return
-		}
-		switch t.Kind() {
-		case reflect.Map:
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				walk(n.Content[i+1], t.Elem(), join(path, n.Content[i].Value))
-			}
-		case reflect.Struct:
-			fields := map[string]reflect.Type{}
-			for i := range t.NumField() {
-				f := t.Field(i)
-				tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-				if tag != "" && tag != "-" && f.IsExported() {
-					fields[tag] = f.Type
-				}
-			}
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				key := n.Content[i]
-				ft, ok := fields[key.Value]
-				if !ok {
-					names := slices.Sorted(maps.Keys(fields))
-					where := "at the top level"
-					if path != "" {
-						where = "in " + path
-					}
-					errs = append(errs, fmt.Errorf("line %d: unknown key %q %s%s (the keys there: %s)",
-						key.Line, key.Value, where, didYouMean(key.Value, names), strings.Join(names, ", ")))
-					continue
-				}
-				walk(n.Content[i+1], ft, join(path, key.Value))
-			}
-		}
-	}
-	walk(doc, t, "")
-	return errors.Join(errs...)
-}
-
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
-}
-
-// yamlError drops the decoder's Go vocabulary ("yaml: unmarshal errors:",
-// "into config.Duration") from a decode error, keeping its lines.
-func yamlError(err error, doc *yaml.Node) error {
+// yamlError words what the decoder still refuses after [checkDoc] (which
+// reads every value itself), without its "yaml: " prefix.
+func yamlError(err error) error {
 	var te *yaml.TypeError
 	if errors.As(err, &te) {
-		msgs := make([]string, len(te.Errors))
-		for i, e := range te.Errors {
-			msgs[i] = typeError(e, doc)
-		}
-		return errors.New(strings.Join(msgs, "; "))
+		return errors.New(strings.Join(te.Errors, "; "))
 	}
 	return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
-}
-
-// typeErrorRE reads yaml's "line 2: cannot unmarshal !!str `maybe` into
-// bool", and "line 7: cannot unmarshal !!seq into map[string]string" (a
-// list or a mapping, where yaml shows no value).
-var typeErrorRE = regexp.MustCompile("^line (\\d+): cannot unmarshal !!(\\w+)(?: `(.*)`)? into (.+)$")
-
-// typeError words one of yaml's type errors as the key it is about and
-// what that key takes: "line 2: console.allow_actions is `maybe`; want
-// true or false". One it cannot place is returned as yaml said it.
-func typeError(msg string, doc *yaml.Node) string {
-	m := typeErrorRE.FindStringSubmatch(msg)
-	if m == nil {
-		return msg
-	}
-	line, _ := strconv.Atoi(m[1])
-	path := pathAt(doc, line, "")
-	if path == "" {
-		return msg
-	}
-	tag, value, into := m[2], m[3], m[4]
-	want := "a value of type " + into
-	switch {
-	case into == "bool":
-		want = "true or false"
-	case strings.HasPrefix(into, "int") || strings.HasPrefix(into, "uint"):
-		want = "a whole number"
-	case strings.HasPrefix(into, "float"):
-		want = "a number"
-	case into == "string":
-		want = "a string (quote it)"
-	case strings.HasPrefix(into, "[]"):
-		want = "a list"
-	case strings.HasPrefix(into, "map[") || strings.Contains(into, "."):
-		want = "a mapping of keys"
-	}
-	switch {
-	case tag == "seq" && value == "":
-		return fmt.Sprintf("line %d: %s is a list; want %s", line, path, want)
-	case tag == "map" && value == "":
-		return fmt.Sprintf("line %d: %s is a mapping; want %s", line, path, want)
-	}
-	return fmt.Sprintf("line %d: %s is `%s`; want %s", line, path, value, want)
-}
-
-// pathAt is the dotted path of the value that starts on line in n.
-func pathAt(n *yaml.Node, line int, prefix string) string {
-	switch n.Kind {
-	case yaml.DocumentNode:
-		for _, c := range n.Content {
-			if p := pathAt(c, line, prefix); p != "" {
-				return p
-			}
-		}
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			p := k.Value
-			if prefix != "" {
-				p = prefix + "." + k.Value
-			}
-			if v.Line == line && (v.Kind == yaml.ScalarNode || k.Line == line) {
-				return p
-			}
-			if sub := pathAt(v, line, p); sub != "" {
-				return sub
-			}
-		}
-	case yaml.SequenceNode:
-		for i, c := range n.Content {
-			p := fmt.Sprintf("%s[%d]", prefix, i)
-			if c.Line == line && c.Kind == yaml.ScalarNode {
-				return p
-			}
-			if sub := pathAt(c, line, p); sub != "" {
-				return sub
-			}
-		}
-	}
-	return ""
 }
 
 // didYouMean suggests the candidate nearest to name by edit distance

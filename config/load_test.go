@@ -83,12 +83,19 @@ func TestLevenshtein(t *testing.T) {
 
 func TestLoadWrongTypeNamesTheKeyAndWhatItTakes(t *testing.T) {
 	for _, tt := range []struct{ content, want string }{
-		{"console:\n  allow_actions: maybe\n", "line 2: console.allow_actions is `maybe`; want true or false"},
-		{"streams:\n  replicas: two\n", "line 2: streams.replicas is `two`; want a whole number"},
-		{"workers:\n  charge:\n    pool: lots\n", "line 3: workers.charge.pool is `lots`; want a whole number"},
+		{"console:\n  allow_actions: maybe\n", `line 2: console.allow_actions is "maybe"; want true or false`},
+		{"streams:\n  replicas: two\n", `line 2: streams.replicas is "two"; want a whole number`},
+		{"workers:\n  charge:\n    pool: lots\n", `line 3: workers.charge.pool is "lots"; want a whole number`},
 		{"aggregates:\n  raw:\n    invoice:\n      events:\n        issued:\n          upcast:\n            - rename: [a, b]\n",
 			"line 7: aggregates.raw.invoice.events.issued.upcast[0].rename is a list; want a mapping of keys"},
 		{"workers:\n  charge:\n    target: {url: x}\n", "line 3: workers.charge.target is a mapping; want a string (quote it)"},
+		// In a flow mapping the section and its field share a line: the
+		// path comes from the tree, not from the line.
+		{`aggregates: {cache_size: "lots"}`, `line 1: aggregates.cache_size is "lots"; want a whole number`},
+		{`workers: {book_hotel: {pool: "four"}}`, `line 1: workers.book_hotel.pool is "four"; want a whole number`},
+		{"workers: {charge: {ack_wait: soon}}", `line 1: workers.charge.ack_wait: invalid duration "soon"`},
+		{"nats: {external: {urls: nats://a}}", `line 1: nats.external.urls is "nats://a"; want a list`},
+		{"aggregates: [1]", "line 1: aggregates is a list; want a mapping of keys"},
 	} {
 		got := tryLoad(t, tt.content)
 		if !strings.Contains(got, tt.want) {
@@ -96,6 +103,51 @@ func TestLoadWrongTypeNamesTheKeyAndWhatItTakes(t *testing.T) {
 		}
 		if strings.Contains(got, "unmarshal") || strings.Contains(got, "!!") {
 			t.Errorf("error %q speaks YAML internals", got)
+		}
+	}
+}
+
+// TestFileAndEnvironmentReadAValueAlike pins one reading of a bool or a
+// number: yaml.v3 alone truncated 1.5 into an int and read "yes" and "on"
+// (even quoted) as true, which the environment refused.
+func TestFileAndEnvironmentReadAValueAlike(t *testing.T) {
+	for _, c := range []struct {
+		path, env, text string
+		want            string // "" when both accept it
+	}{
+		{"aggregates.cache_size", "ESJET_AGGREGATES_CACHE_SIZE", "1.5", "want a whole number"},
+		{"aggregates.cache_size", "ESJET_AGGREGATES_CACHE_SIZE", "1e3", "want a whole number"},
+		{"aggregates.cache_size", "ESJET_AGGREGATES_CACHE_SIZE", "0x10", "want a whole number"},
+		{"aggregates.cache_size", "ESJET_AGGREGATES_CACHE_SIZE", "10_000", "want a whole number"},
+		{"aggregates.cache_size", "ESJET_AGGREGATES_CACHE_SIZE", "99999999999999999999", "want a whole number from"},
+		{"aggregates.cache_size", "ESJET_AGGREGATES_CACHE_SIZE", "250", ""},
+		{"demo.services", "ESJET_DEMO_SERVICES", "yes", "want true or false"},
+		{"demo.services", "ESJET_DEMO_SERVICES", "on", "want true or false"},
+		{"demo.services", "ESJET_DEMO_SERVICES", "1", "want true or false"},
+		{"demo.services", "ESJET_DEMO_SERVICES", "t", "want true or false"},
+		{"demo.services", "ESJET_DEMO_SERVICES", "false", ""},
+		{"demo.services", "ESJET_DEMO_SERVICES", "FALSE", ""},
+	} {
+		section, field, _ := strings.Cut(c.path, ".")
+		_, fileErr := Load(writeFile(t, section+":\n  "+field+": "+c.text+"\n"), nil)
+		_, envErr := Load("", []string{c.env + "=" + c.text})
+		for _, got := range []struct {
+			from string
+			err  error
+		}{{"file", fileErr}, {"environment", envErr}} {
+			switch {
+			case c.want == "" && got.err != nil:
+				t.Errorf("%s %s = %s: %v", got.from, c.path, c.text, got.err)
+			case c.want != "" && (got.err == nil || !strings.Contains(got.err.Error(), c.path) || !strings.Contains(got.err.Error(), c.want)):
+				t.Errorf("%s %s = %s: error %v, want one naming %s and saying %q", got.from, c.path, c.text, got.err, c.path, c.want)
+			}
+		}
+	}
+	// A quoted value is a string in the file, whatever it spells.
+	for _, content := range []string{"demo: {services: \"yes\"}", "demo:\n  services: 'true'\n", "aggregates:\n  cache_size: \"5\"\n"} {
+		got := tryLoad(t, content)
+		if !strings.Contains(got, "demo.services is") && !strings.Contains(got, "aggregates.cache_size is") {
+			t.Errorf("%q: error %q does not name the field", content, got)
 		}
 	}
 }
