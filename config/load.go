@@ -223,17 +223,19 @@ func yamlError(err error) error {
 }
 
 // didYouMean suggests the candidate nearest to name by edit distance
-// (case-insensitive), when it is near enough to be a typo: "; did you mean
-// \"embedded\"?", or "".
+// (case-insensitive, a swap of two neighbours counting one edit), when it
+// is near enough to be a typo — one edit in a name of up to five
+// characters, a third of it beyond: "; did you mean \"embedded\"?", or "".
+// Two edits in four letters would pass "nats" for "rate".
 func didYouMean(name string, candidates []string) string {
 	best, bestDist := "", -1
 	for _, c := range candidates {
-		d := levenshtein(strings.ToLower(name), strings.ToLower(c))
+		d := editDistance(strings.ToLower(name), strings.ToLower(c))
 		if bestDist < 0 || d < bestDist || (d == bestDist && c < best) {
 			best, bestDist = c, d
 		}
 	}
-	limit := max(2, len([]rune(name))/3)
+	limit := max(1, len([]rune(name))/3)
 	if bestDist < 0 || bestDist > limit {
 		return ""
 	}
@@ -244,24 +246,29 @@ func didYouMean(name string, candidates []string) string {
 // \"trip\"?" when name is near enough to one of candidates, else "".
 func DidYouMean(name string, candidates []string) string { return didYouMean(name, candidates) }
 
-// levenshtein is the edit distance between a and b, by rune.
-func levenshtein(a, b string) int {
+// editDistance is the optimal-string-alignment distance between a and b, by
+// rune: insertions, deletions, substitutions and swaps of two neighbours.
+func editDistance(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
 	}
 	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
 		for j := 1; j <= len(rb); j++ {
 			cost := 1
 			if ra[i-1] == rb[j-1] {
 				cost = 0
 			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
 		}
-		prev, cur = cur, prev
 	}
-	return prev[len(rb)]
+	return d[len(ra)][len(rb)]
 }

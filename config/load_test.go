@@ -39,8 +39,15 @@ func TestLoadUnknownKeySuggestsTheNearestKey(t *testing.T) {
 			}
 		})
 	}
-	if strings.Contains(strings.ToLower(tryLoad(t, "nats:\n  zzzzzzzz: 1\n")), "did you mean") {
-		t.Error("a key near nothing got a suggestion")
+	for _, content := range []string{"nats:\n  zzzzzzzz: 1\n", "workers: {book_hotl: {nast: x}}"} {
+		if got := tryLoad(t, content); strings.Contains(strings.ToLower(got), "did you mean") {
+			t.Errorf("%q: a key near no key there got a suggestion: %s", content, got)
+		}
+	}
+	// A kind is free text: the key inside it is what is unknown, and a
+	// target written as a key is a target, not "rate".
+	if got := tryLoad(t, "workers: {book_hotl: {nats: x}}"); !strings.Contains(got, `unknown key "nats" in workers.book_hotl; did you mean "target: nats"?`) {
+		t.Errorf("a target written as a key: %s", got)
 	}
 }
 
@@ -68,15 +75,16 @@ func TestLoadUnknownEnvironmentVariableSuggestsTheNearestName(t *testing.T) {
 	}
 }
 
-func TestLevenshtein(t *testing.T) {
+func TestEditDistance(t *testing.T) {
 	for _, tt := range []struct {
 		a, b string
 		want int
 	}{
 		{"", "", 0}, {"a", "", 1}, {"embeded", "embedded", 1}, {"kitten", "sitting", 3}, {"ééé", "éé", 1},
+		{"data_dri", "data_dir", 1}, {"nats", "rate", 2}, {"ca", "abc", 3},
 	} {
-		if got := levenshtein(tt.a, tt.b); got != tt.want {
-			t.Errorf("levenshtein(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		if got := editDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
 		}
 	}
 }

@@ -194,8 +194,12 @@ func checkDoc(doc *yaml.Node, t reflect.Type) error {
 					if path != "" {
 						where = "in " + path
 					}
+					hint := didYouMean(key.Value, names)
+					if t == reflect.TypeFor[Worker]() && slices.Contains([]string{TargetNATS, TargetHTTP, TargetGo}, key.Value) {
+						hint = fmt.Sprintf("; did you mean \"target: %s\"?", key.Value) // a target written as a key
+					}
 					errs = append(errs, fmt.Errorf("line %d: unknown key %q %s%s (the keys there: %s)",
-						key.Line, key.Value, where, didYouMean(key.Value, names), strings.Join(names, ", ")))
+						key.Line, key.Value, where, hint, strings.Join(names, ", ")))
 					continue
 				}
 				walk(n.Content[i+1], ft, join(path, key.Value))
