@@ -215,7 +215,7 @@ func (d *Definition) Decide(state any, kind string, payload json.RawMessage) (de
 	}
 	cmd, err := c.decode(payload)
 	if err != nil {
-		return Decision{}, fmt.Errorf("%w: %s.%s: %v", ErrBadCommand, d.typ, kind, err)
+		return Decision{}, fmt.Errorf("%w: %s.%s: %w", ErrBadCommand, d.typ, kind, err)
 	}
 	dec, err = c.decide(state, cmd)
 	if err != nil {

@@ -111,7 +111,7 @@ func (r *Repository) newOutcomeCall(req Request) (*call, error) {
 	}
 	var o Outcome
 	if err := json.Unmarshal(req.Payload, &o); err != nil {
-		return nil, fmt.Errorf("%w: %s.%s: %v", ErrBadCommand, def.typ, req.Kind, err)
+		return nil, fmt.Errorf("%w: %s.%s: %w", ErrBadCommand, def.typ, req.Kind, err)
 	}
 	if o.CommandID == "" {
 		return nil, fmt.Errorf("%w: %s.%s: the outcome names no command_id", ErrBadCommand, def.typ, req.Kind)

@@ -25,9 +25,13 @@ func (e *Error) Error() string { return e.Message }
 // MaxKeyLen caps an idempotency key.
 const MaxKeyLen = 256
 
-func checkKey(key string) error {
+func checkKey(key string) error { return checkKeyAs(key, HeaderIdempotencyKey) }
+
+// checkKeyAs is [checkKey] naming the key as the caller did (a body's
+// "idempotency_key", "commands[2].idempotency_key").
+func checkKeyAs(key, name string) error {
 	if n := utf8.RuneCountInString(key); n > MaxKeyLen {
-		return &Error{Status: 400, Code: CodeInvalidIdempotencyKey, Message: fmt.Sprintf("Idempotency-Key is %d characters, longer than %d", n, MaxKeyLen)}
+		return &Error{Status: 400, Code: CodeInvalidIdempotencyKey, Message: fmt.Sprintf("%s is %d characters, longer than %d", name, n, MaxKeyLen)}
 	}
 	return nil
 }
@@ -73,21 +77,17 @@ func userMessage(msg string) string {
 	}
 }
 
-// payloadMessage says what is wrong with a command payload in JSON terms,
-// not Go's ("field \"budget\" must be a number, got a string").
-func payloadMessage(err error) string {
+// jsonWords is err's message with the encoding/json error it wraps, if
+// any, said in JSON terms, not Go's ("field \"budget\" must be a number,
+// got a string"), in place among the layers that say which request it was.
+// Every error the one table maps is worded so.
+func jsonWords(err error) string {
 	msg := err.Error()
-	var ute *json.UnmarshalTypeError
-	if errors.As(err, &ute) {
-		field := ute.Field
-		if field == "" {
-			field = "(the payload)"
+	if j := jsonCause(err); j != nil {
+		if i := strings.LastIndex(msg, j.Error()); i >= 0 {
+			return msg[:i] + jsonProblem(j, nil) + msg[i+len(j.Error()):]
 		}
-		detail := fmt.Sprintf("field %q must be %s, got %s", field, jsonKind(ute.Type.Kind().String()), article(ute.Value))
-		if i := strings.Index(msg, ute.Error()); i >= 0 {
-			return msg[:i] + detail
-		}
-		return msg + ": " + detail
+		return msg + ": " + jsonProblem(j, nil)
 	}
 	// Wrapped as text (%v) the type error is only a message: reword it.
 	// "json: unknown field \"x\"" reads well once the prefix is gone.
@@ -103,6 +103,21 @@ func payloadMessage(err error) string {
 		}
 		return fmt.Sprintf("field %q must be %s, got %s", field, want, article(p[1]))
 	})
+}
+
+// jsonCause is the encoding/json error under err, if any.
+func jsonCause(err error) error {
+	var se *json.SyntaxError
+	var ute *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return se
+	case errors.As(err, &ute):
+		return ute
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return io.ErrUnexpectedEOF
+	}
+	return nil
 }
 
 // goTypeError is encoding/json's UnmarshalTypeError text.
@@ -151,18 +166,6 @@ func article(v string) string {
 }
 
 // bodyMessage says what is wrong with a request body in JSON terms: where
-// it stops being JSON, or which field has the wrong kind of value.
-func bodyMessage(err error) string {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("not valid JSON at byte %d (%s)", se.Offset, se.Error())
-	}
-	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
-		return "not valid JSON: it ends early"
-	}
-	var ute *json.UnmarshalTypeError
-	if errors.As(err, &ute) && strings.HasPrefix(ute.Type.Kind().String(), "uint") && strings.HasPrefix(ute.Value, "number") {
-		return fmt.Sprintf("field %q must be a whole number, 0 or more, got %s", ute.Field, strings.TrimPrefix(ute.Value, "number "))
-	}
-	return userMessage(payloadMessage(err))
-}
+// it stops being JSON, or which field (by its path in body) has the wrong
+// kind of value ([jsonProblem]).
+func bodyMessage(err error, body []byte) string { return jsonProblem(err, body) }

@@ -118,3 +118,59 @@ func TestNew_RefusesATypeThatIsARouteWord(t *testing.T) {
 		}
 	}
 }
+
+// TestErrors_BodyMistakesAreSaidInTheAPIsWords: a body's mistakes name the
+// field as the caller wrote it (its JSON path, its body name rather than a
+// header's), what it must be in the API's terms (a log's after is a
+// position, a history's a version), and never encoding/json's Go text.
+func TestErrors_BodyMistakesAreSaidInTheAPIsWords(t *testing.T) {
+	t.Parallel()
+	e := start(t)
+	long := strings.Repeat("c", 300)
+	for _, tc := range []struct {
+		name, subject, body string
+		code                string
+		want                []string
+	}{
+		{"log after below 0", "esjet." + ns + ".log", `{"after":-5}`, "bad_request",
+			[]string{"after must be a position: a whole number, 0 or more", "got -5"}},
+		{"history after below 0", subject(trip.Type, "h1", "events"), `{"after":-5}`, "bad_request",
+			[]string{"after must be a version: a whole number, 0 or more", "got -5"}},
+		{"log limit of 0", "esjet." + ns + ".log", `{"limit":0}`, "bad_request", []string{"limit must be 1 to 1000 events, got 0"}},
+		{"log body not JSON", "esjet." + ns + ".log", `not json`, "bad_request",
+			[]string{`log request body must be {"after": <position>`, "not valid JSON at byte 2: unexpected 'o'"}},
+		{"raw expected_version below 0", "esjet." + ns + ".raw.append." + rawType + ".j1", `{"expected_version":-1,"events":[{"type":"a"}]}`, "bad_request",
+			[]string{`field "expected_version" must be a whole number, 0 or more, got -1`}},
+		{"raw body not JSON", "esjet." + ns + ".raw.append." + rawType + ".j1", `not json`, "bad_request",
+			[]string{"raw append body: not valid JSON at byte 2: unexpected 'o'"}},
+		{"raw event of the wrong kind", "esjet." + ns + ".raw.append." + rawType + ".j1", `{"expected_version":0,"events":[{"type":"a"},{"type":5}]}`, "bad_request",
+			[]string{`field "events[1].type" must be a string, got a number`}},
+		{"raw correlation_id too long", "esjet." + ns + ".raw.append." + rawType + ".j1", `{"expected_version":0,"events":[{"type":"a"}],"correlation_id":"` + long + `"}`, "invalid_header",
+			[]string{"correlation_id is 300 characters, longer than 256"}},
+		{"raw idempotency_key too long", "esjet." + ns + ".raw.append." + rawType + ".j1", `{"expected_version":0,"events":[{"type":"a"}],"idempotency_key":"` + long + `"}`, "invalid_idempotency_key",
+			[]string{"idempotency_key is 300 characters, longer than 256"}},
+		{"command payload not JSON", subject(trip.Type, "j1", trip.KindRequestTrip), `not json`, "bad_payload",
+			[]string{"not valid JSON at byte 2: unexpected 'o'"}},
+		{"command budget out of range", subject(trip.Type, "j1", trip.KindRequestTrip), `{"budget":1e30}`, "bad_payload",
+			[]string{`field "budget" is out of range: must be a whole number from`, "got 1e30"}},
+		{"command budget with a fraction", subject(trip.Type, "j1", trip.KindRequestTrip), `{"budget":1.5}`, "bad_payload",
+			[]string{`field "budget" must be a whole number, got 1.5`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := e.eventsCount(t)
+			r := e.nats.request(t, tc.subject, []byte(tc.body), nil)
+			got := failed(t, r, 400, tc.code)
+			for _, w := range tc.want {
+				if !strings.Contains(got.Message, w) {
+					t.Errorf("message %q does not contain %q", got.Message, w)
+				}
+			}
+			for _, bad := range []string{"uint64", "int64", "Go struct", "literal null", "Esjet-", "version>"} {
+				if strings.Contains(got.Message, bad) && !(bad == "version>" && strings.Contains(tc.subject, ".events")) {
+					t.Errorf("message %q says %q", got.Message, bad)
+				}
+			}
+			e.wantUnchanged(t, before)
+		})
+	}
+}

@@ -36,7 +36,7 @@ var sentinels = []Sentinel{
 	{Err: aggregate.ErrWrongSite, Status: http.StatusConflict, Code: CodeWrongSite},
 	{Err: aggregate.ErrOutcomeNotSendable, Status: http.StatusForbidden, Code: CodeOutcomeNotSendable},
 	{Err: aggregate.ErrUnknownCommand, Status: http.StatusBadRequest, Code: CodeUnknownCommand},
-	{Err: aggregate.ErrBadCommand, Status: http.StatusBadRequest, Code: CodeBadPayload, say: payloadMessage},
+	{Err: aggregate.ErrBadCommand, Status: http.StatusBadRequest, Code: CodeBadPayload},
 	{Err: aggregate.ErrManagedType, Status: http.StatusBadRequest, Code: CodeManagedType},
 	{Err: streams.ErrInvalidDecision, Status: http.StatusBadRequest, Code: CodeInvalidEvents},
 	{Err: aggregate.ErrArchived, Status: http.StatusConflict, Code: CodeArchived},
@@ -127,7 +127,7 @@ func classify(err error, more []Sentinel) *Error {
 	for _, table := range [][]Sentinel{more, sentinels} {
 		for _, s := range table {
 			if errors.Is(err, s.Err) {
-				msg := err.Error()
+				msg := jsonWords(err)
 				if s.say != nil {
 					msg = s.say(err)
 				}

@@ -3,7 +3,6 @@ package api
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/esjet/esjet/internal/aggregate"
@@ -166,51 +165,4 @@ func (s *Service) history(ctx context.Context, typ, id string, after uint64, lim
 	}
 	skipped(0)
 	return h, nil
-}
-
-// parsePage reads after and limit as given in a query or header ("" for
-// absent); name tells the user where each came from.
-func parsePage(after, limit, afterName, limitName string) (Page, error) {
-	var p Page
-	if after != "" {
-		v, err := strconv.ParseUint(after, 10, 64)
-		if err != nil {
-			return p, &Error{Status: 400, Code: CodeBadRequest, Message: afterName + " must be a version number, got " + strconv.Quote(after)}
-		}
-		p.After = v
-	}
-	if limit != "" {
-		v, err := strconv.Atoi(limit)
-		if err != nil || v < 1 || v > MaxPageLimit {
-			return p, &Error{Status: 400, Code: CodeBadRequest,
-				Message: fmt.Sprintf("%s must be 1 to %d events, got %s", limitName, MaxPageLimit, strconv.Quote(limit))}
-		}
-		p.Limit = v
-	}
-	return p, nil
-}
-
-// pageBody reads a NATS history request's optional JSON body.
-func pageBody(body []byte, p Page) (Page, error) {
-	if len(body) == 0 {
-		return p, nil
-	}
-	var b struct {
-		After *uint64 `json:"after"`
-		Limit *int    `json:"limit"`
-	}
-	if err := decodeStrict(body, &b); err != nil {
-		return p, &Error{Status: 400, Code: CodeBadRequest, Message: `history request body must be {"after": <version>, "limit": <1-` +
-			strconv.Itoa(MaxPageLimit) + `>} or empty: ` + userMessage(err.Error())}
-	}
-	if b.After != nil {
-		p.After = *b.After
-	}
-	if b.Limit != nil {
-		if *b.Limit < 1 || *b.Limit > MaxPageLimit {
-			return p, &Error{Status: 400, Code: CodeBadRequest, Message: fmt.Sprintf("limit must be 1 to %d events, got %d", MaxPageLimit, *b.Limit)}
-		}
-		p.Limit = *b.Limit
-	}
-	return p, nil
 }

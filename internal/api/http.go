@@ -106,7 +106,7 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 
 func (s *Service) events(w http.ResponseWriter, r *http.Request, typed bool) {
 	q := r.URL.Query()
-	p, err := parsePage(q.Get("after"), q.Get("limit"), "after", "limit")
+	p, err := parsePage(q.Get("after"), q.Get("limit"), "after", "limit", afterVersion)
 	if err != nil {
 		s.reply(w, 0, nil, err)
 		return

@@ -85,11 +85,23 @@ func jsonDepth(b []byte, max int) (depth int, over bool) {
 // traceParent is a W3C trace context traceparent of version 00.
 var traceParent = regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$`)
 
+// metaNames are what the caller called each piece of trace metadata: the
+// headers, or a raw append body's fields.
+type metaNames struct{ correlation, causation, trace string }
+
+var (
+	headerNames = metaNames{HeaderCorrelationID, HeaderCausationID, HeaderTraceParent}
+	bodyNames   = metaNames{"correlation_id", "causation_id", "traceparent"}
+)
+
 // checkMeta refuses trace metadata a log should not carry: over-long ids,
 // and a traceparent that is not W3C (all-zero trace or parent ids are
-// invalid there too).
-func checkMeta(m Meta) error {
-	for _, f := range []struct{ name, v string }{{HeaderCorrelationID, m.CorrelationID}, {HeaderCausationID, m.CausationID}} {
+// invalid there too). A message names the header.
+func checkMeta(m Meta) error { return checkMetaAs(m, headerNames) }
+
+// checkMetaAs is [checkMeta] naming the metadata as names do.
+func checkMetaAs(m Meta, names metaNames) error {
+	for _, f := range []struct{ name, v string }{{names.correlation, m.CorrelationID}, {names.causation, m.CausationID}} {
 		if n := utf8.RuneCountInString(f.v); n > MaxMetaLen {
 			return &Error{Status: 400, Code: CodeInvalidHeader, Message: fmt.Sprintf("%s is %d characters, longer than %d", f.name, n, MaxMetaLen)}
 		}
@@ -105,7 +117,7 @@ func checkMeta(m Meta) error {
 			}
 			return &Error{Status: 400, Code: CodeInvalidHeader, Message: fmt.Sprintf(
 				"%s %q is not a W3C trace context: want 00-<32 lowercase hex trace id>-<16 lowercase hex parent id>-<2 hex flags>, ids not all zero (55 characters)",
-				HeaderTraceParent, shown)}
+				names.trace, shown)}
 		}
 	}
 	return nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/esjet/esjet/internal/wire"
@@ -69,7 +68,7 @@ func (s *Service) ReadLog(ctx context.Context, p Page) (LogPage, error) {
 func (s *Service) logRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /v1/log", func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
-		p, err := parseLogPage(q.Get("after"), q.Get("limit"), "after", "limit")
+		p, err := parsePage(q.Get("after"), q.Get("limit"), "after", "limit", afterPosition)
 		if err != nil {
 			s.reply(w, 0, nil, err)
 			return
@@ -77,18 +76,4 @@ func (s *Service) logRoutes(mux *http.ServeMux) {
 		page, err := s.ReadLog(r.Context(), p)
 		s.reply(w, http.StatusOK, page, err)
 	})
-}
-
-// parseLogPage is parsePage with after read as a global position.
-func parseLogPage(after, limit, afterName, limitName string) (Page, error) {
-	p, err := parsePage("", limit, afterName, limitName)
-	if err != nil || after == "" {
-		return p, err
-	}
-	v, err := strconv.ParseUint(after, 10, 64)
-	if err != nil {
-		return p, &Error{Status: 400, Code: CodeBadRequest, Message: afterName + " must be a global position (a number: the position of the last event read, 0 for the start), got " + strconv.Quote(after)}
-	}
-	p.After = v
-	return p, nil
 }

@@ -166,9 +166,9 @@ func (s *Service) serve(ctx context.Context, r route, req *nats.Msg) (any, error
 	case opRawAppend:
 		return s.AppendRaw(ctx, r.typ, r.id, req.Data, microMeta(req))
 	case opLog:
-		p, err := parseLogPage(req.Header.Get(HeaderAfterPosition), req.Header.Get(HeaderLimit), HeaderAfterPosition, HeaderLimit)
+		p, err := parsePage(req.Header.Get(HeaderAfterPosition), req.Header.Get(HeaderLimit), HeaderAfterPosition, HeaderLimit, afterPosition)
 		if err == nil {
-			p, err = pageBody(req.Data, p)
+			p, err = pageBody(req.Data, p, afterPosition)
 		}
 		if err != nil {
 			return nil, err
@@ -291,11 +291,11 @@ func (ms *MicroService) Stop() error {
 // optional JSON body.
 func microPage(req *nats.Msg) (Page, error) {
 	h := req.Header
-	p, err := parsePage(h.Get(HeaderAfterVersion), h.Get(HeaderLimit), HeaderAfterVersion, HeaderLimit)
+	p, err := parsePage(h.Get(HeaderAfterVersion), h.Get(HeaderLimit), HeaderAfterVersion, HeaderLimit, afterVersion)
 	if err != nil {
 		return p, err
 	}
-	return pageBody(req.Data, p)
+	return pageBody(req.Data, p, afterVersion)
 }
 
 func microMeta(req *nats.Msg) Meta {

@@ -61,19 +61,21 @@ func (s *Service) Multi(ctx context.Context, body []byte, m Meta) (_ MultiResult
 	}
 	var req MultiRequest
 	if err := decodeStrict(body, &req); err != nil {
-		return MultiResult{}, &Error{Status: 400, Code: CodeBadRequest, Message: `multi body: ` + bodyMessage(err) +
+		return MultiResult{}, &Error{Status: 400, Code: CodeBadRequest, Message: `multi body: ` + bodyMessage(err, body) +
 			`; send {"commands":[{"type":…,"id":…,"command":…,"payload":{…}}, …]}`}
 	}
+	// Each key checked under the name its caller gave it.
+	keyName := "idempotency_key"
 	if req.IdempotencyKey == "" {
-		req.IdempotencyKey = m.IdempotencyKey
+		req.IdempotencyKey, keyName = m.IdempotencyKey, HeaderIdempotencyKey
 	}
 	cmds := make([]aggregate.MultiRequest, len(req.Commands))
 	for i, c := range req.Commands {
-		key := c.IdempotencyKey
+		key, name := c.IdempotencyKey, fmt.Sprintf("commands[%d].idempotency_key", i)
 		if key == "" {
-			key = req.IdempotencyKey
+			key, name = req.IdempotencyKey, keyName
 		}
-		if err := checkKey(key); err != nil {
+		if err := checkKeyAs(key, name); err != nil {
 			return MultiResult{}, err
 		}
 		cmds[i] = aggregate.MultiRequest{ExpectedVersion: c.ExpectedVersion, Request: aggregate.Request{

@@ -59,7 +59,7 @@ func TestMulti_AllOrNothingOnBothSurfaces(t *testing.T) {
 		// The body's mistakes in JSON's words, not Go's.
 		for body, want := range map[string]string{
 			`not json`: "not valid JSON at byte",
-			`{"commands":[{"type":"trip","id":"x","command":"request_trip","expected_version":-5}]}`: `field "commands.expected_version" must be a whole number, 0 or more, got -5`,
+			`{"commands":[{"type":"trip","id":"x","command":"request_trip","expected_version":-5}]}`: `field "commands[0].expected_version" must be a whole number, 0 or more, got -5`,
 		} {
 			got := failed(t, do([]byte(body)), 400, "bad_request")
 			if !strings.Contains(got.Message, want) || strings.Contains(got.Message, "Go struct") {

@@ -143,14 +143,24 @@ func (s *Service) AppendRaw(ctx context.Context, typ, id string, body []byte, m 
 	}
 	var req aggregate.RawAppend
 	if err := decodeStrict(body, &req); err != nil {
-		return aggregate.Result{}, &Error{Status: 400, Code: CodeBadRequest, Message: "raw append body: " + err.Error()}
+		return aggregate.Result{}, &Error{Status: 400, Code: CodeBadRequest, Message: "raw append body: " + bodyMessage(err, body)}
 	}
 	req.Type, req.ID = typ, id
+	// Each checked under the name its caller gave it, body field or header.
+	if err := checkMetaAs(Meta{CorrelationID: req.CorrelationID, CausationID: req.CausationID, TraceParent: req.TraceParent}, bodyNames); err != nil {
+		return aggregate.Result{}, err
+	}
+	if err := checkMeta(m); err != nil {
+		return aggregate.Result{}, err
+	}
+	if err := checkKeyAs(req.IdempotencyKey, "idempotency_key"); err != nil {
+		return aggregate.Result{}, err
+	}
+	if err := checkKey(m.IdempotencyKey); err != nil {
+		return aggregate.Result{}, err
+	}
 	if req.IdempotencyKey == "" {
 		req.IdempotencyKey = m.IdempotencyKey
-	}
-	if err := checkKey(req.IdempotencyKey); err != nil {
-		return aggregate.Result{}, err
 	}
 	if req.CorrelationID == "" {
 		req.CorrelationID = m.CorrelationID
@@ -160,9 +170,6 @@ func (s *Service) AppendRaw(ctx context.Context, typ, id string, body []byte, m 
 	}
 	if req.TraceParent == "" {
 		req.TraceParent = m.TraceParent
-	}
-	if err := checkMeta(Meta{CorrelationID: req.CorrelationID, CausationID: req.CausationID, TraceParent: req.TraceParent}); err != nil {
-		return aggregate.Result{}, err
 	}
 	ctx, req.TraceParent, done = s.startCommand(ctx, rawLabel, rawLabel, req.TraceParent)
 	return s.repo.AppendRaw(ctx, req)

@@ -57,7 +57,7 @@ func (s *Service) serveView(ctx context.Context, r route, body []byte) (any, err
 	var req viewRequest
 	if len(body) > 0 {
 		if err := decodeStrict(body, &req); err != nil {
-			return nil, &Error{Status: 400, Code: CodeBadRequest, Message: "view request body: " + userMessage(err.Error())}
+			return nil, &Error{Status: 400, Code: CodeBadRequest, Message: "view request body: " + bodyMessage(err, body)}
 		}
 	}
 	switch r.action {
@@ -135,7 +135,7 @@ func (s *Service) viewsHandler(next http.Handler) http.Handler {
 		q := r.URL.Query()
 		var after uint64
 		if a := q.Get("after"); a != "" {
-			p, err := parseLogPage(a, "", "after", "limit")
+			p, err := parsePage(a, "", "after", "limit", afterPosition)
 			if err != nil {
 				s.reply(w, 0, nil, err)
 				return
@@ -185,7 +185,7 @@ func (s *Service) serveViewAction(ctx context.Context, user, action string, body
 	}
 	var a ViewAction
 	if err := decodeStrict(body, &a); err != nil {
-		return nil, &Error{Status: 400, Code: CodeBadRequest, Message: `projection action body must be {"name": …, "position": …, "generation": …, "reason": …}: ` + userMessage(err.Error())}
+		return nil, &Error{Status: 400, Code: CodeBadRequest, Message: `projection action body must be {"name": …, "position": …, "generation": …, "reason": …}: ` + bodyMessage(err, body)}
 	}
 	rep := ViewActionReply{Action: action, Name: a.Name, By: user}
 	var err error

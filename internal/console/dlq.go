@@ -95,7 +95,7 @@ func (c *Console) dlqAction(r *http.Request) (ops.ActionReply, error) {
 	if err := decode(r, &req); errors.As(err, &dup) {
 		return ops.ActionReply{}, dup
 	} else if err != nil {
-		return ops.ActionReply{}, fmt.Errorf("%w: body: %v (want {\"command_id\": …, \"after_failed\": bool, \"reason\": …})", ErrBadRequest, err)
+		return ops.ActionReply{}, fmt.Errorf("%w: body: %w (want {\"command_id\": …, \"after_failed\": bool, \"reason\": …})", ErrBadRequest, err)
 	}
 	ctx := r.Context()
 	dl, err := c.dlq.Get(ctx, strconv.FormatUint(seq, 10))

@@ -48,7 +48,7 @@ func (c *Console) workersAction(r *http.Request) (wire.PauseRecord, error) {
 	if err := decode(r, &req); errors.As(err, &dup) {
 		return wire.PauseRecord{}, dup
 	} else if err != nil {
-		return wire.PauseRecord{}, fmt.Errorf("%w: body: %v (want {\"reason\": …})", ErrBadRequest, err)
+		return wire.PauseRecord{}, fmt.Errorf("%w: body: %w (want {\"reason\": …})", ErrBadRequest, err)
 	}
 	if len(req.Reason) > 500 {
 		return wire.PauseRecord{}, fmt.Errorf("%w: the reason is %d bytes; at most 500", ErrBadRequest, len(req.Reason))

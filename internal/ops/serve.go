@@ -144,7 +144,7 @@ func (s *Server) Serve(ctx context.Context, user, action string, body []byte) (A
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		return ActionReply{}, fmt.Errorf("%w: dlq %s body: %v (want {\"seq\": N, ...})", ErrBadOpsRequest, action, err)
+		return ActionReply{}, fmt.Errorf("%w: dlq %s body: %w (want {\"seq\": N, ...})", ErrBadOpsRequest, action, err)
 	}
 	if req.Seq == 0 {
 		return ActionReply{}, fmt.Errorf("%w: dlq %s: no seq (the dead letter's DLQ sequence)", ErrBadOpsRequest, action)
