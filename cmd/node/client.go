@@ -114,6 +114,11 @@ func newEventsCmd(g *globals) *cobra.Command {
 			if err := checkTokens(args[0], args[1]); err != nil {
 				return err
 			}
+			// Checked here, so the message names the flag, not the header
+			// it becomes.
+			if pageSize < 1 || pageSize > api.MaxPageLimit {
+				return fmt.Errorf("--page-size must be 1 to %d events, got %d", api.MaxPageLimit, pageSize)
+			}
 			c, err := g.dial(cmd)
 			if err != nil {
 				return err

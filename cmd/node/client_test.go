@@ -191,3 +191,16 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsPageSizeOutOfRangeNamesTheFlag: the CLI's --page-size becomes
+// the Esjet-Limit header; a bad one is refused naming the flag, before
+// any request.
+func TestEventsPageSizeOutOfRangeNamesTheFlag(t *testing.T) {
+	for _, size := range []string{"0", "1001", "-3"} {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), []string{"events", "trip", "p1", "--page-size", size}, nil, &stdout, &stderr)
+		if err == nil || !strings.Contains(err.Error(), "--page-size must be 1 to 1000 events, got "+size) || strings.Contains(err.Error(), "Esjet-") {
+			t.Errorf("--page-size %s: %v, want the flag named", size, err)
+		}
+	}
+}
