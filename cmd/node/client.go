@@ -96,7 +96,20 @@ func newStateCmd(g *globals) *cobra.Command {
 			if err := checkTokens(args[0], args[1]); err != nil {
 				return err
 			}
-			return g.request(cmd, args[0], fmt.Sprintf("%s.%s.state", args[0], args[1]), nil, nil, printJSON)
+			c, err := g.dial(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.close()
+			data, err := c.call(cmd.Context(), args[0], fmt.Sprintf("%s.%s.state", args[0], args[1]), nil, nil)
+			if isCode(err, api.CodeUnknownType) && c.rawType(cmd.Context(), args[0], args[1]) {
+				return fmt.Errorf("%w — %s is a raw type (its events are appended through /v1/raw/%s/<id>/events): the node folds no state for it, only keeps its events; read them with `esjet events %s %s` or GET /v1/raw/%s/%s/events",
+					err, args[0], args[0], args[0], args[1], args[0], args[1])
+			}
+			if err != nil {
+				return err
+			}
+			return printJSON(g.stdout, data)
 		},
 	}
 }
@@ -196,11 +209,20 @@ func (c *client) call(ctx context.Context, typ, suffix string, body []byte, hdr 
 func (c *client) history(ctx context.Context, typ, id string, pageSize int) (api.History, error) {
 	var all api.History
 	var after uint64
+	suffix := fmt.Sprintf("%s.%s.events", typ, id)
 	for {
 		hdr := nats.Header{}
 		hdr.Set(api.HeaderAfterVersion, strconv.FormatUint(after, 10))
 		hdr.Set(api.HeaderLimit, strconv.Itoa(pageSize))
-		data, err := c.call(ctx, typ, fmt.Sprintf("%s.%s.events", typ, id), nil, hdr)
+		data, err := c.call(ctx, typ, suffix, nil, hdr)
+		if isCode(err, api.CodeUnknownType) && after == 0 {
+			// Not a registered type: a raw one's events are read as the
+			// raw API reads them; a type with none there is unknown.
+			raw := fmt.Sprintf("raw.events.%s.%s", typ, id)
+			if rawData, rawErr := c.call(ctx, typ, raw, nil, hdr); rawErr == nil {
+				suffix, data, err = raw, rawData, nil
+			}
+		}
 		if err != nil {
 			return all, err
 		}
@@ -268,12 +290,36 @@ func noResponders(ctx context.Context, nc *nats.Conn, ns, typ string) error {
 
 func apiError(code string, reply *nats.Msg) error {
 	var body struct{ Error api.Error }
-	msg := reply.Header.Get(micro.ErrorHeader)
+	e := &replyError{text: reply.Header.Get(micro.ErrorHeader)}
 	if json.Unmarshal(reply.Data, &body) == nil && body.Error.Message != "" {
-		msg = body.Error.Code + ": " + body.Error.Message
+		e.code, e.text = body.Error.Code, body.Error.Code+": "+body.Error.Message
 	}
-	status, _ := strconv.Atoi(code)
-	return fmt.Errorf("%d %s", status, msg)
+	e.status, _ = strconv.Atoi(code)
+	return e
+}
+
+// replyError is an API error reply as the CLI prints it ("404
+// unknown_type: …"), keeping its code for the commands that act on it.
+type replyError struct {
+	status     int
+	code, text string
+}
+
+func (e *replyError) Error() string { return fmt.Sprintf("%d %s", e.status, e.text) }
+
+// isCode reports whether err is an API error reply with code.
+func isCode(err error, code string) bool {
+	var re *replyError
+	return errors.As(err, &re) && re.code == code
+}
+
+// rawType reports whether typ, unknown to the node's registered types, has
+// events under id appended through the raw API: a raw type.
+func (c *client) rawType(ctx context.Context, typ, id string) bool {
+	hdr := nats.Header{}
+	hdr.Set(api.HeaderLimit, "1")
+	_, err := c.call(ctx, typ, fmt.Sprintf("raw.events.%s.%s", typ, id), nil, hdr)
+	return err == nil
 }
 
 func printJSON(w io.Writer, data []byte) error {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
 )
 
 func TestClientCommandsValidateTokensBeforeSending(t *testing.T) {
@@ -201,6 +202,41 @@ func TestEventsPageSizeOutOfRangeNamesTheFlag(t *testing.T) {
 		err := run(t.Context(), []string{"events", "trip", "p1", "--page-size", size}, nil, &stdout, &stderr)
 		if err == nil || !strings.Contains(err.Error(), "--page-size must be 1 to 1000 events, got "+size) || strings.Contains(err.Error(), "Esjet-") {
 			t.Errorf("--page-size %s: %v, want the flag named", size, err)
+		}
+	}
+}
+
+// TestEventsAndStateOfARawType: a type written through the raw API is not
+// registered; esjet events reads its events as the raw API does, and esjet
+// state says it is a raw type and where its events are, instead of only
+// "unknown type (registered: [trip])".
+func TestEventsAndStateOfARawType(t *testing.T) {
+	flags := startTestNode(t, "rawcli")
+	nc, err := nats.Connect("nats://" + flagValue(flags, "--listen"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	reply, err := nc.Request("esjet.rawcli.raw.append.invoice.i1", []byte(`{"expected_version":0,"events":[{"type":"issued","data":{"amount":1200}},{"type":"paid"}]}`), 10*time.Second)
+	if err != nil || reply.Header.Get(micro.ErrorCodeHeader) != "" {
+		t.Fatalf("raw append: %v %s", err, reply.Data)
+	}
+	esjet := func(args ...string) (string, error) {
+		var stdout, stderr bytes.Buffer
+		err := run(t.Context(), append(args, flags...), nil, &stdout, &stderr)
+		return stdout.String(), err
+	}
+	out, err := esjet("events", "invoice", "i1", "--json", "--page-size", "1")
+	if err != nil || !strings.Contains(out, `"issued"`) || !strings.Contains(out, `"paid"`) {
+		t.Errorf("esjet events invoice i1: %v\n%s", err, out)
+	}
+	if _, err := esjet("state", "invoice", "i1"); err == nil || !strings.Contains(err.Error(), "invoice is a raw type") || !strings.Contains(err.Error(), "esjet events invoice i1") {
+		t.Errorf("esjet state invoice i1: %v, want it to say invoice is a raw type and how to read it", err)
+	}
+	// A type with no events anywhere is still unknown, with the registered ones.
+	for _, cmd := range []string{"events", "state"} {
+		if _, err := esjet(cmd, "invoise", "i1"); err == nil || !strings.HasPrefix(err.Error(), "404 unknown_type") || strings.Contains(err.Error(), "raw type") {
+			t.Errorf("esjet %s invoise i1: %v, want 404 unknown_type", cmd, err)
 		}
 	}
 }
