@@ -56,12 +56,12 @@ nats:
 	})
 	waitFor(t, &nodeOut, &nodeErr, done, " ready: ")
 
-	as := func(user, pw string, args ...string) (error, time.Duration) {
+	as := func(user, pw string, args ...string) (time.Duration, error) {
 		var out, errOut natstest.Buffer
 		env := []string{"ESJET_NATS_EMBEDDED_AUTH_USER=" + user, "ESJET_NATS_EMBEDDED_AUTH_PASSWORD=" + pw}
 		start := time.Now()
 		err := run(t.Context(), append(args, "--config", conf), env, &out, &errOut)
-		return err, time.Since(start)
+		return time.Since(start), err
 	}
 	for _, c := range []struct {
 		user, pw string
@@ -70,7 +70,7 @@ nats:
 		{"oncall", "oncall-pw", []string{"send", "trip", "p2", "add_note", "{}"}}, // an operator sends no commands
 		{"app", "app-pw", []string{"streams"}},                                    // a client reads no stream info
 	} {
-		err, took := as(c.user, c.pw, c.args...)
+		took, err := as(c.user, c.pw, c.args...)
 		if err == nil || !strings.Contains(err.Error(), "NATS refused this command") || !strings.Contains(err.Error(), "Permissions Violation") {
 			t.Fatalf("%s %v: %v; want NATS's refusal named", c.user, c.args, err)
 		}
@@ -78,11 +78,11 @@ nats:
 			t.Errorf("%s %v took %s: it waited for a timeout", c.user, c.args, took.Round(time.Millisecond))
 		}
 	}
-	err, _ := as("oncall", "wrong", "streams")
+	_, err := as("oncall", "wrong", "streams")
 	if err == nil || !strings.Contains(err.Error(), "refused the credentials") || strings.Contains(err.Error(), "is `esjet run` running") {
 		t.Fatalf("a wrong password: %v; want the credentials named, not a node that is not running", err)
 	}
-	if err, _ := as("oncall", "oncall-pw", "streams"); err != nil {
+	if _, err := as("oncall", "oncall-pw", "streams"); err != nil {
 		t.Fatalf("an operator's esjet streams: %v", err)
 	}
 }
