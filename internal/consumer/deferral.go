@@ -83,14 +83,8 @@ func (w *Worker) tryCountDeferral(ctx context.Context, key string, d Delivery) (
 	}
 	rec.Deferred++
 	rec.Node, rec.Understands, rec.At = w.cfg.Node, w.cfg.Schema, time.Now().UTC().Format(time.RFC3339Nano)
-	b, _ := json.Marshal(rec)
-	if rev == 0 {
-		_, err = w.control.Create(ctx, key, b)
-	} else {
-		_, err = w.control.Update(ctx, key, b, rev)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("write %s: %w", key, err)
+	if err := w.writeRecord(ctx, key, rev, rec); err != nil {
+		return 0, err
 	}
 	return rec.Deferred, nil
 }
@@ -174,7 +168,16 @@ func (w *Worker) tryCountHandBack(ctx context.Context, key string, d Delivery) e
 	}
 	rec.HandedBack++
 	rec.Node, rec.At = w.cfg.Node, time.Now().UTC().Format(time.RFC3339Nano)
-	b, _ := json.Marshal(rec)
+	return w.writeRecord(ctx, key, rev, rec)
+}
+
+// writeRecord writes v at key of the workers' bucket by compare-and-set:
+// created when rev is 0 (the record was not there), else updated from rev.
+func (w *Worker) writeRecord(ctx context.Context, key string, rev uint64, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
 	if rev == 0 {
 		_, err = w.control.Create(ctx, key, b)
 	} else {
