@@ -128,6 +128,9 @@ func sample(steps []*step) [][]*step {
 // breakdown; nil when no step finished.
 func (e *env) hops(ctx context.Context, steps []*step) (*Hops, error) {
 	names := streams.NamesFor(e.ns)
+	if err := settled(ctx, e.nodeJS, names.Events); err != nil {
+		return nil, err
+	}
 	events := streams.NewScanner(e.nodeJS, names.Events, 1000)
 	defer events.Close()
 	outbox := streams.NewScanner(e.nodeJS, names.Outbox, 1000)
@@ -170,6 +173,35 @@ func (e *env) hops(ctx context.Context, steps []*step) (*Hops, error) {
 		*hop = Hop{P50MS: ms(rec[i].Percentile(50)), P90MS: ms(rec[i].Percentile(90)), Negative: negative[i]}
 	}
 	return h, nil
+}
+
+// settled waits (up to 5 s) until stream's last sequence stays put for
+// 100 ms. The bench sees charged as the node publishes the outcome — under
+// group commit, as a member of an atomic batch that the server commits a
+// round later — so the last steps' outcomes may not be stored yet when the
+// phase ends, and a read then would miss them.
+func settled(ctx context.Context, js jetstream.JetStream, stream string) error {
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	var last uint64
+	for {
+		info, err := st.Info(ctx)
+		if err != nil {
+			return err
+		}
+		if info.State.LastSeq == last || time.Now().After(deadline) {
+			return nil
+		}
+		last = info.State.LastSeq
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // readRun fills the stored times of one run of consecutive steps: EVENTS
