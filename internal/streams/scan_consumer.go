@@ -150,6 +150,7 @@ func readRange(ctx context.Context, js jetstream.JetStream, stream string, r Sca
 			return n, ctx.Err()
 		case m = <-in:
 			idle.Reset(consumeIdle)
+			stuck = 0 // "twice" is in a row: the pulls work again
 		case <-idle.C:
 			idle.Reset(consumeIdle)
 			// Nothing came for a while: the rest of the range may have
