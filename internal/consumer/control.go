@@ -175,17 +175,11 @@ func (c *Control) SetPaused(ctx context.Context, kind string, paused bool, by, r
 		return was, fmt.Errorf("%w: %s", ErrNotPaused, kind)
 	}
 	rec := wire.PauseRecord{Kind: kind, Paused: paused, By: by, At: time.Now().UTC().Format(time.RFC3339), Reason: reason}
-	b, _ := json.Marshal(rec)
-	if rev == 0 {
-		_, err = c.kv.Create(ctx, key, b)
-	} else {
-		_, err = c.kv.Update(ctx, key, b, rev)
-	}
-	if err != nil {
+	if err := writeRecord(ctx, c.kv, key, rev, rec); err != nil {
 		if isWrongLast(err) {
 			return wire.PauseRecord{}, fmt.Errorf("the pause record of %s changed meanwhile (another operator?); look again and retry: %w", kind, err)
 		}
-		return wire.PauseRecord{}, fmt.Errorf("write the pause record of %s: %w", kind, err)
+		return wire.PauseRecord{}, fmt.Errorf("the pause record of %s: %w", kind, err)
 	}
 	return rec, nil
 }

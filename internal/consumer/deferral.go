@@ -77,13 +77,13 @@ func (w *Worker) countDeferral(ctx context.Context, d Delivery) (int, error) {
 
 func (w *Worker) tryCountDeferral(ctx context.Context, key string, d Delivery) (int, error) {
 	rec := wire.Deferral{CommandID: d.CommandID, Kind: d.Kind, Schema: d.Schema}
-	rev, err := w.record(ctx, key, &rec)
+	rev, err := readRecord(ctx, w.control, key, &rec)
 	if err != nil {
 		return 0, err
 	}
 	rec.Deferred++
 	rec.Node, rec.Understands, rec.At = w.cfg.Node, w.cfg.Schema, time.Now().UTC().Format(time.RFC3339Nano)
-	if err := w.writeRecord(ctx, key, rev, rec); err != nil {
+	if err := writeRecord(ctx, w.control, key, rev, rec); err != nil {
 		return 0, err
 	}
 	return rec.Deferred, nil
@@ -100,20 +100,20 @@ func (w *Worker) uncounted(ctx context.Context, d Delivery) (deferred, handedBac
 	kctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	var def wire.Deferral
-	if _, err := w.record(kctx, wire.DeferKey(d.Kind, d.CommandID), &def); err != nil {
+	if _, err := readRecord(kctx, w.control, wire.DeferKey(d.Kind, d.CommandID), &def); err != nil {
 		return 0, 0, err
 	}
 	var hb wire.HandBack
-	if _, err := w.record(kctx, wire.HandBackKey(d.Kind, d.CommandID), &hb); err != nil {
+	if _, err := readRecord(kctx, w.control, wire.HandBackKey(d.Kind, d.CommandID), &hb); err != nil {
 		return 0, 0, err
 	}
 	return def.Deferred, hb.HandedBack, nil
 }
 
-// record reads key of the workers' bucket into v: its revision, 0 (and v
-// untouched) when there is none.
-func (w *Worker) record(ctx context.Context, key string, v any) (uint64, error) {
-	e, err := w.control.Get(ctx, key)
+// readRecord reads key of the workers' bucket kv into v: its revision, 0
+// (and v untouched) when there is none.
+func readRecord(ctx context.Context, kv jetstream.KeyValue, key string, v any) (uint64, error) {
+	e, err := kv.Get(ctx, key)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return 0, nil
@@ -162,26 +162,27 @@ func (w *Worker) countHandBack(ctx context.Context, d Delivery) error {
 
 func (w *Worker) tryCountHandBack(ctx context.Context, key string, d Delivery) error {
 	rec := wire.HandBack{CommandID: d.CommandID, Kind: d.Kind}
-	rev, err := w.record(ctx, key, &rec)
+	rev, err := readRecord(ctx, w.control, key, &rec)
 	if err != nil {
 		return err
 	}
 	rec.HandedBack++
 	rec.Node, rec.At = w.cfg.Node, time.Now().UTC().Format(time.RFC3339Nano)
-	return w.writeRecord(ctx, key, rev, rec)
+	return writeRecord(ctx, w.control, key, rev, rec)
 }
 
-// writeRecord writes v at key of the workers' bucket by compare-and-set:
-// created when rev is 0 (the record was not there), else updated from rev.
-func (w *Worker) writeRecord(ctx context.Context, key string, rev uint64, v any) error {
+// writeRecord writes v at key of the workers' bucket kv by compare-and-set:
+// created when rev is 0 (the record was not there), else updated from rev;
+// a lost race is an error isWrongLast recognises.
+func writeRecord(ctx context.Context, kv jetstream.KeyValue, key string, rev uint64, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
 	if rev == 0 {
-		_, err = w.control.Create(ctx, key, b)
+		_, err = kv.Create(ctx, key, b)
 	} else {
-		_, err = w.control.Update(ctx, key, b, rev)
+		_, err = kv.Update(ctx, key, b, rev)
 	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", key, err)
