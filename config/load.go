@@ -230,7 +230,7 @@ func yamlError(err error) error {
 func didYouMean(name string, candidates []string) string {
 	best, bestDist := "", -1
 	for _, c := range candidates {
-		d := editDistance(strings.ToLower(name), strings.ToLower(c))
+		d := EditDistance(strings.ToLower(name), strings.ToLower(c))
 		if bestDist < 0 || d < bestDist || (d == bestDist && c < best) {
 			best, bestDist = c, d
 		}
@@ -246,9 +246,10 @@ func didYouMean(name string, candidates []string) string {
 // \"trip\"?" when name is near enough to one of candidates, else "".
 func DidYouMean(name string, candidates []string) string { return didYouMean(name, candidates) }
 
-// editDistance is the optimal-string-alignment distance between a and b, by
-// rune: insertions, deletions, substitutions and swaps of two neighbours.
-func editDistance(a, b string) int {
+// EditDistance is the optimal-string-alignment distance between a and b,
+// by rune: insertions, deletions, substitutions and swaps of two
+// neighbours. The CLI's flag suggestions use it too.
+func EditDistance(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
 	d := make([][]int, len(ra)+1)
 	for i := range d {

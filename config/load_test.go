@@ -83,8 +83,8 @@ func TestEditDistance(t *testing.T) {
 		{"", "", 0}, {"a", "", 1}, {"embeded", "embedded", 1}, {"kitten", "sitting", 3}, {"ééé", "éé", 1},
 		{"data_dri", "data_dir", 1}, {"nats", "rate", 2}, {"ca", "abc", 3},
 	} {
-		if got := editDistance(tt.a, tt.b); got != tt.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
+		if got := EditDistance(tt.a, tt.b); got != tt.want {
+			t.Errorf("EditDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
 		}
 	}
 }
@@ -127,7 +127,9 @@ func TestFileAndEnvironmentReadAValueAlike(t *testing.T) {
 		{"aggregates.cache_size", "ESJET_AGGREGATES_CACHE_SIZE", "1e3", "want a whole number"},
 		{"aggregates.cache_size", "ESJET_AGGREGATES_CACHE_SIZE", "0x10", "want a whole number"},
 		{"aggregates.cache_size", "ESJET_AGGREGATES_CACHE_SIZE", "10_000", "want a whole number"},
-		{"aggregates.cache_size", "ESJET_AGGREGATES_CACHE_SIZE", "99999999999999999999", "want a whole number from"},
+		{"aggregates.cache_size", "ESJET_AGGREGATES_CACHE_SIZE", "99999999999999999999", "too large"},
+		{"aggregates.cache_size", "ESJET_AGGREGATES_CACHE_SIZE", "010", "without leading zeros"}, // YAML alone read 8
+		{"aggregates.cache_size", "ESJET_AGGREGATES_CACHE_SIZE", "0", ""},
 		{"aggregates.cache_size", "ESJET_AGGREGATES_CACHE_SIZE", "250", ""},
 		{"demo.services", "ESJET_DEMO_SERVICES", "yes", "want true or false"},
 		{"demo.services", "ESJET_DEMO_SERVICES", "on", "want true or false"},
@@ -151,11 +153,22 @@ func TestFileAndEnvironmentReadAValueAlike(t *testing.T) {
 			}
 		}
 	}
-	// A quoted value is a string in the file, whatever it spells.
-	for _, content := range []string{"demo: {services: \"yes\"}", "demo:\n  services: 'true'\n", "aggregates:\n  cache_size: \"5\"\n"} {
-		got := tryLoad(t, content)
-		if !strings.Contains(got, "demo.services is") && !strings.Contains(got, "aggregates.cache_size is") {
-			t.Errorf("%q: error %q does not name the field", content, got)
+	// A quoted value is a string in the file, whatever it spells; one that
+	// would do unquoted is told to drop its quotes.
+	for content, want := range map[string]string{
+		"demo: {services: \"yes\"}":          `demo.services is "yes"; want true or false`,
+		"demo:\n  services: 'true'\n":        "demo.services is \"true\"; want true or false, without quotes",
+		"aggregates:\n  cache_size: \"5\"\n": "aggregates.cache_size is \"5\"; want a whole number, without quotes",
+	} {
+		if got := tryLoad(t, content); !strings.Contains(got, want) {
+			t.Errorf("%q: error %q, want it to say %q", content, got, want)
+		}
+	}
+	// A file with nothing in it, or only comments, keeps the defaults.
+	for _, content := range []string{"", "# nothing set yet\n", "\n\n"} {
+		cfg, err := Load(writeFile(t, content), nil)
+		if err != nil || cfg.Namespace != Default().Namespace {
+			t.Errorf("file %q: %v (namespace %q), want the defaults", content, err, cfg.Namespace)
 		}
 	}
 }

@@ -27,7 +27,7 @@ var yamlUnmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
 // readScalar reads text as a value of t, a bool, integer or float type: a
 // bool is true or false (or YAML 1.2's True, TRUE, False, FALSE); a whole
-// number is decimal digits with an optional sign; a number is a finite
+// number is decimal digits with an optional sign, no leading zero; a number is a finite
 // decimal or exponent form (0.5, 1e3). The error says what t takes.
 func readScalar(t reflect.Type, text string) (reflect.Value, error) {
 	text = strings.TrimSpace(text)
@@ -42,15 +42,21 @@ func readScalar(t reflect.Type, text string) (reflect.Value, error) {
 			return v, errors.New("want " + want(t))
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		if leadingZero(text) {
+			return v, errors.New("want " + want(t) + " without leading zeros (YAML reads 010 as 8)")
+		}
 		n, err := strconv.ParseInt(text, 10, t.Bits())
 		if errors.Is(err, strconv.ErrRange) {
-			return v, fmt.Errorf("want a whole number from %d to %d", int64(-1)<<(t.Bits()-1), int64(1)<<(t.Bits()-1)-1)
+			return v, errors.New("too large: want " + want(t) + " that fits the setting")
 		}
 		if err != nil {
 			return v, errors.New("want " + want(t))
 		}
 		v.SetInt(n)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		if leadingZero(text) {
+			return v, errors.New("want " + want(t) + " without leading zeros (YAML reads 010 as 8)")
+		}
 		n, err := strconv.ParseUint(strings.TrimPrefix(text, "+"), 10, t.Bits())
 		if err != nil {
 			return v, errors.New("want " + want(t))
@@ -128,6 +134,9 @@ func checkDoc(doc *yaml.Node, t reflect.Type) error {
 	}
 	var walk func(n *yaml.Node, t reflect.Type, path string)
 	walk = func(n *yaml.Node, t reflect.Type, path string) {
+		if n.Kind == 0 {
+			return // an empty file, or one of comments only: the defaults
+		}
 		for n.Kind == yaml.DocumentNode || n.Kind == yaml.AliasNode {
 			if n.Kind == yaml.AliasNode {
 				n = n.Alias
@@ -223,6 +232,13 @@ func checkDoc(doc *yaml.Node, t reflect.Type) error {
 	}
 	walk(doc, t, "")
 	return errors.Join(errs...)
+}
+
+// leadingZero reports a whole number written with a leading zero (010),
+// which YAML reads as octal and the environment as decimal.
+func leadingZero(text string) bool {
+	digits := strings.TrimLeft(text, "+-")
+	return len(digits) > 1 && digits[0] == '0'
 }
 
 func join(path, key string) string {

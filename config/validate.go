@@ -146,7 +146,9 @@ func (c *Config) validate(v *validator) error {
 		}
 		// Past backoff_max the delay stops doubling, so a larger first
 		// delay is cut to it: the file would not say what the workers do.
-		if d := w.WithDefaults(); w.BackoffInitial >= 0 && w.BackoffMax >= 0 && d.BackoffInitial > d.BackoffMax {
+		// Only a backoff_initial the file sets: a backoff_max below the
+		// default first delay just starts the delays at it.
+		if d := w.WithDefaults(); w.BackoffInitial > 0 && w.BackoffMax >= 0 && d.BackoffInitial > d.BackoffMax {
 			which := "backoff_max"
 			if w.BackoffMax == 0 {
 				which = "the default backoff_max"

@@ -94,4 +94,9 @@ func TestBackoffInitialAboveBackoffMaxIsRefused(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("backoff_initial equal to backoff_max: %v", err)
 	}
+	// backoff_max alone, below the default first delay: the delays start at it.
+	cfg.Workers = map[string]Worker{"k": {Target: TargetGo, BackoffMax: Duration(100 * time.Millisecond)}}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("backoff_max alone, under the default backoff_initial: %v", err)
+	}
 }
