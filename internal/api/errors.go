@@ -158,14 +158,11 @@ func article(v string) string {
 	switch v {
 	case "array", "object":
 		return "an " + v
-	case "number", "string", "bool":
+	case "bool":
+		return "true or false"
+	case "number", "string":
 		return "a " + v
 	default:
 		return v // "number -1" and the like
 	}
 }
-
-// bodyMessage says what is wrong with a request body in JSON terms: where
-// it stops being JSON, or which field (by its path in body) has the wrong
-// kind of value ([jsonProblem]).
-func bodyMessage(err error, body []byte) string { return jsonProblem(err, body) }

@@ -61,7 +61,7 @@ func (s *Service) Multi(ctx context.Context, body []byte, m Meta) (_ MultiResult
 	}
 	var req MultiRequest
 	if err := decodeStrict(body, &req); err != nil {
-		return MultiResult{}, &Error{Status: 400, Code: CodeBadRequest, Message: `multi body: ` + bodyMessage(err, body) +
+		return MultiResult{}, &Error{Status: 400, Code: CodeBadRequest, Message: `multi body: ` + jsonProblem(err, body) +
 			`; send {"commands":[{"type":…,"id":…,"command":…,"payload":{…}}, …]}`}
 	}
 	// Each key checked under the name its caller gave it.

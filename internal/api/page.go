@@ -68,7 +68,7 @@ func pageBody(body []byte, p Page, unit afterUnit) (Page, error) {
 		if unit == afterPosition {
 			shape = `log request body must be {"after": <position>, "limit": <1-`
 		}
-		return p, &Error{Status: 400, Code: CodeBadRequest, Message: shape + strconv.Itoa(MaxPageLimit) + `>} or empty: ` + bodyMessage(err, body)}
+		return p, &Error{Status: 400, Code: CodeBadRequest, Message: shape + strconv.Itoa(MaxPageLimit) + `>} or empty: ` + jsonProblem(err, body)}
 	}
 	if after := string(b.After); after != "" && after != "null" {
 		v, err := strconv.ParseUint(after, 10, 64)

@@ -143,7 +143,7 @@ func (s *Service) AppendRaw(ctx context.Context, typ, id string, body []byte, m 
 	}
 	var req aggregate.RawAppend
 	if err := decodeStrict(body, &req); err != nil {
-		return aggregate.Result{}, &Error{Status: 400, Code: CodeBadRequest, Message: "raw append body: " + bodyMessage(err, body)}
+		return aggregate.Result{}, &Error{Status: 400, Code: CodeBadRequest, Message: "raw append body: " + jsonProblem(err, body)}
 	}
 	req.Type, req.ID = typ, id
 	// Each checked under the name its caller gave it, body field or header.

@@ -57,7 +57,7 @@ func (s *Service) serveView(ctx context.Context, r route, body []byte) (any, err
 	var req viewRequest
 	if len(body) > 0 {
 		if err := decodeStrict(body, &req); err != nil {
-			return nil, &Error{Status: 400, Code: CodeBadRequest, Message: "view request body: " + bodyMessage(err, body)}
+			return nil, &Error{Status: 400, Code: CodeBadRequest, Message: "view request body: " + jsonProblem(err, body)}
 		}
 	}
 	switch r.action {
@@ -185,7 +185,7 @@ func (s *Service) serveViewAction(ctx context.Context, user, action string, body
 	}
 	var a ViewAction
 	if err := decodeStrict(body, &a); err != nil {
-		return nil, &Error{Status: 400, Code: CodeBadRequest, Message: `projection action body must be {"name": …, "position": …, "generation": …, "reason": …}: ` + bodyMessage(err, body)}
+		return nil, &Error{Status: 400, Code: CodeBadRequest, Message: `projection action body must be {"name": …, "position": …, "generation": …, "reason": …}: ` + jsonProblem(err, body)}
 	}
 	rep := ViewActionReply{Action: action, Name: a.Name, By: user}
 	var err error
