@@ -103,8 +103,8 @@ func newStateCmd(g *globals) *cobra.Command {
 			defer c.close()
 			data, err := c.call(cmd.Context(), args[0], fmt.Sprintf("%s.%s.state", args[0], args[1]), nil, nil)
 			if isCode(err, api.CodeUnknownType) && c.rawType(cmd.Context(), args[0], args[1]) {
-				return fmt.Errorf("%w — %s is a raw type (its events are appended through /v1/raw/%s/<id>/events): the node folds no state for it, only keeps its events; read them with `esjet events %s %s` or GET /v1/raw/%s/%s/events",
-					err, args[0], args[0], args[0], args[1], args[0], args[1])
+				return fmt.Errorf("%s is a raw type (its events are appended through /v1/raw/%s/<id>/events), not one of the node's registered types: the node folds no state for it, only keeps its events; read them with `esjet events %s %s` or GET /v1/raw/%s/%s/events",
+					args[0], args[0], args[0], args[1], args[0], args[1])
 			}
 			if err != nil {
 				return err

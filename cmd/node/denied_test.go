@@ -69,10 +69,14 @@ nats:
 	}{
 		{"oncall", "oncall-pw", []string{"send", "trip", "p2", "add_note", "{}"}}, // an operator sends no commands
 		{"app", "app-pw", []string{"streams"}},                                    // a client reads no stream info
+		{"app", "app-pw", []string{"dlq", "ls"}},                                  // nor dead letters
 	} {
 		took, err := as(c.user, c.pw, c.args...)
 		if err == nil || !strings.Contains(err.Error(), "NATS refused this command") || !strings.Contains(err.Error(), "Permissions Violation") {
 			t.Fatalf("%s %v: %v; want NATS's refusal named", c.user, c.args, err)
+		}
+		if strings.Contains(err.Error(), "start the node once") {
+			t.Errorf("%s %v: %v; a refusal is not a stream to provision", c.user, c.args, err)
 		}
 		if took > 10*time.Second {
 			t.Errorf("%s %v took %s: it waited for a timeout", c.user, c.args, took.Round(time.Millisecond))

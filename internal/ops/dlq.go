@@ -281,10 +281,19 @@ func (d *DLQ) notFound(ctx context.Context, what, filter string, match func(Audi
 		ErrDeadLetterNotFound, what, d.names.DLQ, a.Action, a.By, a.At.Format(time.RFC3339), a.Seq)
 }
 
+// provisionHint is what to do about a stream that is not there; nothing
+// for any other failure (a refused request, a timeout).
+func provisionHint(err error) string {
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return " (start the node once to provision it)"
+	}
+	return ""
+}
+
 func (d *DLQ) stream(ctx context.Context) (jetstream.Stream, error) {
 	st, err := d.js.Stream(ctx, d.names.DLQ)
 	if err != nil {
-		return nil, fmt.Errorf("dlq %s: %w (start the node once to provision it)", d.names.DLQ, err)
+		return nil, fmt.Errorf("dlq %s: %w%s", d.names.DLQ, err, provisionHint(err))
 	}
 	return st, nil
 }

@@ -132,11 +132,11 @@ func (r *Reconciler) Run(ctx context.Context, progress func(done, total uint64))
 	}
 	outbox, err := r.js.Stream(ctx, r.names.Outbox)
 	if err != nil {
-		return rep, fmt.Errorf("reconcile: outbox %s: %w (start the node once to provision it)", r.names.Outbox, err)
+		return rep, fmt.Errorf("reconcile: outbox %s: %w%s", r.names.Outbox, err, provisionHint(err))
 	}
 	events, err := r.js.Stream(ctx, r.names.Events)
 	if err != nil {
-		return rep, fmt.Errorf("reconcile: event log %s: %w (start the node once to provision it)", r.names.Events, err)
+		return rep, fmt.Errorf("reconcile: event log %s: %w%s", r.names.Events, err, provisionHint(err))
 	}
 	b := bounds{events: markOf(events), outbox: markOf(outbox), dlq: markOf(dlq), receipts: markOf(receipts)}
 	rep.EventsLastSeq = b.events.Last
