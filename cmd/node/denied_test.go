@@ -86,6 +86,10 @@ nats:
 	if err == nil || !strings.Contains(err.Error(), "refused the credentials") || strings.Contains(err.Error(), "is `esjet run` running") {
 		t.Fatalf("a wrong password: %v; want the credentials named, not a node that is not running", err)
 	}
+	_, err = as("", "", "streams")
+	if err == nil || !strings.Contains(err.Error(), "presents none") {
+		t.Fatalf("no credentials: %v; want it said that the command presents none", err)
+	}
 	if _, err := as("oncall", "oncall-pw", "streams"); err != nil {
 		t.Fatalf("an operator's esjet streams: %v", err)
 	}

@@ -201,6 +201,9 @@ func Connect(ctx context.Context, cfg config.Config, name string, extra ...nats.
 	if errors.Is(err, nats.ErrAuthorization) {
 		// The server answered: it refused the credentials, it is not down.
 		hint = " (the server refused the credentials this command presents: check nats.embedded.auth, e.g. ESJET_NATS_EMBEDDED_AUTH_USER and ESJET_NATS_EMBEDDED_AUTH_PASSWORD)"
+		if a := cfg.NATS.Embedded.Auth; cfg.NATS.Mode == config.ModeEmbedded && a.User == "" && a.Token == "" {
+			hint = " (the server has users and this command presents none: set nats.embedded.auth, e.g. ESJET_NATS_EMBEDDED_AUTH_USER and ESJET_NATS_EMBEDDED_AUTH_PASSWORD)"
+		}
 		if cfg.NATS.Mode == config.ModeExternal {
 			hint = " (the server refused the credentials this command presents: check nats.external.auth or nats.external.credentials_file)"
 		}
