@@ -108,9 +108,9 @@ func shutdown(s *server.Server) {
 }
 
 // Connect opens a client connection to s and closes it when the test ends.
-func Connect(tb testing.TB, s *server.Server) (*nats.Conn, jetstream.JetStream) {
+func Connect(tb testing.TB, s *server.Server, opts ...nats.Option) (*nats.Conn, jetstream.JetStream) {
 	tb.Helper()
-	nc, err := nats.Connect(s.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, err := nats.Connect(s.ClientURL(), append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		tb.Fatalf("natstest: connect: %v", err)
 	}

@@ -168,19 +168,11 @@ func TestReadRangeForASlowCallerDropsNothing(t *testing.T) {
 	const n = 200
 	name := scratchStream(t, admin, n, 10)
 	var dropped atomic.Int64
-	nc, err := nats.Connect(s.ClientURL(), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+	nc, js := natstest.Connect(t, s, nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		if errors.Is(err, nats.ErrSlowConsumer) {
 			dropped.Add(1)
 		}
 	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	st, err := js.Stream(t.Context(), name)
 	if err != nil {
 		t.Fatal(err)
