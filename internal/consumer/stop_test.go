@@ -239,8 +239,11 @@ func TestStopsWhileACommandWaitsCostItNoAttempts(t *testing.T) {
 		rc, ok := e.receipt(t, id)
 		return ok && rc.Outcome == wire.OutcomeDone
 	})
-	if d := got.Load(); d == nil || d.Attempt != 1 || d.HandedBack != stops {
-		t.Fatalf("the delivery that ran: %+v; want attempt 1, handed back %d", d, stops)
+	// At least one hand-back a stop: a stopping worker's idle pull runs
+	// out (up to 2s), so the nak's redelivery may reach it and be handed
+	// back again.
+	if d := got.Load(); d == nil || d.Attempt != 1 || d.HandedBack < stops {
+		t.Fatalf("the delivery that ran: %+v; want attempt 1, handed back at least %d times", d, stops)
 	}
 	if rc, _ := e.receipt(t, id); rc.Attempts != 1 {
 		t.Errorf("receipt attempts %d, want 1", rc.Attempts)
